@@ -1,0 +1,76 @@
+/* Durable file-system helpers; see fsutil.h. */
+#include "common/fsutil.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+int fs_dirname(const char *path, char *dir, size_t len)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        return snprintf(dir, len, ".") < (int)len ? 0 : -ENAMETOOLONG;
+    size_t n = slash == path ? 1 : (size_t)(slash - path);
+    if (n >= len)
+        return -ENAMETOOLONG;
+    memcpy(dir, path, n);
+    dir[n] = '\0';
+    return 0;
+}
+
+int fs_fsync_path(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    int rc = fsync(fd) == 0 ? 0 : -errno;
+    close(fd);
+    return rc;
+}
+
+int fs_mkdirs(const char *path)
+{
+    char buf[4096];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof buf)
+        return -ENAMETOOLONG;
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] != '/' && buf[i] != '\0')
+            continue;
+        char saved = buf[i];
+        buf[i] = '\0';
+        if (mkdir(buf, 0750) == 0) {
+            char parent[4096];
+            /* A new directory entry is only durable once its parent is synced. */
+            if (fs_dirname(buf, parent, sizeof parent) == 0)
+                (void)fs_fsync_path(parent);
+        } else if (errno != EEXIST) {
+            return -errno;
+        }
+        buf[i] = saved;
+    }
+    return 0;
+}
+
+int fs_rename_durable(const char *from, const char *to)
+{
+    if (rename(from, to) != 0)
+        return -errno;
+    char dir[4096];
+    int rc = fs_dirname(to, dir, sizeof dir);
+    return rc ? rc : fs_fsync_path(dir);
+}
+
+int fs_free_mb(const char *path, uint64_t *mb)
+{
+    struct statvfs st;
+    if (statvfs(path, &st) != 0)
+        return -errno;
+    *mb = (uint64_t)st.f_bavail * st.f_frsize / (1024 * 1024);
+    return 0;
+}

@@ -1,0 +1,31 @@
+/* Logging to stderr with syslog priority prefixes ("<3>" ... "<7>") so
+ * journald classifies each line; no timestamps (journald adds them).
+ *
+ * The level macros do not evaluate their arguments when the level is off.
+ * Never log patient data: UIDs and AE titles only. Any thread may log; each
+ * line is written with one write() so lines from threads do not interleave.
+ */
+#ifndef LDCT_COMMON_LOG_H
+#define LDCT_COMMON_LOG_H
+
+enum { LOG_LVL_ERR = 3, LOG_LVL_WARNING = 4, LOG_LVL_NOTICE = 5, LOG_LVL_INFO = 6, LOG_LVL_DEBUG = 7 };
+
+extern int log_level; /* messages with a priority above this are dropped */
+
+/* Parses "error", "warning", "notice", "info" or "debug"; -1 if unknown. */
+int log_level_parse(const char *name);
+
+void log_write(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define LOG_AT(prio, ...)                                                                          \
+    do {                                                                                           \
+        if ((prio) <= log_level)                                                                   \
+            log_write((prio), __VA_ARGS__);                                                        \
+    } while (0)
+#define log_err(...) LOG_AT(LOG_LVL_ERR, __VA_ARGS__)
+#define log_warn(...) LOG_AT(LOG_LVL_WARNING, __VA_ARGS__)
+#define log_notice(...) LOG_AT(LOG_LVL_NOTICE, __VA_ARGS__)
+#define log_info(...) LOG_AT(LOG_LVL_INFO, __VA_ARGS__)
+#define log_debug(...) LOG_AT(LOG_LVL_DEBUG, __VA_ARGS__)
+
+#endif
