@@ -49,6 +49,10 @@ LIBS_A := $(BUILD)/libdaemon.a $(BUILD)/libpipeline.a $(BUILD)/libscp.a $(BUILD)
 LINK = $(CXX) -fopenmp -o $@ $(filter %.o,$^) -Wl,--start-group $(LIBS_A) -Wl,--end-group \
 	$(DCMTK_LIBS) $(SYS_LIBS) $(CUDA_LIBS) $(1)
 
+GPU_LIBS_A := $(BUILD)/libgpu.a $(BUILD)/libcommon.a
+LINK_GPU = $(CXX) -fopenmp -o $@ $(filter %.o,$^) $(GPU_LIBS_A) $(CUDA_LIBS) -lm -lpthread $(1)
+CHECK_LIBS := -lcheck -l:libsubunit.a -lrt -lm -lpthread
+
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/check_*.c))
 TOOLS := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(wildcard tests/tools/*.c))
 
@@ -81,10 +85,18 @@ $(BUILD)/ldct: $(BUILD)/obj/daemon/main_ldct.o $(LIBS_A)
 	$(call LINK)
 $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIBS_A)
 	@mkdir -p $(@D)
-	$(call LINK,-lcheck -lsubunit)
+	$(call LINK,$(CHECK_LIBS))
 $(BUILD)/tools/%: $(BUILD)/obj/tests/tools/%.o $(LIBS_A)
 	@mkdir -p $(@D)
 	$(call LINK)
+# GPU tests and tools link only the compute engine, so they run on the GPU
+# machine (which has no DCMTK, libuv, SQLite or Check) without a bundle.
+$(BUILD)/tests/check_gpu_%: $(BUILD)/obj/tests/unit/check_gpu_%.o $(GPU_LIBS_A)
+	@mkdir -p $(@D)
+	$(call LINK_GPU,$(CHECK_LIBS))
+$(BUILD)/tools/gpu_%: $(BUILD)/obj/tests/tools/gpu_%.o $(GPU_LIBS_A)
+	@mkdir -p $(@D)
+	$(call LINK_GPU)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
