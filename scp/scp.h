@@ -62,6 +62,9 @@ typedef struct scp_instance {
     const char *transfer_syntax_uid;  /* transfer syntax it was received in */
     const char *file_path;            /* the received file (the temp path given) */
     uint64_t file_size;
+    int parsed; /* 1: the header was read back; 0: the file is not parseable
+                 * DICOM (the dataset fields above are then ""), the handler
+                 * decides (typically 0xC000 and quarantine) */
 } scp_instance;
 
 typedef struct scp_handlers {
@@ -84,12 +87,13 @@ typedef struct scp_handlers {
 } scp_handlers;
 
 typedef struct scp_server_options {
-    const char *ae_title; /* our AE title; copied */
+    const char *ae_title; /* our AE title (1..16 chars); copied */
     int port;
     int max_associations; /* beyond this, A-ASSOCIATE-RJ local limit exceeded */
-    int acse_timeout_s;
-    int dimse_timeout_s;
-    uint32_t max_pdu; /* our maximum receive PDU length */
+    int acse_timeout_s;   /* <= 0: 30 s; also bounds a silent connection */
+    int dimse_timeout_s;  /* <= 0: 60 s; idle time between and within messages */
+    uint32_t max_pdu;     /* our maximum receive PDU length; 0: 131072;
+                           * clamped to 4096..131072 */
 } scp_server_options;
 
 typedef struct scp_server scp_server;
@@ -127,10 +131,10 @@ typedef struct scp_ct_params {
     const char *study_description, *series_description;
     int series_number, instance_number;
     int rows, cols;
-    double pixel_spacing[2];  /* row spacing, column spacing (mm) */
-    double slice_thickness;   /* mm */
-    double position[3];       /* ImagePositionPatient (mm) */
-    double orientation[6];    /* ImageOrientationPatient */
+    double pixel_spacing[2]; /* row spacing, column spacing (mm) */
+    double slice_thickness;  /* mm */
+    double position[3];      /* ImagePositionPatient (mm) */
+    double orientation[6];   /* ImageOrientationPatient */
     double rescale_slope, rescale_intercept;
     double kvp;
     const int16_t *pixels;

@@ -1,0 +1,679 @@
+/* scp/server.cc: the DICOM server (Verification and Storage SCP).
+ *
+ * Why the low-level ASC_/DIMSE_ API with our own threads rather than
+ * DcmSCPPool: we need (1) scp_server_start to return only once the port is
+ * bound and listening, with the bind error as its result (ASC_initializeNetwork
+ * binds and listens synchronously, in the caller's thread); (2) a precise
+ * A-ASSOCIATE-RJ per verdict (result, source, reason) and a transient "local
+ * limit exceeded" when the pool is full, which DcmSCPPool does not let us
+ * choose; (3) a stop that rejects newcomers at once, waits a grace period for
+ * running associations and then aborts the rest by shutting their sockets
+ * down, which needs the socket of every running association.
+ *
+ * Threads: scp_server_new/start/stop/free are called by one owner thread
+ * (the daemon's main thread). The listener thread accepts associations,
+ * enforces max_associations and starts one thread per association. The
+ * handlers run in association threads, concurrently. scp_server_active may be
+ * called from any thread.
+ *
+ * Invariants:
+ * - `active` counts association threads not yet finished; it never exceeds
+ *   max_associations.
+ * - A received file is either handed to store_end (which then owns it) or
+ *   removed here; a failed reception never reaches store_end.
+ * - Nothing from a dataset but UIDs, modality, series description and sizes
+ *   is read back (pixel data stays on disk), and logs carry UIDs, AE titles
+ *   and addresses only.
+ * - The ACSE timeout bounds how long a peer that connects but sends nothing
+ *   can hold the listener (DCMTK reads the A-ASSOCIATE-RQ in the accepting
+ *   thread).
+ */
+#include "scp/scp.h"
+#include "scp/internal.hh"
+
+/* common/ headers are plain C without linkage guards. */
+extern "C" {
+#include "common/err.h"
+#include "common/log.h"
+}
+
+#include <dcmtk/config/osconfig.h>
+#include <dcmtk/dcmdata/dcdeftag.h>
+#include <dcmtk/dcmdata/dcfilefo.h>
+#include <dcmtk/dcmdata/dcuid.h>
+#include <dcmtk/dcmnet/assoc.h>
+#include <dcmtk/dcmnet/dcmtrans.h>
+#include <dcmtk/dcmnet/dimse.h>
+#include <dcmtk/dcmnet/dul.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace
+{
+
+/* Transfer syntaxes we accept, in order of preference when a peer proposes
+ * several in one presentation context: uncompressed first (nothing to decode,
+ * and a peer holding uncompressed data is never pushed to compress), then
+ * lossless compression, then what is lossy or that DCMTK cannot decode
+ * (JPEG 2000), which is stored as received. */
+const char *k_transfer_syntaxes[] = {
+    UID_LittleEndianExplicitTransferSyntax,
+    UID_BigEndianExplicitTransferSyntax,
+    UID_LittleEndianImplicitTransferSyntax,
+    UID_DeflatedExplicitVRLittleEndianTransferSyntax,
+    UID_JPEGProcess14SV1TransferSyntax,
+    UID_JPEGProcess14TransferSyntax,
+    UID_JPEGLSLosslessTransferSyntax,
+    UID_RLELosslessTransferSyntax,
+    UID_JPEG2000LosslessOnlyTransferSyntax,
+    UID_JPEGLSLossyTransferSyntax,
+    UID_JPEGProcess1TransferSyntax,
+    UID_JPEGProcess2_4TransferSyntax,
+    UID_JPEG2000TransferSyntax,
+};
+const int k_n_transfer_syntaxes = sizeof k_transfer_syntaxes / sizeof k_transfer_syntaxes[0];
+
+const int k_listen_poll_s = 1; /* how often the listener checks for stop */
+const int k_default_acse_s = 30;
+const int k_default_dimse_s = 60;
+const size_t k_comment_len = 256;
+
+/* One association thread and what stop needs to abort it. */
+struct assoc_slot {
+    std::thread thread;
+    std::atomic<bool> done{false};
+    int fd = -1; /* guarded by scp_server::mu; -1 once the thread drops it */
+};
+
+/* The per-association facts handlers see. */
+struct assoc_ctx {
+    std::string calling, called, peer;
+    scp_assoc_info info{};
+};
+
+} // namespace
+
+struct scp_server {
+    std::string ae_title;
+    scp_server_options opt{};
+    scp_handlers h{};
+    T_ASC_Network *net = nullptr;
+    std::thread listener;
+    std::atomic<bool> stopping{false}; /* reject every new association */
+    std::atomic<bool> quit{false};     /* the listener leaves its loop */
+    std::atomic<int> active{0};
+    std::mutex mu; /* guards slots and their fds */
+    std::condition_variable cv;
+    std::list<std::unique_ptr<assoc_slot>> slots;
+    bool started = false;
+    bool stopped = false;
+};
+
+namespace
+{
+
+std::string trim(const char *s)
+{
+    std::string v(s ? s : "");
+    size_t b = v.find_first_not_of(' ');
+    size_t e = v.find_last_not_of(' ');
+    return b == std::string::npos ? std::string() : v.substr(b, e - b + 1);
+}
+
+void fill_assoc_ctx(T_ASC_Association *assoc, assoc_ctx *a)
+{
+    const DUL_ASSOCIATESERVICEPARAMETERS &p = assoc->params->DULparams;
+    a->calling = trim(p.callingAPTitle);
+    a->called = trim(p.calledAPTitle);
+    /* Without reverse lookups (global init) this is the numeric address,
+     * sometimes followed by ":port"; keep the host part. */
+    std::string peer(p.callingPresentationAddress);
+    if (std::count(peer.begin(), peer.end(), ':') == 1)
+        peer = peer.substr(0, peer.find(':'));
+    a->peer = peer;
+    a->info.calling_ae = a->calling.c_str();
+    a->info.called_ae = a->called.c_str();
+    a->info.peer_host = a->peer.c_str();
+}
+
+const char *verdict_name(scp_assoc_verdict v)
+{
+    switch (v) {
+    case SCP_ASSOC_REJECT_CALLED_AE:
+        return "called AE title not recognised";
+    case SCP_ASSOC_REJECT_CALLING_AE:
+        return "calling AE title not recognised";
+    case SCP_ASSOC_REJECT_HOST:
+        return "host not allowed";
+    case SCP_ASSOC_REJECT_BUSY:
+        return "local limit exceeded";
+    default:
+        return "accepted";
+    }
+}
+
+/* Sends the A-ASSOCIATE-RJ of PS3.8 table 9-21 that matches the verdict. */
+void reject(T_ASC_Association *assoc, scp_assoc_verdict v, const assoc_ctx &a)
+{
+    T_ASC_RejectParameters rj;
+    rj.result = ASC_RESULT_REJECTEDPERMANENT;
+    rj.source = ASC_SOURCE_SERVICEUSER;
+    switch (v) {
+    case SCP_ASSOC_REJECT_CALLED_AE:
+        rj.reason = ASC_REASON_SU_CALLEDAETITLENOTRECOGNIZED;
+        break;
+    case SCP_ASSOC_REJECT_CALLING_AE:
+        rj.reason = ASC_REASON_SU_CALLINGAETITLENOTRECOGNIZED;
+        break;
+    case SCP_ASSOC_REJECT_BUSY:
+        rj.result = ASC_RESULT_REJECTEDTRANSIENT;
+        rj.source = ASC_SOURCE_SERVICEPROVIDER_PRESENTATION_RELATED;
+        rj.reason = ASC_REASON_SP_PRES_LOCALLIMITEXCEEDED;
+        break;
+    default:
+        rj.reason = ASC_REASON_SU_NOREASON;
+        break;
+    }
+    log_notice("scp: association from %s (calling %s, called %s) rejected: %s", a.peer.c_str(),
+               a.calling.c_str(), a.called.c_str(), verdict_name(v));
+    scp__cond_err(ASC_rejectAssociation(assoc, &rj), "A-ASSOCIATE-RJ");
+}
+
+void drop(T_ASC_Association **assoc)
+{
+    if (!*assoc)
+        return;
+    ASC_dropSCPAssociation(*assoc);
+    ASC_destroyAssociation(assoc);
+}
+
+/* Non-blocking mode is how DIMSE applies a timeout (always > 0 here). */
+T_DIMSE_BlockingMode block_mode(const scp_server *)
+{
+    return DIMSE_NONBLOCKING;
+}
+
+/* ---- C-STORE ------------------------------------------------------------ */
+
+/* Everything the C-STORE callback needs, and the strings scp_instance points
+ * into (they live until store_end returns). */
+struct store_ctx {
+    scp_server *srv;
+    const assoc_ctx *a;
+    std::string path, ts;
+    std::string req_class, req_inst, sop_class, sop_inst, study, series, modality, descr;
+    bool ended = false; /* store_end was called: it owns the file */
+    DcmDataset *detail = nullptr;
+    char comment[k_comment_len] = "";
+};
+
+std::string get_str(DcmItem *ds, const DcmTagKey &tag)
+{
+    OFString v;
+    if (ds && ds->findAndGetOFString(tag, v).good())
+        return std::string(v.c_str());
+    return std::string();
+}
+
+/* Reads the header attributes back from the received file, stopping before
+ * the pixel data; returns 1 when the file parsed. */
+int read_header(store_ctx *sc)
+{
+    DcmFileFormat ff;
+    OFCondition c = ff.loadFileUntilTag(sc->path.c_str(), EXS_Unknown, EGL_noChange, 4096,
+                                        ERM_autoDetect, DCM_PixelData);
+    if (c.bad()) {
+        scp__cond_err(c, "cannot parse received dataset header");
+        return 0;
+    }
+    DcmDataset *ds = ff.getDataset();
+    sc->sop_class = get_str(ds, DCM_SOPClassUID);
+    sc->sop_inst = get_str(ds, DCM_SOPInstanceUID);
+    sc->study = get_str(ds, DCM_StudyInstanceUID);
+    sc->series = get_str(ds, DCM_SeriesInstanceUID);
+    sc->modality = get_str(ds, DCM_Modality);
+    sc->descr = get_str(ds, DCM_SeriesDescription);
+    return 1;
+}
+
+void set_error_comment(store_ctx *sc, DcmDataset **detail)
+{
+    if (!sc->comment[0])
+        return;
+    sc->detail = new DcmDataset;
+    /* Error Comment is LO: at most 64 characters. */
+    std::string c(sc->comment);
+    sc->detail->putAndInsertString(DCM_ErrorComment, c.substr(0, 64).c_str());
+    *detail = sc->detail;
+}
+
+unsigned finish_store(store_ctx *sc)
+{
+    scp_instance in{};
+    in.parsed = read_header(sc);
+    struct stat st;
+    in.file_size = stat(sc->path.c_str(), &st) == 0 ? (uint64_t)st.st_size : 0;
+    in.req_sop_class_uid = sc->req_class.c_str();
+    in.req_sop_instance_uid = sc->req_inst.c_str();
+    in.sop_class_uid = sc->sop_class.c_str();
+    in.sop_instance_uid = sc->sop_inst.c_str();
+    in.study_uid = sc->study.c_str();
+    in.series_uid = sc->series.c_str();
+    in.modality = sc->modality.c_str();
+    in.series_description = sc->descr.c_str();
+    in.transfer_syntax_uid = sc->ts.c_str();
+    in.file_path = sc->path.c_str();
+    sc->ended = true;
+    return sc->srv->h.store_end(sc->srv->h.ctx, &sc->a->info, &in, sc->comment, sizeof sc->comment);
+}
+
+void store_cb(void *data, T_DIMSE_StoreProgress *progress, T_DIMSE_C_StoreRQ *, char *,
+              DcmDataset **, T_DIMSE_C_StoreRSP *rsp, DcmDataset **detail)
+{
+    if (progress->state != DIMSE_StoreEnd)
+        return;
+    store_ctx *sc = static_cast<store_ctx *>(data);
+    try {
+        rsp->DimseStatus = (Uint16)finish_store(sc);
+    } catch (...) {
+        rsp->DimseStatus = SCP_STATUS_PROCESSING_FAILURE;
+        scp__strlcpy(sc->comment, "internal error", sizeof sc->comment);
+    }
+    if (rsp->DimseStatus != STATUS_Success)
+        log_notice("scp: instance %s from %s refused: 0x%04X", sc->req_inst.c_str(),
+                   sc->a->calling.c_str(), rsp->DimseStatus);
+    set_error_comment(sc, detail);
+}
+
+/* store_begin refused: read the dataset off the wire, answer its status. */
+OFCondition refuse_store(scp_server *srv, T_ASC_Association *assoc, T_ASC_PresentationContextID pid,
+                         T_DIMSE_C_StoreRQ *req, unsigned status, store_ctx *sc)
+{
+    DIC_UL bytes = 0, pdvs = 0;
+    OFCondition c =
+        DIMSE_ignoreDataSet(assoc, block_mode(srv), srv->opt.dimse_timeout_s, &bytes, &pdvs);
+    if (c.bad())
+        return c;
+    log_notice("scp: instance %s from %s refused before reception: 0x%04X",
+               req->AffectedSOPInstanceUID, sc->a->calling.c_str(), status);
+    T_DIMSE_C_StoreRSP rsp{};
+    rsp.DimseStatus = (Uint16)status;
+    DcmDataset *detail = nullptr;
+    set_error_comment(sc, &detail);
+    return DIMSE_sendStoreResponse(assoc, pid, req, &rsp, detail);
+}
+
+OFCondition handle_store(scp_server *srv, const assoc_ctx *a, T_ASC_Association *assoc,
+                         T_ASC_PresentationContextID pid, T_DIMSE_C_StoreRQ *req)
+{
+    store_ctx sc;
+    sc.srv = srv;
+    sc.a = a;
+    sc.req_class = req->AffectedSOPClassUID;
+    sc.req_inst = req->AffectedSOPInstanceUID;
+    T_ASC_PresentationContext pc;
+    if (ASC_findAcceptedPresentationContext(assoc->params, pid, &pc).good())
+        sc.ts = pc.acceptedTransferSyntax;
+
+    char path[4096] = "";
+    unsigned st =
+        srv->h.store_begin(srv->h.ctx, &a->info, path, sizeof path, sc.comment, sizeof sc.comment);
+    if (st == SCP_STATUS_SUCCESS && !path[0]) {
+        st = SCP_STATUS_OUT_OF_RESOURCES;
+        scp__strlcpy(sc.comment, "no storage path", sizeof sc.comment);
+    }
+    OFCondition c;
+    if (st != SCP_STATUS_SUCCESS) {
+        c = refuse_store(srv, assoc, pid, req, st, &sc);
+    } else {
+        sc.path = path;
+        c = DIMSE_storeProvider(assoc, pid, req, path, 1, nullptr, store_cb, &sc, block_mode(srv),
+                                srv->opt.dimse_timeout_s);
+        if (c.bad() && !sc.ended)
+            unlink(path); /* DCMTK usually removed it already */
+    }
+    delete sc.detail;
+    return c;
+}
+
+/* ---- association thread ------------------------------------------------- */
+
+int negotiate(scp_server *srv, T_ASC_Association *assoc)
+{
+    const char *verification[] = {UID_VerificationSOPClass};
+    OFCondition c = ASC_acceptContextsWithPreferredTransferSyntaxes(
+        assoc->params, verification, 1, k_transfer_syntaxes, k_n_transfer_syntaxes);
+    if (c.good())
+        c = ASC_acceptContextsWithPreferredTransferSyntaxes(
+            assoc->params, dcmAllStorageSOPClassUIDs, numberOfDcmAllStorageSOPClassUIDs,
+            k_transfer_syntaxes, k_n_transfer_syntaxes);
+    if (c.good())
+        c = ASC_setAPTitles(assoc->params, nullptr, nullptr, srv->ae_title.c_str());
+    if (c.good())
+        c = ASC_acknowledgeAssociation(assoc);
+    return scp__cond_err(c, "association negotiation");
+}
+
+/* Serves DIMSE commands until release, abort or error. */
+void serve(scp_server *srv, const assoc_ctx *a, T_ASC_Association *assoc)
+{
+    for (;;) {
+        T_DIMSE_Message msg;
+        T_ASC_PresentationContextID pid = 0;
+        DcmDataset *detail = nullptr;
+        OFCondition c = DIMSE_receiveCommand(assoc, block_mode(srv), srv->opt.dimse_timeout_s, &pid,
+                                             &msg, &detail);
+        delete detail;
+        if (c == DUL_PEERREQUESTEDRELEASE) {
+            ASC_acknowledgeRelease(assoc);
+            return;
+        }
+        if (c == DUL_PEERABORTEDASSOCIATION) {
+            log_info("scp: association with %s aborted by the peer", a->calling.c_str());
+            return;
+        }
+        if (c.good() && msg.CommandField == DIMSE_C_ECHO_RQ)
+            c = DIMSE_sendEchoResponse(assoc, pid, &msg.msg.CEchoRQ, STATUS_Success, nullptr);
+        else if (c.good() && msg.CommandField == DIMSE_C_STORE_RQ)
+            c = handle_store(srv, a, assoc, pid, &msg.msg.CStoreRQ);
+        else if (c.good()) {
+            log_warn("scp: unsupported DIMSE command 0x%04X from %s", (unsigned)msg.CommandField,
+                     a->calling.c_str());
+            c = DIMSE_BADCOMMANDTYPE;
+        }
+        if (c.bad()) {
+            scp__cond_err(c, a->calling.c_str());
+            ASC_abortAssociation(assoc);
+            return;
+        }
+    }
+}
+
+/* DcmTransportConnection::getSocket is protected; naming it through a
+ * derived class (never instantiated) is the standard way to reach it. We
+ * only ever shutdown() that socket, never close it: DCMTK keeps owning it. */
+struct socket_of : DcmTransportConnection {
+    static int get(DcmTransportConnection *tc)
+    {
+        DcmNativeSocketType (DcmTransportConnection::*fn)() = &socket_of::getSocket;
+        return (int)(tc->*fn)();
+    }
+};
+
+void set_slot_fd(scp_server *srv, assoc_slot *slot, T_ASC_Association *assoc)
+{
+    DcmTransportConnection *tc = DUL_getTransportConnection(assoc->DULassociation);
+    std::lock_guard<std::mutex> lk(srv->mu);
+    slot->fd = tc ? socket_of::get(tc) : -1;
+}
+
+void run_association(scp_server *srv, assoc_slot *slot, T_ASC_Association *assoc)
+{
+    assoc_ctx a;
+    fill_assoc_ctx(assoc, &a);
+    set_slot_fd(srv, slot, assoc);
+    scp_assoc_verdict v =
+        srv->h.check_association ? srv->h.check_association(srv->h.ctx, &a.info) : SCP_ASSOC_ACCEPT;
+    if (v != SCP_ASSOC_ACCEPT) {
+        reject(assoc, v, a);
+    } else if (negotiate(srv, assoc) == 0) {
+        log_info("scp: association from %s (calling %s) accepted", a.peer.c_str(),
+                 a.calling.c_str());
+        serve(srv, &a, assoc);
+    }
+}
+
+void association_main(scp_server *srv, assoc_slot *slot, T_ASC_Association *assoc)
+{
+    try {
+        run_association(srv, slot, assoc);
+    } catch (...) {
+        log_err("scp: association thread failed (exception)");
+    }
+    {
+        std::lock_guard<std::mutex> lk(srv->mu);
+        slot->fd = -1;
+    }
+    try {
+        drop(&assoc);
+    } catch (...) {
+    }
+    std::lock_guard<std::mutex> lk(srv->mu); /* so stop's wait sees it */
+    slot->done = true;
+    srv->active--;
+    srv->cv.notify_all();
+}
+
+/* ---- listener ----------------------------------------------------------- */
+
+void reap_finished(scp_server *srv)
+{
+    std::lock_guard<std::mutex> lk(srv->mu);
+    for (auto it = srv->slots.begin(); it != srv->slots.end();) {
+        if ((*it)->done) {
+            (*it)->thread.join();
+            it = srv->slots.erase(it);
+        } else {
+            ++it;
+        }
+    }
+}
+
+void dispatch(scp_server *srv, T_ASC_Association *assoc)
+{
+    if (srv->stopping || srv->active >= srv->opt.max_associations) {
+        assoc_ctx a;
+        fill_assoc_ctx(assoc, &a);
+        reject(assoc, SCP_ASSOC_REJECT_BUSY, a);
+        drop(&assoc);
+        return;
+    }
+    std::unique_ptr<assoc_slot> slot(new assoc_slot);
+    assoc_slot *s = slot.get();
+    std::lock_guard<std::mutex> lk(srv->mu);
+    srv->active++;
+    try {
+        s->thread = std::thread(association_main, srv, s, assoc);
+    } catch (...) {
+        srv->active--;
+        log_err("scp: cannot start an association thread");
+        ASC_abortAssociation(assoc);
+        drop(&assoc);
+        return;
+    }
+    srv->slots.push_back(std::move(slot));
+}
+
+void listen_loop(scp_server *srv)
+{
+    while (!srv->quit) {
+        reap_finished(srv);
+        T_ASC_Association *assoc = nullptr;
+        OFCondition c = ASC_receiveAssociation(srv->net, &assoc, (long)srv->opt.max_pdu, nullptr,
+                                               nullptr, OFFalse, DUL_NOBLOCK, k_listen_poll_s);
+        if (c.good()) {
+            dispatch(srv, assoc);
+            continue;
+        }
+        if (c != DUL_NOASSOCIATIONREQUEST)
+            scp__cond_err(c, "receiving an association request");
+        drop(&assoc);
+    }
+}
+
+void listener_main(scp_server *srv)
+{
+    try {
+        listen_loop(srv);
+    } catch (...) {
+        log_err("scp: listener failed (exception); no longer accepting associations");
+    }
+}
+
+int check_options(const scp_server_options *o)
+{
+    if (!o->ae_title || !o->ae_title[0] || strlen(o->ae_title) > 16)
+        return -EINVAL;
+    if (o->port <= 0 || o->port > 65535 || o->max_associations <= 0)
+        return -EINVAL;
+    return 0;
+}
+
+/* Waits until no association runs or the deadline passes. */
+void wait_idle(scp_server *srv, int grace_s)
+{
+    std::unique_lock<std::mutex> lk(srv->mu);
+    auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(grace_s > 0 ? grace_s : 0);
+    srv->cv.wait_until(lk, deadline, [srv] { return srv->active == 0; });
+}
+
+/* Shuts the sockets of the remaining associations down: their threads see
+ * the connection closed and end. */
+void abort_remaining(scp_server *srv)
+{
+    std::lock_guard<std::mutex> lk(srv->mu);
+    int n = 0;
+    for (auto &s : srv->slots) {
+        if (!s->done && s->fd >= 0) {
+            shutdown(s->fd, SHUT_RDWR);
+            n++;
+        }
+    }
+    if (n)
+        log_warn("scp: aborted %d association(s) still running after the grace period", n);
+}
+
+void join_all(scp_server *srv)
+{
+    std::list<std::unique_ptr<assoc_slot>> slots;
+    {
+        std::lock_guard<std::mutex> lk(srv->mu);
+        slots.swap(srv->slots);
+    }
+    for (auto &s : slots)
+        s->thread.join();
+}
+
+void stop_impl(scp_server *srv, int grace_s)
+{
+    if (!srv->started || srv->stopped)
+        return;
+    srv->stopping = true; /* from now on every request gets a transient reject */
+    wait_idle(srv, grace_s);
+    abort_remaining(srv);
+    join_all(srv);
+    srv->quit = true;
+    srv->listener.join();
+    join_all(srv); /* anything dispatched in the last instant */
+    ASC_dropNetwork(&srv->net);
+    srv->stopped = true;
+    log_info("scp: server stopped");
+}
+
+} // namespace
+
+extern "C" int scp_server_new(const scp_server_options *opt, const scp_handlers *h,
+                              scp_server **out)
+{
+    try {
+        *out = nullptr;
+        if (!opt || !h || !h->store_begin || !h->store_end || check_options(opt) < 0)
+            return -EINVAL;
+        std::unique_ptr<scp_server> srv(new scp_server);
+        srv->ae_title = opt->ae_title;
+        srv->opt = *opt;
+        srv->opt.ae_title = nullptr; /* use ae_title, our copy */
+        srv->h = *h;
+        if (srv->opt.acse_timeout_s <= 0)
+            srv->opt.acse_timeout_s = k_default_acse_s;
+        if (srv->opt.dimse_timeout_s <= 0)
+            srv->opt.dimse_timeout_s = k_default_dimse_s;
+        if (srv->opt.max_pdu == 0)
+            srv->opt.max_pdu = ASC_MAXIMUMPDUSIZE;
+        if (srv->opt.max_pdu < ASC_MINIMUMPDUSIZE)
+            srv->opt.max_pdu = ASC_MINIMUMPDUSIZE;
+        if (srv->opt.max_pdu > ASC_MAXIMUMPDUSIZE)
+            srv->opt.max_pdu = ASC_MAXIMUMPDUSIZE;
+        *out = srv.release();
+        return 0;
+    } catch (const std::bad_alloc &) {
+        return -ENOMEM;
+    } catch (...) {
+        return LDCT_EDICOM;
+    }
+}
+
+extern "C" int scp_server_start(scp_server *srv)
+{
+    try {
+        if (!srv || srv->started)
+            return -EINVAL;
+        int err = scp__global_init_once();
+        if (err < 0)
+            return err;
+        OFCondition c =
+            ASC_initializeNetwork(NET_ACCEPTOR, srv->opt.port, srv->opt.acse_timeout_s, &srv->net);
+        err = scp__cond_err(c, "cannot listen");
+        if (err < 0) {
+            srv->net = nullptr;
+            return err;
+        }
+        try {
+            srv->listener = std::thread(listener_main, srv);
+        } catch (...) {
+            ASC_dropNetwork(&srv->net);
+            return -EAGAIN;
+        }
+        srv->started = true;
+        log_notice("scp: %s listening on port %d (at most %d associations)", srv->ae_title.c_str(),
+                   srv->opt.port, srv->opt.max_associations);
+        return 0;
+    } catch (const std::bad_alloc &) {
+        return -ENOMEM;
+    } catch (...) {
+        return LDCT_EDICOM;
+    }
+}
+
+extern "C" void scp_server_stop(scp_server *srv, int grace_s)
+{
+    try {
+        if (srv)
+            stop_impl(srv, grace_s);
+    } catch (...) {
+        log_err("scp: server stop failed (exception)");
+    }
+}
+
+extern "C" int scp_server_active(scp_server *srv)
+{
+    return srv ? srv->active.load() : 0;
+}
+
+extern "C" void scp_server_free(scp_server *srv)
+{
+    if (!srv)
+        return;
+    scp_server_stop(srv, 0);
+    try {
+        if (srv->net)
+            ASC_dropNetwork(&srv->net);
+        delete srv;
+    } catch (...) {
+    }
+}
