@@ -20,8 +20,8 @@ DEB_PKGS := dcmtk libdcmtk-dev libuv1-dev libsqlite3-dev check libinih-dev libsy
 
 WARN := -Wall -Wextra -Werror
 CPPFLAGS := -I. -D_GNU_SOURCE -DLDCT_WITH_CUDA=$(WITH_CUDA) -MMD -MP
-CFLAGS := -std=c11 -O2 -g -fopenmp $(WARN) -Wshadow -Wstrict-prototypes
-CXXFLAGS := -std=c++17 -O2 -g $(WARN) -Wno-deprecated-declarations
+CFLAGS := -std=c11 -O2 -g -fopenmp $(WARN) -Wshadow -Wstrict-prototypes -Wno-format-truncation
+CXXFLAGS := -std=c++17 -O2 -g $(WARN) -Wno-deprecated-declarations -Wno-format-truncation
 NVFLAGS := -std=c++17 -O3 -lineinfo $(CUDA_ARCH) -I. -DLDCT_WITH_CUDA=1 \
 	-Xcompiler -Wall,-Wextra,-fopenmp --Werror all-warnings
 

@@ -1,0 +1,24 @@
+/* Wall-clock helpers; see clock.h. */
+#include "common/clock.h"
+
+#include <stdio.h>
+#include <time.h>
+
+int64_t ldct_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void ldct_time_format(int64_t ms, char *out, int len)
+{
+    if (ms <= 0) {
+        snprintf(out, (size_t)len, "-");
+        return;
+    }
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    localtime_r(&t, &tm);
+    strftime(out, (size_t)len, "%Y-%m-%d %H:%M:%S", &tm);
+}

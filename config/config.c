@@ -1,0 +1,462 @@
+/* Configuration parsing with inih over one option table; see config.h.
+ * Not thread-safe while loading; a loaded config is read-only. */
+#include "config/config.h"
+
+#include "common/err.h"
+#include "common/log.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <ini.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+typedef enum { T_STR, T_AE, T_INT, T_BOOL, T_AELIST, T_HOSTLIST, T_LOGLEVEL } opt_type;
+typedef enum { S_NODE, S_DEST } sect_kind;
+
+typedef struct opt_def {
+    sect_kind sect;
+    const char *name;
+    opt_type type;
+    long min, max; /* T_INT bounds */
+    const char *def;
+    size_t off;  /* offset of the field in cfg_node or cfg_destination */
+    size_t size; /* T_STR buffer size */
+    const char *help;
+} opt_def;
+
+#define NODE(name, type, min, max, def, field, help)                                               \
+    {S_NODE, name, type, min, max, def, offsetof(cfg_node, field),                                 \
+     sizeof(((cfg_node *)0)->field), help}
+#define DEST(name, type, min, max, def, field, help)                                               \
+    {S_DEST, name, type, min, max, def, offsetof(cfg_destination, field),                          \
+     sizeof(((cfg_destination *)0)->field), help}
+
+static const opt_def OPTIONS[] = {
+    NODE("ae_title", T_AE, 0, 0, "LDCTNODE", ae_title, "our AE title"),
+    NODE("port", T_INT, 1, 65535, "11112", port, "TCP port of the DICOM listener"),
+    NODE("state_dir", T_STR, 0, 0, "./var/ldct", state_dir,
+         "spool, outbox, results and database live here"),
+    NODE("check_called_ae", T_BOOL, 0, 0, "yes", check_called_ae,
+         "refuse associations addressed to another AE title"),
+    NODE("allowed_calling_aes", T_AELIST, 0, 0, "", allowed_calling_aes,
+         "comma-separated calling AE titles; empty = anyone"),
+    NODE("allowed_hosts", T_HOSTLIST, 0, 0, "", allowed_hosts,
+         "comma-separated peer addresses; empty = anyone"),
+    NODE("max_associations", T_INT, 1, 512, "16", max_associations,
+         "concurrent associations; more are refused (local limit exceeded)"),
+    NODE("acse_timeout", T_INT, 1, 3600, "30", acse_timeout, "seconds"),
+    NODE("dimse_timeout", T_INT, 1, 3600, "60", dimse_timeout, "seconds"),
+    NODE("max_pdu", T_INT, 4096, 4194304, "131072", max_pdu, "maximum receive PDU, bytes"),
+    NODE("min_free_mb", T_INT, 0, 100000000, "1024", min_free_mb,
+         "below this free space C-STOREs are refused with 0xA700"),
+    NODE("stable_seconds", T_INT, 1, 86400, "30", stable_seconds,
+         "quiet time after which a series is complete"),
+    NODE("shutdown_grace_seconds", T_INT, 0, 3600, "30", shutdown_grace_seconds,
+         "how long SIGTERM waits for running associations"),
+    NODE("log_level", T_LOGLEVEL, 0, 0, "info", log_level,
+         "error | warning | notice | info | debug"),
+    DEST("host", T_STR, 0, 0, "", host, "host name or address"),
+    DEST("port", T_INT, 1, 65535, "104", port, "TCP port"),
+    DEST("ae_title", T_AE, 0, 0, "", ae_title, "the destination's AE title"),
+};
+#define NOPTIONS (sizeof OPTIONS / sizeof OPTIONS[0])
+
+typedef struct parse_ctx {
+    ldct_config *cfg;
+    FILE *f;
+    int line;
+    sect_kind kind;
+    int valid_section; /* 0 after an unknown section: its keys are skipped */
+    char section[CFG_NAME_MAX * 2];
+} parse_ctx;
+
+static void add_error(ldct_config *cfg, int line, const char *fmt, ...)
+{
+    if (cfg->nerr < CFG_ERR_MAX) {
+        char msg[200];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        const char *file = cfg->path[0] ? cfg->path : "(defaults)";
+        snprintf(cfg->err[cfg->nerr], sizeof cfg->err[0], "%s:%d: %s", file, line, msg);
+    }
+    cfg->nerr++;
+}
+
+/* Copies `s` without surrounding blanks or one pair of double quotes. */
+static void unquote(const char *s, char *out, size_t len)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    size_t n = strlen(s);
+    while (n > 0 && isspace((unsigned char)s[n - 1]))
+        n--;
+    if (n >= 2 && s[0] == '"' && s[n - 1] == '"') {
+        s++;
+        n -= 2;
+    }
+    if (n >= len)
+        n = len - 1;
+    memcpy(out, s, n);
+    out[n] = '\0';
+}
+
+static int parse_bool(const char *v, int *out)
+{
+    static const char *const yes[] = {"1", "yes", "true", "on"};
+    static const char *const no[] = {"0", "no", "false", "off"};
+    for (int i = 0; i < 4; i++) {
+        if (strcasecmp(v, yes[i]) == 0)
+            return *out = 1, 0;
+        if (strcasecmp(v, no[i]) == 0)
+            return *out = 0, 0;
+    }
+    return -1;
+}
+
+/* DICOM AE titles: 1..16 printable characters, no backslash. */
+static int ae_valid(const char *ae)
+{
+    size_t n = strlen(ae);
+    if (n == 0 || n > CFG_AE_MAX)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isprint((unsigned char)ae[i]) || ae[i] == '\\')
+            return 0;
+    return 1;
+}
+
+/* Splits a comma-separated list; each item goes through `check`. */
+static const char *parse_list(const char *v, char *items, size_t item_size, int *count,
+                              int (*check)(const char *))
+{
+    char buf[2048];
+    snprintf(buf, sizeof buf, "%s", v);
+    *count = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char item[CFG_HOST_MAX + 1];
+        unquote(tok, item, sizeof item);
+        if (item[0] == '\0')
+            continue;
+        if (!check(item) || strlen(item) >= item_size)
+            return "invalid list entry";
+        if (*count == CFG_LIST_MAX)
+            return "too many list entries";
+        memcpy(items + (size_t)*count * item_size, item, strlen(item) + 1);
+        (*count)++;
+    }
+    return NULL;
+}
+
+static int host_valid(const char *h)
+{
+    for (const char *p = h; *p; p++)
+        if (!isalnum((unsigned char)*p) && !strchr(".-:_", *p))
+            return 0;
+    return *h != '\0';
+}
+
+/* Stores `value` into the field described by `o`; returns an error message or NULL. */
+static const char *set_option(const opt_def *o, void *base, const char *raw)
+{
+    char v[CFG_PATH_MAX];
+    unquote(raw, v, sizeof v);
+    char *field = (char *)base + o->off;
+    switch (o->type) {
+    case T_AE:
+        if (v[0] && !ae_valid(v))
+            return "an AE title has 1 to 16 printable characters and no backslash";
+        /* fall through */
+    case T_STR:
+        if (strlen(v) >= o->size)
+            return "value too long";
+        memcpy(field, v, strlen(v) + 1);
+        return NULL;
+    case T_INT: {
+        char *end;
+        errno = 0;
+        long n = strtol(v, &end, 10);
+        if (errno || end == v || *end != '\0')
+            return "not an integer";
+        if (n < o->min || n > o->max)
+            return "out of range";
+        *(int *)field = (int)n;
+        return NULL;
+    }
+    case T_BOOL:
+        return parse_bool(v, (int *)field) ? "expected yes or no" : NULL;
+    case T_LOGLEVEL: {
+        int lvl = log_level_parse(v);
+        if (lvl < 0)
+            return "expected error, warning, notice, info or debug";
+        *(int *)field = lvl;
+        return NULL;
+    }
+    case T_AELIST: {
+        cfg_ae_list *l = (cfg_ae_list *)field;
+        return parse_list(v, &l->v[0][0], sizeof l->v[0], &l->n, ae_valid);
+    }
+    case T_HOSTLIST: {
+        cfg_host_list *l = (cfg_host_list *)field;
+        return parse_list(v, &l->v[0][0], sizeof l->v[0], &l->n, host_valid);
+    }
+    }
+    return "unknown option type";
+}
+
+static void apply_defaults(sect_kind kind, void *base)
+{
+    for (size_t i = 0; i < NOPTIONS; i++)
+        if (OPTIONS[i].sect == kind)
+            (void)set_option(&OPTIONS[i], base, OPTIONS[i].def);
+}
+
+static const opt_def *find_option(sect_kind kind, const char *name)
+{
+    for (size_t i = 0; i < NOPTIONS; i++)
+        if (OPTIONS[i].sect == kind && strcmp(OPTIONS[i].name, name) == 0)
+            return &OPTIONS[i];
+    return NULL;
+}
+
+/* Handles a "[...]" header: returns 0 if known. */
+static int begin_section(parse_ctx *pc, const char *section)
+{
+    ldct_config *cfg = pc->cfg;
+    char kind[32] = "", name[CFG_NAME_MAX * 2] = "";
+    if (sscanf(section, "%31s %127[^\n]", kind, name) < 1)
+        return -1;
+    unquote(name, name, sizeof name);
+    if (strcmp(kind, "node") == 0 && !name[0]) {
+        pc->kind = S_NODE;
+        return 0;
+    }
+    int is_dest = strcmp(kind, "destination") == 0, is_rule = strcmp(kind, "rule") == 0;
+    if (!is_dest && !is_rule)
+        return add_error(cfg, pc->line, "unknown section [%s]", section), -1;
+    if (!name[0] || strlen(name) > CFG_NAME_MAX)
+        return add_error(cfg, pc->line, "[%s] needs a name of 1 to %d characters", kind,
+                         CFG_NAME_MAX),
+               -1;
+    if (is_dest) {
+        if (config_destination_find(cfg, name))
+            return add_error(cfg, pc->line, "destination '%s' defined twice", name), -1;
+        if (cfg->ndest == CFG_DEST_MAX)
+            return add_error(cfg, pc->line, "more than %d destinations", CFG_DEST_MAX), -1;
+        cfg_destination *d = &cfg->dest[cfg->ndest++];
+        apply_defaults(S_DEST, d);
+        snprintf(d->name, sizeof d->name, "%s", name);
+        d->line = pc->line;
+        pc->kind = S_DEST;
+        return 0;
+    }
+    for (int i = 0; i < cfg->nrule; i++)
+        if (strcmp(cfg->rule[i].name, name) == 0)
+            return add_error(cfg, pc->line, "rule '%s' defined twice", name), -1;
+    if (cfg->nrule == CFG_RULE_MAX)
+        return add_error(cfg, pc->line, "more than %d rules", CFG_RULE_MAX), -1;
+    cfg_rule *r = &cfg->rule[cfg->nrule++];
+    memset(r, 0, sizeof *r);
+    snprintf(r->name, sizeof r->name, "%s", name);
+    r->line = pc->line;
+    pc->kind = (sect_kind)-1; /* rule keys are kept raw */
+    return 0;
+}
+
+static void rule_add_kv(parse_ctx *pc, const char *key, const char *value)
+{
+    cfg_rule *r = &pc->cfg->rule[pc->cfg->nrule - 1];
+    if (r->nkv == (int)(sizeof r->kv / sizeof r->kv[0])) {
+        add_error(pc->cfg, pc->line, "too many keys in rule '%s'", r->name);
+        return;
+    }
+    cfg_rule_kv *kv = &r->kv[r->nkv++];
+    snprintf(kv->key, sizeof kv->key, "%s", key);
+    unquote(value, kv->value, sizeof kv->value);
+    kv->line = pc->line;
+}
+
+static int on_entry(void *user, const char *section, const char *name, const char *value)
+{
+    parse_ctx *pc = user;
+    if (section[0] == '\0') {
+        add_error(pc->cfg, pc->line, "'%s' is outside any section (start with [node])", name);
+        return 1;
+    }
+    if (!pc->valid_section)
+        return 1;
+    if ((int)pc->kind == -1) {
+        rule_add_kv(pc, name, value);
+        return 1;
+    }
+    const opt_def *o = find_option(pc->kind, name);
+    if (!o) {
+        add_error(pc->cfg, pc->line, "unknown option '%s' in [%s]", name, section);
+        return 1;
+    }
+    void *base = pc->kind == S_NODE ? (void *)&pc->cfg->node
+                                    : (void *)&pc->cfg->dest[pc->cfg->ndest - 1];
+    const char *err = set_option(o, base, value);
+    if (err)
+        add_error(pc->cfg, pc->line, "%s = %s: %s", name, value, err);
+    return 1;
+}
+
+/* Section headers are handled here, as they are read, so that every header
+ * (also a repeated or an empty one) is checked on its own line. */
+static void see_header(parse_ctx *pc, const char *text)
+{
+    while (isspace((unsigned char)*text))
+        text++;
+    if (*text != '[')
+        return;
+    const char *end = strchr(text, ']');
+    pc->valid_section = 0;
+    if (!end)
+        return; /* inih reports the syntax error */
+    snprintf(pc->section, sizeof pc->section, "%.*s", (int)(end - text - 1), text + 1);
+    pc->valid_section = begin_section(pc, pc->section) == 0;
+}
+
+/* inih reads through this so errors can name the line being parsed. */
+static char *counting_reader(char *str, int num, void *stream)
+{
+    parse_ctx *pc = stream;
+    char *s = fgets(str, num, pc->f);
+    if (s) {
+        pc->line++;
+        see_header(pc, s);
+    }
+    return s;
+}
+
+static void validate(ldct_config *cfg)
+{
+    for (int i = 0; i < cfg->ndest; i++) {
+        const cfg_destination *d = &cfg->dest[i];
+        if (!d->host[0])
+            add_error(cfg, d->line, "destination '%s' needs host", d->name);
+        if (!d->ae_title[0])
+            add_error(cfg, d->line, "destination '%s' needs ae_title", d->name);
+    }
+    if (!cfg->node.state_dir[0])
+        add_error(cfg, 0, "state_dir must not be empty");
+}
+
+int config_new_defaults(ldct_config **out)
+{
+    ldct_config *cfg = calloc(1, sizeof *cfg);
+    if (!cfg)
+        return -ENOMEM;
+    apply_defaults(S_NODE, &cfg->node);
+    *out = cfg;
+    return 0;
+}
+
+int config_load(const char *path, ldct_config **out)
+{
+    *out = NULL;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -errno;
+    ldct_config *cfg;
+    int rc = config_new_defaults(&cfg);
+    if (rc) {
+        fclose(f);
+        return rc;
+    }
+    snprintf(cfg->path, sizeof cfg->path, "%s", path);
+    parse_ctx pc = {.cfg = cfg, .f = f, .valid_section = 0};
+    int syntax = ini_parse_stream(counting_reader, &pc, on_entry, &pc);
+    fclose(f);
+    if (syntax > 0)
+        add_error(cfg, syntax, "syntax error (expected [section] or name = value)");
+    else if (syntax < 0)
+        add_error(cfg, 0, "cannot parse the file");
+    validate(cfg);
+    *out = cfg;
+    return cfg->nerr ? LDCT_EINVAL_CONFIG : 0;
+}
+
+void config_free(ldct_config *cfg)
+{
+    free(cfg);
+}
+
+int config_ae_allowed(const cfg_ae_list *list, const char *ae)
+{
+    if (list->n == 0)
+        return 1;
+    for (int i = 0; i < list->n; i++)
+        if (strcmp(list->v[i], ae) == 0)
+            return 1;
+    return 0;
+}
+
+int config_host_allowed(const cfg_host_list *list, const char *host)
+{
+    if (list->n == 0)
+        return 1;
+    /* IPv4-mapped IPv6 peers ("::ffff:127.0.0.1") match their IPv4 entry. */
+    const char *v4 = strncmp(host, "::ffff:", 7) == 0 ? host + 7 : host;
+    for (int i = 0; i < list->n; i++)
+        if (strcmp(list->v[i], host) == 0 || strcmp(list->v[i], v4) == 0)
+            return 1;
+    return 0;
+}
+
+const cfg_destination *config_destination_find(const ldct_config *cfg, const char *name)
+{
+    for (int i = 0; i < cfg->ndest; i++)
+        if (strcmp(cfg->dest[i].name, name) == 0)
+            return &cfg->dest[i];
+    return NULL;
+}
+
+static void print_value(FILE *f, const opt_def *o, const void *base)
+{
+    const char *field = (const char *)base + o->off;
+    static const char *const lvl[] = {"error", "warning", "notice", "info", "debug"};
+    switch (o->type) {
+    case T_STR:
+    case T_AE:
+        fprintf(f, "%s", field);
+        break;
+    case T_INT:
+        fprintf(f, "%d", *(const int *)field);
+        break;
+    case T_BOOL:
+        fprintf(f, "%s", *(const int *)field ? "yes" : "no");
+        break;
+    case T_LOGLEVEL:
+        fprintf(f, "%s", lvl[*(const int *)field - LOG_LVL_ERR]);
+        break;
+    case T_AELIST:
+    case T_HOSTLIST: {
+        const cfg_ae_list *a = (const cfg_ae_list *)field;
+        const cfg_host_list *h = (const cfg_host_list *)field;
+        int n = o->type == T_AELIST ? a->n : h->n;
+        for (int i = 0; i < n; i++)
+            fprintf(f, "%s%s", i ? ", " : "", o->type == T_AELIST ? a->v[i] : h->v[i]);
+        break;
+    }
+    }
+}
+
+void config_node_print(const ldct_config *cfg, void *fp)
+{
+    FILE *f = fp;
+    for (size_t i = 0; i < NOPTIONS; i++) {
+        if (OPTIONS[i].sect != S_NODE)
+            continue;
+        fprintf(f, "%-24s = ", OPTIONS[i].name);
+        print_value(f, &OPTIONS[i], &cfg->node);
+        fprintf(f, "\n");
+    }
+}

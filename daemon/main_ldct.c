@@ -1,0 +1,231 @@
+/* ldct: the command-line tool for administrators. Reads the daemon's
+ * database read-only (status, series), checks configuration files, and
+ * runs the compute engine's benchmarks. Subcommands are dispatched from one
+ * table; each lives in a short function below or in its own module. */
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "config/config.h"
+#include "daemon/version.h"
+#include "db/db.h"
+#include "pipeline/ingest.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct cli_opts {
+    const char *config;    /* --config FILE */
+    const char *state_dir; /* --state-dir DIR (overrides the config's) */
+    int json;              /* --json */
+    int argc;              /* positional arguments after the subcommand */
+    char **argv;
+} cli_opts;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ldct [--config FILE | --state-dir DIR] COMMAND [ARGS]\n"
+            "commands:\n"
+            "  status                 totals of the node's queue\n"
+            "  series [--json]        received series with instance counts and state\n"
+            "  check-config FILE      validate a configuration file, every error with file:line\n"
+            "  bench ALGO [OPTIONS]   benchmark a compute algorithm (ldct bench --help)\n"
+            "  version                print the version\n");
+}
+
+/* Finds the state directory the daemon uses, from --state-dir or the config. */
+static int state_dir_of(const cli_opts *o, char *out, size_t len)
+{
+    if (o->state_dir) {
+        snprintf(out, len, "%s", o->state_dir);
+        return 0;
+    }
+    ldct_config *cfg = NULL;
+    int rc = o->config ? config_load(o->config, &cfg) : config_new_defaults(&cfg);
+    if (rc) {
+        fprintf(stderr, "ldct: cannot use %s: %s (try ldct check-config %s)\n", o->config,
+                ldct_strerror(rc), o->config);
+        config_free(cfg);
+        return rc;
+    }
+    snprintf(out, len, "%s", cfg->node.state_dir);
+    config_free(cfg);
+    return 0;
+}
+
+static int open_db(const cli_opts *o, db **d)
+{
+    char dir[1024], path[1100];
+    int rc = state_dir_of(o, dir, sizeof dir);
+    if (rc)
+        return rc;
+    ingest_db_path(dir, path, sizeof path);
+    rc = db_open(path, 1, d);
+    if (rc)
+        fprintf(stderr, "ldct: cannot open %s: %s\n", path, ldct_strerror(rc));
+    return rc;
+}
+
+static int cmd_status(cli_opts *o)
+{
+    db *d;
+    if (open_db(o, &d))
+        return 1;
+    db_totals t;
+    int rc = db_totals_get(d, &t);
+    db_close(d);
+    if (rc)
+        return 1;
+    char last[32];
+    ldct_time_format(t.last_received_ms, last, sizeof last);
+    if (o->json) {
+        printf("{\"series\":%lld,\"instances\":%lld,\"receiving\":%lld,\"stable\":%lld,"
+               "\"bytes\":%lld,\"last_received_ms\":%lld}\n",
+               (long long)t.series, (long long)t.instances, (long long)t.receiving,
+               (long long)t.stable, (long long)t.bytes, (long long)t.last_received_ms);
+        return 0;
+    }
+    printf("series:      %lld (%lld receiving, %lld stable)\n", (long long)t.series,
+           (long long)t.receiving, (long long)t.stable);
+    printf("instances:   %lld (%.1f MiB)\n", (long long)t.instances,
+           (double)t.bytes / (1024.0 * 1024.0));
+    printf("last received: %s\n", last);
+    return 0;
+}
+
+static void print_series_json(void *ctx, const db_series_row *r)
+{
+    int *first = ctx;
+    printf("%s{\"id\":%lld,\"study_uid\":", *first ? "" : ",\n", (long long)r->id);
+    json_write_string(stdout, r->study_uid);
+    printf(",\"series_uid\":");
+    json_write_string(stdout, r->series_uid);
+    printf(",\"modality\":");
+    json_write_string(stdout, r->modality);
+    printf(",\"calling_ae\":");
+    json_write_string(stdout, r->calling_ae);
+    printf(",\"state\":\"%s\",\"instances\":%d,\"first_received_ms\":%lld,"
+           "\"last_received_ms\":%lld,\"stable_ms\":%lld}",
+           r->state, r->instances, (long long)r->first_received_ms,
+           (long long)r->last_received_ms, (long long)r->stable_ms);
+    *first = 0;
+}
+
+static void print_series_text(void *ctx, const db_series_row *r)
+{
+    (void)ctx;
+    char first[32], last[32];
+    ldct_time_format(r->first_received_ms, first, sizeof first);
+    ldct_time_format(r->last_received_ms, last, sizeof last);
+    printf("%-64s %-4s %-16s %-10s %6d  %s  %s\n", r->series_uid, r->modality, r->calling_ae,
+           r->state, r->instances, first, last);
+}
+
+static int cmd_series(cli_opts *o)
+{
+    db *d;
+    if (open_db(o, &d))
+        return 1;
+    int rc, first = 1;
+    if (o->json) {
+        printf("[");
+        rc = db_series_list(d, print_series_json, &first);
+        printf("]\n");
+    } else {
+        printf("%-64s %-4s %-16s %-10s %6s  %-19s  %s\n", "SERIES UID", "MOD", "FROM AE",
+               "STATE", "COUNT", "FIRST RECEIVED", "LAST RECEIVED");
+        rc = db_series_list(d, print_series_text, NULL);
+    }
+    db_close(d);
+    return rc ? 1 : 0;
+}
+
+static int cmd_check_config(cli_opts *o)
+{
+    if (o->argc != 1) {
+        fprintf(stderr, "usage: ldct check-config FILE\n");
+        return 2;
+    }
+    ldct_config *cfg = NULL;
+    int rc = config_load(o->argv[0], &cfg);
+    if (!cfg) {
+        fprintf(stderr, "%s: cannot read: %s\n", o->argv[0], ldct_strerror(rc));
+        return 1;
+    }
+    for (int i = 0; i < cfg->nerr && i < CFG_ERR_MAX; i++)
+        fprintf(stderr, "%s\n", cfg->err[i]);
+    if (cfg->nerr > CFG_ERR_MAX)
+        fprintf(stderr, "... and %d more error(s)\n", cfg->nerr - CFG_ERR_MAX);
+    if (cfg->nerr == 0) {
+        printf("%s: OK (%d destination(s), %d rule(s))\n", o->argv[0], cfg->ndest, cfg->nrule);
+        config_node_print(cfg, stdout);
+    } else {
+        fprintf(stderr, "%s: %d error(s)\n", o->argv[0], cfg->nerr);
+    }
+    config_free(cfg);
+    return rc ? 1 : 0;
+}
+
+static int cmd_version(cli_opts *o)
+{
+    (void)o;
+    printf("ldct %s (database schema %d)\n", LDCT_VERSION, db_schema_version());
+    return 0;
+}
+
+static const struct {
+    const char *name;
+    int (*run)(cli_opts *o);
+} COMMANDS[] = {
+    {"status", cmd_status},
+    {"series", cmd_series},
+    {"check-config", cmd_check_config},
+    {"version", cmd_version},
+};
+
+/* Splits global options from the subcommand's positional arguments. */
+static int parse_global(int argc, char **argv, cli_opts *o, const char **cmd)
+{
+    static char *pos[64];
+    *cmd = NULL;
+    o->argv = pos;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if ((!strcmp(a, "--config") || !strcmp(a, "--state-dir")) && i + 1 < argc) {
+            *(a[2] == 'c' ? &o->config : &o->state_dir) = argv[++i];
+        } else if (!strcmp(a, "--json")) {
+            o->json = 1;
+        } else if (!*cmd && a[0] != '-') {
+            *cmd = a;
+        } else if (*cmd && a[0] != '-' && o->argc < 64) {
+            pos[o->argc++] = argv[i];
+        } else {
+            fprintf(stderr, "ldct: unknown option '%s'\n", a);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    log_level = LOG_LVL_WARNING;
+    cli_opts o = {0};
+    const char *cmd;
+    if (parse_global(argc, argv, &o, &cmd) || !cmd) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(cmd, "help")) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
+        if (!strcmp(cmd, COMMANDS[i].name))
+            return COMMANDS[i].run(&o);
+    fprintf(stderr, "ldct: unknown command '%s'\n", cmd);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,37 @@
+/* ldctd: the DICOM denoising daemon. Parses the command line and hands over
+ * to server_run(); all wiring lives in server.c. */
+#include "daemon/server.h"
+#include "daemon/version.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: ldctd [--config FILE]\n"
+               "  Receives CT series over DICOM (C-STORE SCP), queues them durably,\n"
+               "  denoises them and sends the result back as a derived series.\n"
+               "  Without --config it runs on embedded defaults: AE LDCTNODE, port 11112,\n"
+               "  state in ./var/ldct. See config/ldctd.conf.example for every option.\n");
+}
+
+int main(int argc, char **argv)
+{
+    const char *config = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
+            config = argv[++i];
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(argv[i], "--version") == 0) {
+            printf("ldctd %s\n", LDCT_VERSION);
+            return 0;
+        } else {
+            fprintf(stderr, "ldctd: unknown argument '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    return server_run(config);
+}

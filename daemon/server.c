@@ -1,0 +1,277 @@
+/* The ldctd process: configuration, ingest, DICOM server and the libuv loop.
+ * See server.h. Signal handlers are libuv's: the loop does the work. */
+#include "daemon/server.h"
+
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "config/config.h"
+#include "db/db.h"
+#include "pipeline/ingest.h"
+#include "scp/scp.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <systemd/sd-daemon.h>
+#include <uv.h>
+
+#define STABLE_CHECK_MS 1000
+
+typedef struct server {
+    uv_loop_t loop;
+    uv_signal_t sig_term, sig_int, sig_hup;
+    uv_timer_t stable_timer, watchdog_timer;
+    const char *config_path;
+    pthread_mutex_t cfg_lock; /* guards cfg: read by association threads */
+    ldct_config *cfg;
+    ingest *ingest;
+    db *db; /* the loop thread's own connection */
+    scp_server *scp;
+    int exit_code;
+} server;
+
+/* ---- handlers called on association threads ---- */
+
+static scp_assoc_verdict check_association(void *ctx, const scp_assoc_info *a)
+{
+    server *s = ctx;
+    scp_assoc_verdict v = SCP_ASSOC_ACCEPT;
+    pthread_mutex_lock(&s->cfg_lock);
+    const cfg_node *n = &s->cfg->node;
+    if (n->check_called_ae && strcmp(a->called_ae, n->ae_title) != 0)
+        v = SCP_ASSOC_REJECT_CALLED_AE;
+    else if (!config_ae_allowed(&n->allowed_calling_aes, a->calling_ae))
+        v = SCP_ASSOC_REJECT_CALLING_AE;
+    else if (!config_host_allowed(&n->allowed_hosts, a->peer_host))
+        v = SCP_ASSOC_REJECT_HOST;
+    pthread_mutex_unlock(&s->cfg_lock);
+    return v;
+}
+
+static unsigned store_begin(void *ctx, const scp_assoc_info *a, char *tmp, size_t tmp_len,
+                            char *comment, size_t comment_len)
+{
+    (void)a;
+    return ingest_store_begin(((server *)ctx)->ingest, tmp, tmp_len, comment, comment_len);
+}
+
+static unsigned store_end(void *ctx, const scp_assoc_info *a, const scp_instance *inst,
+                          char *comment, size_t comment_len)
+{
+    return ingest_store_end(((server *)ctx)->ingest, a, inst, comment, comment_len);
+}
+
+/* ---- loop callbacks ---- */
+
+static void on_series_stable(void *ctx, const char *series_uid, int instances)
+{
+    (void)ctx;
+    log_info("series %s is stable with %d instance(s)", series_uid, instances);
+}
+
+static void on_stable_timer(uv_timer_t *t)
+{
+    server *s = t->data;
+    int rc = db_series_mark_stable(s->db, ldct_now_ms(), on_series_stable, s);
+    if (rc < 0)
+        log_warn("stability check failed: %s (will retry)", ldct_strerror(rc));
+}
+
+static void on_watchdog(uv_timer_t *t)
+{
+    (void)t;
+    sd_notify(0, "WATCHDOG=1");
+}
+
+static ingest_policy policy_of(const ldct_config *cfg)
+{
+    return (ingest_policy){.min_free_mb = cfg->node.min_free_mb,
+                           .stable_seconds = cfg->node.stable_seconds};
+}
+
+static void log_config_errors(const ldct_config *cfg)
+{
+    for (int i = 0; i < cfg->nerr && i < CFG_ERR_MAX; i++)
+        log_err("%s", cfg->err[i]);
+    if (cfg->nerr > CFG_ERR_MAX)
+        log_err("... and %d more error(s)", cfg->nerr - CFG_ERR_MAX);
+}
+
+/* Settings that only a restart applies: say so instead of pretending. */
+static void warn_restart_needed(const cfg_node *old, const cfg_node *new)
+{
+    if (old->port != new->port || strcmp(old->state_dir, new->state_dir) != 0 ||
+        old->max_associations != new->max_associations || old->max_pdu != new->max_pdu ||
+        old->acse_timeout != new->acse_timeout || old->dimse_timeout != new->dimse_timeout ||
+        strcmp(old->ae_title, new->ae_title) != 0)
+        log_warn("reload: port, ae_title, state_dir, max_associations, max_pdu and timeouts "
+                 "take effect after a restart");
+}
+
+static void reload(server *s)
+{
+    if (!s->config_path) {
+        log_notice("SIGHUP: running on embedded defaults, nothing to reload");
+        return;
+    }
+    ldct_config *cfg = NULL;
+    int rc = config_load(s->config_path, &cfg);
+    if (rc) {
+        if (cfg)
+            log_config_errors(cfg);
+        else
+            log_err("reload: cannot read %s: %s", s->config_path, ldct_strerror(rc));
+        log_err("reload failed; keeping the running configuration");
+        config_free(cfg);
+        return;
+    }
+    warn_restart_needed(&s->cfg->node, &cfg->node);
+    pthread_mutex_lock(&s->cfg_lock);
+    ldct_config *old = s->cfg;
+    s->cfg = cfg;
+    pthread_mutex_unlock(&s->cfg_lock);
+    ingest_policy p = policy_of(cfg);
+    ingest_policy_set(s->ingest, &p);
+    log_level = cfg->node.log_level;
+    config_free(old);
+    log_notice("configuration reloaded from %s", s->config_path);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    server *s = h->data;
+    if (signum == SIGHUP) {
+        sd_notify(0, "RELOADING=1");
+        reload(s);
+        sd_notify(0, "READY=1");
+        return;
+    }
+    log_notice("%s received: shutting down", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    sd_notify(0, "STOPPING=1");
+    uv_stop(&s->loop);
+}
+
+/* ---- setup and teardown ---- */
+
+static int load_config(server *s)
+{
+    int rc = s->config_path ? config_load(s->config_path, &s->cfg) : config_new_defaults(&s->cfg);
+    if (rc && s->cfg) {
+        log_config_errors(s->cfg);
+    } else if (rc) {
+        log_err("cannot read %s: %s", s->config_path, ldct_strerror(rc));
+    }
+    if (!rc)
+        log_level = s->cfg->node.log_level;
+    return rc;
+}
+
+static int start_dicom(server *s)
+{
+    const cfg_node *n = &s->cfg->node;
+    scp_server_options opt = {
+        .ae_title = n->ae_title,
+        .port = n->port,
+        .max_associations = n->max_associations,
+        .acse_timeout_s = n->acse_timeout,
+        .dimse_timeout_s = n->dimse_timeout,
+        .max_pdu = (uint32_t)n->max_pdu,
+    };
+    scp_handlers h = {.ctx = s,
+                      .check_association = check_association,
+                      .store_begin = store_begin,
+                      .store_end = store_end};
+    int rc = scp_server_new(&opt, &h, &s->scp);
+    if (rc == 0)
+        rc = scp_server_start(s->scp);
+    if (rc)
+        log_err("cannot listen on port %d: %s", n->port, ldct_strerror(rc));
+    return rc;
+}
+
+static void start_loop_handles(server *s)
+{
+    uv_signal_t *sigs[] = {&s->sig_term, &s->sig_int, &s->sig_hup};
+    int nums[] = {SIGTERM, SIGINT, SIGHUP};
+    for (int i = 0; i < 3; i++) {
+        uv_signal_init(&s->loop, sigs[i]);
+        sigs[i]->data = s;
+        uv_signal_start(sigs[i], on_signal, nums[i]);
+    }
+    uv_timer_init(&s->loop, &s->stable_timer);
+    s->stable_timer.data = s;
+    uv_timer_start(&s->stable_timer, on_stable_timer, STABLE_CHECK_MS, STABLE_CHECK_MS);
+    uv_timer_init(&s->loop, &s->watchdog_timer);
+    uint64_t usec = 0;
+    if (sd_watchdog_enabled(0, &usec) > 0 && usec >= 2000) {
+        log_info("systemd watchdog every %llu ms", (unsigned long long)usec / 2000);
+        uv_timer_start(&s->watchdog_timer, on_watchdog, usec / 2000, usec / 2000);
+    }
+}
+
+static void close_handle(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+static void shutdown_all(server *s)
+{
+    if (s->scp) {
+        int active = scp_server_active(s->scp);
+        if (active)
+            log_notice("waiting up to %d s for %d association(s)",
+                       s->cfg->node.shutdown_grace_seconds, active);
+        scp_server_stop(s->scp, s->cfg->node.shutdown_grace_seconds);
+        scp_server_free(s->scp);
+    }
+    uv_walk(&s->loop, close_handle, NULL);
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&s->loop);
+    ingest_free(s->ingest);
+    db_close(s->db);
+    config_free(s->cfg);
+    pthread_mutex_destroy(&s->cfg_lock);
+}
+
+static int open_state(server *s)
+{
+    ingest_policy p = policy_of(s->cfg);
+    int rc = ingest_new(s->cfg->node.state_dir, &p, &s->ingest);
+    if (rc)
+        return rc;
+    char path[1100];
+    ingest_db_path(s->cfg->node.state_dir, path, sizeof path);
+    return db_open(path, 0, &s->db);
+}
+
+int server_run(const char *config_path)
+{
+    server s = {.config_path = config_path, .exit_code = 0};
+    pthread_mutex_init(&s.cfg_lock, NULL);
+    uv_loop_init(&s.loop);
+    int rc = load_config(&s);
+    if (!rc && (rc = scp_global_init()))
+        log_err("DICOM initialisation failed: %s", ldct_strerror(rc));
+    if (!rc && (rc = open_state(&s)))
+        log_err("cannot open the state in %s: %s", s.cfg->node.state_dir, ldct_strerror(rc));
+    if (!rc)
+        rc = start_dicom(&s);
+    if (rc) {
+        shutdown_all(&s);
+        return 1;
+    }
+    start_loop_handles(&s);
+    const cfg_node *n = &s.cfg->node;
+    log_notice("ldctd ready: AE %s on port %d, state in %s%s%s", n->ae_title, n->port,
+               n->state_dir, config_path ? ", config " : ", embedded defaults",
+               config_path ? config_path : "");
+    sd_notifyf(0, "READY=1\nSTATUS=listening as %s on port %d", n->ae_title, n->port);
+    uv_run(&s.loop, UV_RUN_DEFAULT);
+    shutdown_all(&s);
+    log_notice("ldctd stopped");
+    return s.exit_code;
+}

@@ -1,0 +1,15 @@
+/* server: the ldctd process wiring. Owns the libuv loop (signals, the series
+ * stability timer, the systemd watchdog), the current configuration
+ * (swapped whole on SIGHUP), the ingest module and the DICOM server.
+ *
+ * Only the loop thread calls these functions; the SCP handlers it installs
+ * run on association threads and read the configuration under a mutex.
+ */
+#ifndef LDCT_DAEMON_SERVER_H
+#define LDCT_DAEMON_SERVER_H
+
+/* Runs the daemon until SIGTERM/SIGINT. config_path NULL = embedded
+ * defaults. Returns the process exit code (0 after a clean shutdown). */
+int server_run(const char *config_path);
+
+#endif

@@ -1,0 +1,347 @@
+/* SQLite access for the queue; see db.h for the threading contract. */
+#include "db/db.h"
+
+#include "common/err.h"
+#include "common/log.h"
+#include "db/schema.h"
+
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    ST_SERIES_UPSERT,
+    ST_INSTANCE_OLD,
+    ST_INSTANCE_UPSERT,
+    ST_SERIES_COUNT,
+    ST_STABLE,
+    ST_SERIES_LIST,
+    ST_TOTALS,
+    ST_INSTANCE_PATH,
+    ST_COUNT
+};
+
+static const char *const SQL[ST_COUNT] = {
+    [ST_SERIES_UPSERT] =
+        "INSERT INTO series (study_uid, series_uid, modality, description, calling_ae,"
+        " called_ae, first_received_ms, last_received_ms, stable_seconds)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8)"
+        " ON CONFLICT (series_uid) DO UPDATE SET state = 'receiving', stable_ms = NULL,"
+        " last_received_ms = max(last_received_ms, excluded.last_received_ms),"
+        " stable_seconds = excluded.stable_seconds"
+        " RETURNING id",
+    [ST_INSTANCE_OLD] = "SELECT path, series_id FROM instances WHERE sop_instance_uid = ?1",
+    [ST_INSTANCE_UPSERT] =
+        "INSERT INTO instances (series_id, sop_instance_uid, sop_class_uid,"
+        " transfer_syntax_uid, path, size, received_ms, calling_ae)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
+        " ON CONFLICT (sop_instance_uid) DO UPDATE SET series_id = excluded.series_id,"
+        " sop_class_uid = excluded.sop_class_uid,"
+        " transfer_syntax_uid = excluded.transfer_syntax_uid, path = excluded.path,"
+        " size = excluded.size, received_ms = excluded.received_ms,"
+        " calling_ae = excluded.calling_ae",
+    [ST_SERIES_COUNT] = "UPDATE series SET instance_count ="
+                        " (SELECT count(*) FROM instances WHERE series_id = series.id)"
+                        " WHERE id = ?1 OR id = ?2",
+    [ST_STABLE] = "UPDATE series SET state = 'stable', stable_ms = ?1"
+                  " WHERE state = 'receiving' AND last_received_ms + stable_seconds * 1000 <= ?1"
+                  " RETURNING series_uid, instance_count",
+    [ST_SERIES_LIST] = "SELECT id, study_uid, series_uid, modality, state, calling_ae,"
+                       " instance_count, first_received_ms, last_received_ms,"
+                       " coalesce(stable_ms, 0) FROM series ORDER BY last_received_ms DESC",
+    [ST_TOTALS] = "SELECT (SELECT count(*) FROM series),"
+                  " (SELECT count(*) FROM instances),"
+                  " (SELECT count(*) FROM series WHERE state = 'receiving'),"
+                  " (SELECT count(*) FROM series WHERE state = 'stable'),"
+                  " (SELECT coalesce(sum(size), 0) FROM instances),"
+                  " (SELECT coalesce(max(last_received_ms), 0) FROM series)",
+    [ST_INSTANCE_PATH] = "SELECT path FROM instances WHERE sop_instance_uid = ?1",
+};
+
+struct db {
+    sqlite3 *h;
+    sqlite3_stmt *st[ST_COUNT];
+};
+
+int db_schema_version(void)
+{
+    return DB_NMIGRATIONS;
+}
+
+static int fail(db *d, const char *what)
+{
+    log_err("database: %s: %s", what, sqlite3_errmsg(d->h));
+    int code = sqlite3_errcode(d->h);
+    return code == SQLITE_BUSY || code == SQLITE_LOCKED ? LDCT_EBUSY_DB : LDCT_EDB;
+}
+
+static int exec(db *d, const char *sql)
+{
+    char *msg = NULL;
+    if (sqlite3_exec(d->h, sql, NULL, NULL, &msg) == SQLITE_OK)
+        return 0;
+    log_err("database: %s", msg ? msg : "error");
+    sqlite3_free(msg);
+    return LDCT_EDB;
+}
+
+int db_user_version(db *d, int *version)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(d->h, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK)
+        return fail(d, "user_version");
+    int rc = sqlite3_step(st) == SQLITE_ROW ? 0 : LDCT_EDB;
+    *version = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    return rc;
+}
+
+static int migrate(db *d)
+{
+    int v;
+    int rc = db_user_version(d, &v);
+    if (rc)
+        return rc;
+    if (v > DB_NMIGRATIONS) {
+        log_err("database schema version %d is newer than this program's (%d)", v,
+                DB_NMIGRATIONS);
+        return LDCT_ESCHEMA;
+    }
+    for (; v < DB_NMIGRATIONS; v++) {
+        char bump[64];
+        snprintf(bump, sizeof bump, "PRAGMA user_version = %d", v + 1);
+        if ((rc = exec(d, "BEGIN IMMEDIATE")) || (rc = exec(d, DB_MIGRATIONS[v])) ||
+            (rc = exec(d, bump)) || (rc = exec(d, "COMMIT"))) {
+            (void)exec(d, "ROLLBACK");
+            return rc;
+        }
+        log_info("database migrated to schema version %d", v + 1);
+    }
+    return 0;
+}
+
+static int prepare_all(db *d)
+{
+    for (int i = 0; i < ST_COUNT; i++)
+        if (sqlite3_prepare_v3(d->h, SQL[i], -1, SQLITE_PREPARE_PERSISTENT, &d->st[i], NULL) !=
+            SQLITE_OK)
+            return fail(d, "prepare");
+    return 0;
+}
+
+int db_open(const char *path, int readonly, db **out)
+{
+    *out = NULL;
+    db *d = calloc(1, sizeof *d);
+    if (!d)
+        return LDCT_EDB;
+    int flags = readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+    int rc = LDCT_EDB;
+    if (sqlite3_open_v2(path, &d->h, flags | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+        log_err("database %s: %s", path, d->h ? sqlite3_errmsg(d->h) : "cannot open");
+        rc = readonly ? LDCT_ENOTFOUND : LDCT_EDB;
+        goto fail;
+    }
+    sqlite3_busy_timeout(d->h, 10000);
+    if (!readonly && (rc = exec(d, "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;"
+                                   "PRAGMA foreign_keys = ON;")))
+        goto fail;
+    if (!readonly && (rc = migrate(d)))
+        goto fail;
+    int v = 0;
+    if (readonly && (rc = db_user_version(d, &v)) == 0 && v != DB_NMIGRATIONS) {
+        log_err("database %s has schema version %d, this program needs %d", path, v,
+                DB_NMIGRATIONS);
+        rc = v > DB_NMIGRATIONS ? LDCT_ESCHEMA : LDCT_EDB;
+        goto fail;
+    }
+    if (rc || (rc = prepare_all(d)))
+        goto fail;
+    *out = d;
+    return 0;
+fail:
+    db_close(d);
+    return rc;
+}
+
+void db_close(db *d)
+{
+    if (!d)
+        return;
+    for (int i = 0; i < ST_COUNT; i++)
+        sqlite3_finalize(d->st[i]);
+    sqlite3_close(d->h);
+    free(d);
+}
+
+static sqlite3_stmt *stmt(db *d, int which)
+{
+    sqlite3_stmt *s = d->st[which];
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    return s;
+}
+
+static void bind_text(sqlite3_stmt *s, int i, const char *v)
+{
+    sqlite3_bind_text(s, i, v ? v : "", -1, SQLITE_TRANSIENT);
+}
+
+static const char *col_text(sqlite3_stmt *s, int i)
+{
+    const unsigned char *t = sqlite3_column_text(s, i);
+    return t ? (const char *)t : "";
+}
+
+static int series_upsert(db *d, const db_instance_rec *r, int64_t *id)
+{
+    sqlite3_stmt *s = stmt(d, ST_SERIES_UPSERT);
+    bind_text(s, 1, r->study_uid);
+    bind_text(s, 2, r->series_uid);
+    bind_text(s, 3, r->modality);
+    bind_text(s, 4, r->series_description);
+    bind_text(s, 5, r->calling_ae);
+    bind_text(s, 6, r->called_ae);
+    sqlite3_bind_int64(s, 7, r->received_ms);
+    sqlite3_bind_int(s, 8, r->stable_seconds);
+    if (sqlite3_step(s) != SQLITE_ROW)
+        return fail(d, "series upsert");
+    *id = sqlite3_column_int64(s, 0);
+    return sqlite3_step(s) == SQLITE_DONE ? 0 : fail(d, "series upsert");
+}
+
+/* Path and series id of an existing instance row, if any. */
+static int instance_old(db *d, const char *sop, char *old_path, size_t old_len, int64_t *series)
+{
+    sqlite3_stmt *s = stmt(d, ST_INSTANCE_OLD);
+    bind_text(s, 1, sop);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_DONE)
+        return 0;
+    if (rc != SQLITE_ROW)
+        return fail(d, "instance lookup");
+    snprintf(old_path, old_len, "%s", col_text(s, 0));
+    *series = sqlite3_column_int64(s, 1);
+    return 0;
+}
+
+static int instance_upsert(db *d, const db_instance_rec *r, int64_t series_id)
+{
+    sqlite3_stmt *s = stmt(d, ST_INSTANCE_UPSERT);
+    sqlite3_bind_int64(s, 1, series_id);
+    bind_text(s, 2, r->sop_instance_uid);
+    bind_text(s, 3, r->sop_class_uid);
+    bind_text(s, 4, r->transfer_syntax_uid);
+    bind_text(s, 5, r->path);
+    sqlite3_bind_int64(s, 6, (sqlite3_int64)r->size);
+    sqlite3_bind_int64(s, 7, r->received_ms);
+    bind_text(s, 8, r->calling_ae);
+    return sqlite3_step(s) == SQLITE_DONE ? 0 : fail(d, "instance upsert");
+}
+
+static int series_recount(db *d, int64_t a, int64_t b)
+{
+    sqlite3_stmt *s = stmt(d, ST_SERIES_COUNT);
+    sqlite3_bind_int64(s, 1, a);
+    sqlite3_bind_int64(s, 2, b);
+    return sqlite3_step(s) == SQLITE_DONE ? 0 : fail(d, "series count");
+}
+
+int db_instance_put(db *d, const db_instance_rec *rec, char *old_path, size_t old_len)
+{
+    char prev[1024] = "";
+    int64_t series_id = 0, prev_series = 0;
+    int rc = exec(d, "BEGIN IMMEDIATE");
+    if (rc)
+        return rc;
+    /* A resend may move an instance to another series: both counts change. */
+    if ((rc = instance_old(d, rec->sop_instance_uid, prev, sizeof prev, &prev_series)) ||
+        (rc = series_upsert(d, rec, &series_id)) || (rc = instance_upsert(d, rec, series_id)) ||
+        (rc = series_recount(d, series_id, prev_series)) || (rc = exec(d, "COMMIT"))) {
+        (void)exec(d, "ROLLBACK");
+        return rc;
+    }
+    snprintf(old_path, old_len, "%s", strcmp(prev, rec->path) ? prev : "");
+    return 0;
+}
+
+int db_series_mark_stable(db *d, int64_t now_ms, db_series_cb cb, void *ctx)
+{
+    typedef struct {
+        char uid[65];
+        int n;
+    } hit;
+    hit found[256];
+    int n = 0, rc = exec(d, "BEGIN IMMEDIATE");
+    if (rc)
+        return rc;
+    sqlite3_stmt *s = stmt(d, ST_STABLE);
+    sqlite3_bind_int64(s, 1, now_ms);
+    int step;
+    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+        if (n < (int)(sizeof found / sizeof found[0])) {
+            snprintf(found[n].uid, sizeof found[n].uid, "%s", col_text(s, 0));
+            found[n].n = sqlite3_column_int(s, 1);
+        }
+        n++;
+    }
+    sqlite3_reset(s);
+    if (step != SQLITE_DONE || (rc = exec(d, "COMMIT"))) {
+        rc = rc ? rc : fail(d, "mark stable");
+        (void)exec(d, "ROLLBACK");
+        return rc;
+    }
+    for (int i = 0; cb && i < n && i < (int)(sizeof found / sizeof found[0]); i++)
+        cb(ctx, found[i].uid, found[i].n);
+    return n;
+}
+
+int db_series_list(db *d, void (*cb)(void *ctx, const db_series_row *row), void *ctx)
+{
+    sqlite3_stmt *s = stmt(d, ST_SERIES_LIST);
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        db_series_row row = {
+            .id = sqlite3_column_int64(s, 0),
+            .study_uid = col_text(s, 1),
+            .series_uid = col_text(s, 2),
+            .modality = col_text(s, 3),
+            .state = col_text(s, 4),
+            .calling_ae = col_text(s, 5),
+            .instances = sqlite3_column_int(s, 6),
+            .first_received_ms = sqlite3_column_int64(s, 7),
+            .last_received_ms = sqlite3_column_int64(s, 8),
+            .stable_ms = sqlite3_column_int64(s, 9),
+        };
+        cb(ctx, &row);
+    }
+    sqlite3_reset(s);
+    return rc == SQLITE_DONE ? 0 : fail(d, "series list");
+}
+
+int db_totals_get(db *d, db_totals *t)
+{
+    sqlite3_stmt *s = stmt(d, ST_TOTALS);
+    if (sqlite3_step(s) != SQLITE_ROW)
+        return fail(d, "totals");
+    t->series = sqlite3_column_int64(s, 0);
+    t->instances = sqlite3_column_int64(s, 1);
+    t->receiving = sqlite3_column_int64(s, 2);
+    t->stable = sqlite3_column_int64(s, 3);
+    t->bytes = sqlite3_column_int64(s, 4);
+    t->last_received_ms = sqlite3_column_int64(s, 5);
+    sqlite3_reset(s);
+    return 0;
+}
+
+int db_instance_path(db *d, const char *sop_uid, char *path, size_t len)
+{
+    sqlite3_stmt *s = stmt(d, ST_INSTANCE_PATH);
+    bind_text(s, 1, sop_uid);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW)
+        snprintf(path, len, "%s", col_text(s, 0));
+    sqlite3_reset(s);
+    return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? LDCT_ENOTFOUND : fail(d, "instance path");
+}

@@ -1,0 +1,82 @@
+/* db: the durable queue in SQLite: schema and migrations, every SQL
+ * statement (prepared once per connection), and the state transitions of a
+ * series over its whole life (receiving -> stable -> job -> sends).
+ *
+ * Invariants: WAL journal with synchronous=FULL, so a committed row survives
+ * power loss; schema version in PRAGMA user_version, migrations applied in
+ * order inside one transaction each. A `db` handle is one connection and is
+ * used by one thread at a time (the caller serialises); several handles on
+ * one file may be used from different threads or processes.
+ */
+#ifndef LDCT_DB_H
+#define LDCT_DB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct db db;
+
+/* Series states. */
+#define DB_SERIES_RECEIVING "receiving"
+#define DB_SERIES_STABLE "stable"
+
+/* Highest schema version this program knows. */
+int db_schema_version(void);
+
+/* Opens (creating and migrating when writable) the database at `path`.
+ * readonly != 0 opens without creating or migrating. Free with db_close.
+ * Returns LDCT_ESCHEMA if the file was written by a newer program. */
+int db_open(const char *path, int readonly, db **out);
+
+/* Closes the handle; NULL is a no-op. */
+void db_close(db *d);
+
+/* The schema version of the open file. */
+int db_user_version(db *d, int *version);
+
+/* One received instance, as ingest records it. */
+typedef struct db_instance_rec {
+    const char *study_uid, *series_uid, *sop_instance_uid, *sop_class_uid;
+    const char *transfer_syntax_uid, *modality, *series_description;
+    const char *calling_ae, *called_ae;
+    const char *path;
+    uint64_t size;
+    int64_t received_ms;    /* Unix time in milliseconds */
+    int stable_seconds;     /* quiet time that makes this series stable */
+} db_instance_rec;
+
+/* Records an instance in one transaction: creates or reopens its series
+ * (state back to receiving, last_received refreshed), inserts the instance
+ * or, for a resend of the same SOP Instance UID, updates its row. If the
+ * resend moved the file, the old path is written into old_path (else ""),
+ * so the caller can remove the stale file after the commit. */
+int db_instance_put(db *d, const db_instance_rec *rec, char *old_path, size_t old_len);
+
+/* Series that became stable: receiving and quiet for their stable_seconds
+ * at `now_ms`. Marks them stable in one transaction and calls `cb` for each
+ * (after the commit). Returns the number marked, or an error. */
+typedef void (*db_series_cb)(void *ctx, const char *series_uid, int instances);
+int db_series_mark_stable(db *d, int64_t now_ms, db_series_cb cb, void *ctx);
+
+/* One row of the series list. Strings valid only during the callback. */
+typedef struct db_series_row {
+    int64_t id;
+    const char *study_uid, *series_uid, *modality, *state, *calling_ae;
+    int instances;
+    int64_t first_received_ms, last_received_ms, stable_ms; /* stable_ms 0 if never */
+} db_series_row;
+
+/* Calls cb for each series, newest activity first. */
+int db_series_list(db *d, void (*cb)(void *ctx, const db_series_row *row), void *ctx);
+
+/* Totals for `ldct status`. */
+typedef struct db_totals {
+    int64_t series, instances, receiving, stable, bytes;
+    int64_t last_received_ms; /* 0 if none */
+} db_totals;
+int db_totals_get(db *d, db_totals *t);
+
+/* Looks up an instance by SOP Instance UID: path into `path`; LDCT_ENOTFOUND if absent. */
+int db_instance_path(db *d, const char *sop_uid, char *path, size_t len);
+
+#endif

@@ -1,0 +1,80 @@
+/* The database schema as an ordered list of migrations: migration i takes
+ * PRAGMA user_version from i to i+1. Never edit a released migration; add a
+ * new one. Designed for the whole life of a series: instances, series,
+ * jobs (with the derived UIDs fixed once per job), derived instances and
+ * sends (one row per destination, with retry bookkeeping). */
+#ifndef LDCT_DB_SCHEMA_H
+#define LDCT_DB_SCHEMA_H
+
+static const char *const DB_MIGRATIONS[] = {
+    /* 0 -> 1: initial schema. Times are Unix milliseconds. */
+    "CREATE TABLE series ("
+    "  id INTEGER PRIMARY KEY,"
+    "  study_uid TEXT NOT NULL,"
+    "  series_uid TEXT NOT NULL UNIQUE,"
+    "  modality TEXT NOT NULL DEFAULT '',"
+    "  description TEXT NOT NULL DEFAULT '',"
+    "  calling_ae TEXT NOT NULL DEFAULT '',"
+    "  called_ae TEXT NOT NULL DEFAULT '',"
+    "  state TEXT NOT NULL DEFAULT 'receiving' CHECK (state IN"
+    "    ('receiving','stable','queued','done','failed','unmatched','discarded','removed')),"
+    "  instance_count INTEGER NOT NULL DEFAULT 0,"
+    "  first_received_ms INTEGER NOT NULL,"
+    "  last_received_ms INTEGER NOT NULL,"
+    "  stable_seconds INTEGER NOT NULL,"
+    "  stable_ms INTEGER);"
+    "CREATE INDEX series_state ON series(state, last_received_ms);"
+    "CREATE TABLE instances ("
+    "  id INTEGER PRIMARY KEY,"
+    "  series_id INTEGER NOT NULL REFERENCES series(id),"
+    "  sop_instance_uid TEXT NOT NULL UNIQUE,"
+    "  sop_class_uid TEXT NOT NULL,"
+    "  transfer_syntax_uid TEXT NOT NULL,"
+    "  path TEXT NOT NULL,"
+    "  size INTEGER NOT NULL,"
+    "  received_ms INTEGER NOT NULL,"
+    "  calling_ae TEXT NOT NULL DEFAULT '');"
+    "CREATE INDEX instances_series ON instances(series_id);"
+    "CREATE TABLE jobs ("
+    "  id INTEGER PRIMARY KEY,"
+    "  series_id INTEGER NOT NULL REFERENCES series(id),"
+    "  rule TEXT NOT NULL,"
+    "  action TEXT NOT NULL,"
+    "  algorithm TEXT NOT NULL,"
+    "  params TEXT NOT NULL DEFAULT '',"
+    "  priority INTEGER NOT NULL DEFAULT 0,"
+    "  state TEXT NOT NULL DEFAULT 'pending' CHECK (state IN"
+    "    ('pending','running','done','failed')),"
+    "  attempts INTEGER NOT NULL DEFAULT 0,"
+    "  worker TEXT NOT NULL DEFAULT '',"
+    "  derived_series_uid TEXT,"
+    "  last_error TEXT NOT NULL DEFAULT '',"
+    "  created_ms INTEGER NOT NULL,"
+    "  started_ms INTEGER,"
+    "  finished_ms INTEGER);"
+    "CREATE INDEX jobs_claim ON jobs(state, priority DESC, created_ms);"
+    "CREATE TABLE derived_instances ("
+    "  job_id INTEGER NOT NULL REFERENCES jobs(id),"
+    "  source_sop_uid TEXT NOT NULL,"
+    "  derived_sop_uid TEXT NOT NULL UNIQUE,"
+    "  path TEXT NOT NULL DEFAULT '',"
+    "  PRIMARY KEY (job_id, source_sop_uid));"
+    "CREATE TABLE sends ("
+    "  id INTEGER PRIMARY KEY,"
+    "  job_id INTEGER REFERENCES jobs(id),"
+    "  series_id INTEGER NOT NULL REFERENCES series(id),"
+    "  what TEXT NOT NULL CHECK (what IN ('derived','original')),"
+    "  destination TEXT NOT NULL,"
+    "  state TEXT NOT NULL DEFAULT 'pending' CHECK (state IN"
+    "    ('pending','sending','done','dead')),"
+    "  attempts INTEGER NOT NULL DEFAULT 0,"
+    "  next_attempt_ms INTEGER NOT NULL DEFAULT 0,"
+    "  last_error TEXT NOT NULL DEFAULT '',"
+    "  created_ms INTEGER NOT NULL,"
+    "  finished_ms INTEGER);"
+    "CREATE INDEX sends_due ON sends(state, next_attempt_ms);",
+};
+
+#define DB_NMIGRATIONS ((int)(sizeof DB_MIGRATIONS / sizeof DB_MIGRATIONS[0]))
+
+#endif

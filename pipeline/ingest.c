@@ -1,0 +1,230 @@
+/* Durable ingest of received instances; see ingest.h. */
+#include "pipeline/ingest.h"
+
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/fsutil.h"
+#include "common/log.h"
+#include "db/db.h"
+
+#include <dirent.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct ingest {
+    char spool[1024];
+    char tmpdir[1100];
+    pthread_mutex_t lock; /* guards db and policy */
+    db *db;
+    ingest_policy policy;
+    atomic_uint_fast64_t seq;
+};
+
+void ingest_db_path(const char *state_dir, char *out, size_t len)
+{
+    snprintf(out, len, "%s/ldct.db", state_dir);
+}
+
+int ingest_uid_valid(const char *uid)
+{
+    size_t n = strlen(uid);
+    if (n == 0 || n > 64 || uid[0] == '.' || uid[n - 1] == '.')
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        if (uid[i] == '.' && uid[i + 1] == '.')
+            return 0;
+        if (uid[i] != '.' && (uid[i] < '0' || uid[i] > '9'))
+            return 0;
+    }
+    return 1;
+}
+
+static void remove_stale_temps(const char *tmpdir)
+{
+    DIR *dir = opendir(tmpdir);
+    if (!dir)
+        return;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(dir));) {
+        if (e->d_name[0] == '.')
+            continue;
+        char p[2048];
+        snprintf(p, sizeof p, "%s/%s", tmpdir, e->d_name);
+        n += unlink(p) == 0;
+    }
+    closedir(dir);
+    if (n)
+        log_notice("removed %d unacknowledged partial file(s) from %s", n, tmpdir);
+}
+
+int ingest_new(const char *state_dir, const ingest_policy *policy, ingest **out)
+{
+    *out = NULL;
+    ingest *in = calloc(1, sizeof *in);
+    if (!in)
+        return -12; /* -ENOMEM */
+    snprintf(in->spool, sizeof in->spool, "%s/spool", state_dir);
+    snprintf(in->tmpdir, sizeof in->tmpdir, "%s/.tmp", in->spool);
+    in->policy = *policy;
+    pthread_mutex_init(&in->lock, NULL);
+    char dbpath[1100];
+    ingest_db_path(state_dir, dbpath, sizeof dbpath);
+    int rc = fs_mkdirs(in->tmpdir);
+    if (rc) {
+        log_err("cannot create %s: %s", in->tmpdir, ldct_strerror(rc));
+        goto fail;
+    }
+    remove_stale_temps(in->tmpdir);
+    if ((rc = db_open(dbpath, 0, &in->db)))
+        goto fail;
+    *out = in;
+    return 0;
+fail:
+    ingest_free(in);
+    return rc;
+}
+
+void ingest_free(ingest *in)
+{
+    if (!in)
+        return;
+    db_close(in->db);
+    pthread_mutex_destroy(&in->lock);
+    free(in);
+}
+
+void ingest_policy_set(ingest *in, const ingest_policy *policy)
+{
+    pthread_mutex_lock(&in->lock);
+    in->policy = *policy;
+    pthread_mutex_unlock(&in->lock);
+}
+
+static ingest_policy policy_get(ingest *in)
+{
+    pthread_mutex_lock(&in->lock);
+    ingest_policy p = in->policy;
+    pthread_mutex_unlock(&in->lock);
+    return p;
+}
+
+unsigned ingest_store_begin(ingest *in, char *tmp_path, size_t tmp_len, char *comment,
+                            size_t comment_len)
+{
+    ingest_policy p = policy_get(in);
+    uint64_t free_mb = 0;
+    int rc = fs_free_mb(in->spool, &free_mb);
+    if (rc || free_mb < (uint64_t)p.min_free_mb) {
+        snprintf(comment, comment_len, "out of disk space: %llu MiB free, minimum %d MiB",
+                 (unsigned long long)free_mb, p.min_free_mb);
+        log_warn("refusing C-STORE: %s", comment);
+        return SCP_STATUS_OUT_OF_RESOURCES;
+    }
+    unsigned long long n = (unsigned long long)atomic_fetch_add(&in->seq, 1);
+    snprintf(tmp_path, tmp_len, "%s/%d-%llu.part", in->tmpdir, (int)getpid(), n);
+    return SCP_STATUS_SUCCESS;
+}
+
+/* Checks the dataset against its request; the DIMSE status and why. */
+static unsigned check_instance(const scp_instance *inst, char *comment, size_t len)
+{
+    static const struct {
+        const char *tag, *name;
+        size_t off;
+    } required[] = {
+        {"(0008,0016)", "SOP Class UID", offsetof(scp_instance, sop_class_uid)},
+        {"(0008,0018)", "SOP Instance UID", offsetof(scp_instance, sop_instance_uid)},
+        {"(0020,000D)", "Study Instance UID", offsetof(scp_instance, study_uid)},
+        {"(0020,000E)", "Series Instance UID", offsetof(scp_instance, series_uid)},
+    };
+    for (size_t i = 0; i < sizeof required / sizeof required[0]; i++) {
+        const char *v = *(const char *const *)((const char *)inst + required[i].off);
+        if (!v[0] || !ingest_uid_valid(v)) {
+            snprintf(comment, len, "%s %s %s", v[0] ? "invalid" : "missing", required[i].tag,
+                     required[i].name);
+            return SCP_STATUS_CANNOT_UNDERSTAND;
+        }
+    }
+    if (strcmp(inst->sop_class_uid, inst->req_sop_class_uid) != 0) {
+        snprintf(comment, len, "SOP Class UID in the dataset does not match the request");
+        return SCP_STATUS_DATASET_MISMATCH;
+    }
+    if (strcmp(inst->sop_instance_uid, inst->req_sop_instance_uid) != 0) {
+        snprintf(comment, len, "SOP Instance UID in the dataset does not match the request");
+        return SCP_STATUS_DATASET_MISMATCH;
+    }
+    return SCP_STATUS_SUCCESS;
+}
+
+/* fsync, rename into the spool, fsync the directory. */
+static int place_file(ingest *in, const scp_instance *inst, char *final, size_t len)
+{
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/%s/%s", in->spool, inst->study_uid, inst->series_uid);
+    snprintf(final, len, "%s/%s.dcm", dir, inst->sop_instance_uid);
+    int rc = fs_fsync_path(inst->file_path);
+    if (!rc)
+        rc = fs_mkdirs(dir);
+    if (!rc)
+        rc = fs_rename_durable(inst->file_path, final);
+    return rc;
+}
+
+static int record(ingest *in, const scp_assoc_info *a, const scp_instance *inst,
+                  const char *path)
+{
+    ingest_policy p = policy_get(in);
+    db_instance_rec rec = {
+        .study_uid = inst->study_uid,
+        .series_uid = inst->series_uid,
+        .sop_instance_uid = inst->sop_instance_uid,
+        .sop_class_uid = inst->sop_class_uid,
+        .transfer_syntax_uid = inst->transfer_syntax_uid,
+        .modality = inst->modality,
+        .series_description = inst->series_description,
+        .calling_ae = a->calling_ae,
+        .called_ae = a->called_ae,
+        .path = path,
+        .size = inst->file_size,
+        .received_ms = ldct_now_ms(),
+        .stable_seconds = p.stable_seconds,
+    };
+    char old[1024];
+    pthread_mutex_lock(&in->lock);
+    int rc = db_instance_put(in->db, &rec, old, sizeof old);
+    pthread_mutex_unlock(&in->lock);
+    if (rc == 0 && old[0] && unlink(old) == 0)
+        log_info("instance %s moved series; removed the old file", inst->sop_instance_uid);
+    return rc;
+}
+
+unsigned ingest_store_end(ingest *in, const scp_assoc_info *assoc, const scp_instance *inst,
+                          char *comment, size_t comment_len)
+{
+    unsigned status = check_instance(inst, comment, comment_len);
+    if (status != SCP_STATUS_SUCCESS) {
+        log_warn("refused instance from %s (%s): %s", assoc->calling_ae, assoc->peer_host,
+                 comment);
+        unlink(inst->file_path);
+        return status;
+    }
+    char final[2048];
+    int rc = place_file(in, inst, final, sizeof final);
+    if (rc == 0)
+        rc = record(in, assoc, inst, final);
+    if (rc) {
+        /* Only the temp file is removed. If the rename already happened, the final
+         * path may hold an instance acknowledged earlier (a resend): it must stay.
+         * A new file without its row is unacknowledged; the sender's retry replaces it. */
+        unlink(inst->file_path);
+        snprintf(comment, comment_len, "could not store the instance: %s", ldct_strerror(rc));
+        log_err("instance %s: %s", inst->sop_instance_uid, comment);
+        return SCP_STATUS_OUT_OF_RESOURCES;
+    }
+    log_debug("stored %s in series %s", inst->sop_instance_uid, inst->series_uid);
+    return SCP_STATUS_SUCCESS;
+}

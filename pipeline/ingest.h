@@ -1,0 +1,50 @@
+/* ingest: turns a received C-STORE dataset into a durable spool file and a
+ * committed database row, and decides the DIMSE status the sender gets.
+ *
+ * Durability (DESIGN.md): success is answered only after the file is in its
+ * temp name, fsync'd, renamed to spool/<study>/<series>/<sop>.dcm, the
+ * directory fsync'd, and the row committed (WAL, synchronous=FULL). A
+ * refused or failed instance leaves nothing behind. A resend of the same SOP
+ * Instance UID replaces the file atomically and keeps one row.
+ *
+ * Thread-safety: ingest_store_begin/_end are called concurrently from
+ * association threads; database commits are serialised by an internal
+ * mutex, file writes and fsyncs run in parallel. ingest_policy_set may be
+ * called from any thread (SIGHUP reload).
+ */
+#ifndef LDCT_PIPELINE_INGEST_H
+#define LDCT_PIPELINE_INGEST_H
+
+#include "scp/scp.h"
+
+#include <stddef.h>
+
+typedef struct ingest ingest;
+
+typedef struct ingest_policy {
+    int min_free_mb;    /* refuse with 0xA700 below this free space */
+    int stable_seconds; /* recorded on the series for the stability timer */
+} ingest_policy;
+
+/* Opens the spool under state_dir (creating spool/, spool/.tmp/ and the
+ * database ldct.db), removes temp files left by a crash (they were never
+ * acknowledged). Free with ingest_free. */
+int ingest_new(const char *state_dir, const ingest_policy *policy, ingest **out);
+void ingest_free(ingest *in);
+
+void ingest_policy_set(ingest *in, const ingest_policy *policy);
+
+/* store_begin / store_end handlers (see scp.h for the contract). */
+unsigned ingest_store_begin(ingest *in, char *tmp_path, size_t tmp_len, char *comment,
+                            size_t comment_len);
+unsigned ingest_store_end(ingest *in, const scp_assoc_info *assoc, const scp_instance *inst,
+                          char *comment, size_t comment_len);
+
+/* 1 if `uid` is a syntactically valid DICOM UID (1..64 of digits and dots,
+ * no empty component). Ingest relies on this before using UIDs in paths. */
+int ingest_uid_valid(const char *uid);
+
+/* Path of the database under a state directory. */
+void ingest_db_path(const char *state_dir, char *out, size_t len);
+
+#endif

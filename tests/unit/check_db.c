@@ -1,0 +1,186 @@
+/* Unit tests for db/: migrations and the state transitions of series and instances. */
+#include "common/err.h"
+#include "db/db.h"
+#include "tests/unit/testutil.h"
+
+#include <check.h>
+#include <sqlite3.h>
+
+static char dbpath[128];
+
+static db *open_fresh(void)
+{
+    char dir[64];
+    tu_tmpdir(dir, sizeof dir);
+    snprintf(dbpath, sizeof dbpath, "%s/ldct.db", dir);
+    db *d = NULL;
+    ck_assert_int_eq(db_open(dbpath, 0, &d), 0);
+    return d;
+}
+
+static db_instance_rec rec(const char *series, const char *sop, int64_t t)
+{
+    static char path[3][256];
+    static int k;
+    k = (k + 1) % 3;
+    snprintf(path[k], sizeof path[k], "/spool/1.2/%s/%s.dcm", series, sop);
+    return (db_instance_rec){.study_uid = "1.2",
+                             .series_uid = series,
+                             .sop_instance_uid = sop,
+                             .sop_class_uid = "1.2.840.10008.5.1.4.1.1.2",
+                             .transfer_syntax_uid = "1.2.840.10008.1.2.1",
+                             .modality = "CT",
+                             .path = path[k],
+                             .size = 100,
+                             .received_ms = t,
+                             .stable_seconds = 30};
+}
+
+typedef struct {
+    int n;
+    char state[8][16];
+    int count[8];
+} listing;
+
+static void collect(void *ctx, const db_series_row *r)
+{
+    listing *l = ctx;
+    snprintf(l->state[l->n], sizeof l->state[0], "%s", r->state);
+    l->count[l->n++] = r->instances;
+}
+
+static listing list(db *d)
+{
+    listing l = {0};
+    ck_assert_int_eq(db_series_list(d, collect, &l), 0);
+    return l;
+}
+
+START_TEST(new_database_has_the_latest_schema)
+{
+    db *d = open_fresh();
+    int v;
+    ck_assert_int_eq(db_user_version(d, &v), 0);
+    ck_assert_int_eq(v, db_schema_version());
+    db_close(d);
+    /* Opening again applies nothing and keeps the version. */
+    ck_assert_int_eq(db_open(dbpath, 0, &d), 0);
+    ck_assert_int_eq(db_user_version(d, &v), 0);
+    ck_assert_int_eq(v, db_schema_version());
+    db_close(d);
+}
+END_TEST
+
+START_TEST(newer_schema_is_refused)
+{
+    db_close(open_fresh());
+    sqlite3 *h;
+    ck_assert_int_eq(sqlite3_open(dbpath, &h), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(h, "PRAGMA user_version = 999", 0, 0, 0), SQLITE_OK);
+    sqlite3_close(h);
+    db *d = NULL;
+    ck_assert_int_eq(db_open(dbpath, 0, &d), LDCT_ESCHEMA);
+    ck_assert_ptr_null(d);
+    ck_assert_int_eq(db_open(dbpath, 1, &d), LDCT_ESCHEMA);
+}
+END_TEST
+
+START_TEST(readonly_open_of_missing_file_fails)
+{
+    db *d = NULL;
+    ck_assert_int_ne(db_open("/tmp/ldct-no-such-dir/ldct.db", 1, &d), 0);
+    ck_assert_ptr_null(d);
+}
+END_TEST
+
+START_TEST(resend_keeps_one_row)
+{
+    db *d = open_fresh();
+    char old[256];
+    db_instance_rec r = rec("1.2.3", "1.2.3.1", 1000);
+    ck_assert_int_eq(db_instance_put(d, &r, old, sizeof old), 0);
+    ck_assert_int_eq(db_instance_put(d, &r, old, sizeof old), 0);
+    ck_assert_str_eq(old, "");
+    r = rec("1.2.3", "1.2.3.2", 1001);
+    ck_assert_int_eq(db_instance_put(d, &r, old, sizeof old), 0);
+    db_totals t;
+    ck_assert_int_eq(db_totals_get(d, &t), 0);
+    ck_assert_int_eq(t.instances, 2);
+    ck_assert_int_eq(t.series, 1);
+    listing l = list(d);
+    ck_assert_int_eq(l.count[0], 2);
+    ck_assert_str_eq(l.state[0], "receiving");
+    db_close(d);
+}
+END_TEST
+
+START_TEST(resend_into_another_series_moves_the_instance)
+{
+    db *d = open_fresh();
+    char old[256];
+    db_instance_rec r = rec("1.2.3", "1.2.3.1", 1000);
+    ck_assert_int_eq(db_instance_put(d, &r, old, sizeof old), 0);
+    r = rec("1.2.4", "1.2.3.1", 2000);
+    ck_assert_int_eq(db_instance_put(d, &r, old, sizeof old), 0);
+    ck_assert_str_eq(old, "/spool/1.2/1.2.3/1.2.3.1.dcm");
+    listing l = list(d); /* newest activity first */
+    ck_assert_int_eq(l.n, 2);
+    ck_assert_int_eq(l.count[0], 1);
+    ck_assert_int_eq(l.count[1], 0);
+    char path[256];
+    ck_assert_int_eq(db_instance_path(d, "1.2.3.1", path, sizeof path), 0);
+    ck_assert_str_eq(path, "/spool/1.2/1.2.4/1.2.3.1.dcm");
+    ck_assert_int_eq(db_instance_path(d, "9.9", path, sizeof path), LDCT_ENOTFOUND);
+    db_close(d);
+}
+END_TEST
+
+static int stable_calls;
+static void on_stable(void *ctx, const char *uid, int n)
+{
+    (void)ctx;
+    ck_assert_str_eq(uid, "1.2.3");
+    ck_assert_int_eq(n, 1);
+    stable_calls++;
+}
+
+START_TEST(series_becomes_stable_after_quiet_and_reopens)
+{
+    db *d = open_fresh();
+    char old[256];
+    db_instance_rec r = rec("1.2.3", "1.2.3.1", 100000);
+    ck_assert_int_eq(db_instance_put(d, &r, old, sizeof old), 0);
+    stable_calls = 0;
+    ck_assert_int_eq(db_series_mark_stable(d, 100000 + 29999, on_stable, NULL), 0);
+    ck_assert_str_eq(list(d).state[0], "receiving");
+    ck_assert_int_eq(db_series_mark_stable(d, 100000 + 30000, on_stable, NULL), 1);
+    ck_assert_int_eq(stable_calls, 1);
+    ck_assert_str_eq(list(d).state[0], "stable");
+    /* Marking again finds nothing new. */
+    ck_assert_int_eq(db_series_mark_stable(d, 200000, on_stable, NULL), 0);
+    /* A late instance reopens the series. */
+    r = rec("1.2.3", "1.2.3.2", 300000);
+    ck_assert_int_eq(db_instance_put(d, &r, old, sizeof old), 0);
+    ck_assert_str_eq(list(d).state[0], "receiving");
+    ck_assert_int_eq(list(d).count[0], 2);
+    db_close(d);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("db");
+    TCase *tc = tcase_create("db");
+    tcase_add_test(tc, new_database_has_the_latest_schema);
+    tcase_add_test(tc, newer_schema_is_refused);
+    tcase_add_test(tc, readonly_open_of_missing_file_fails);
+    tcase_add_test(tc, resend_keeps_one_row);
+    tcase_add_test(tc, resend_into_another_series_moves_the_instance);
+    tcase_add_test(tc, series_becomes_stable_after_quiet_and_reopens);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
