@@ -1,0 +1,96 @@
+/* Non-local means denoising, 2D (slice by slice, seed 000) and 3D (whole
+ * volume, seeds 000 section 5 and 003): parameters, the CPU reference that
+ * defines the result, the CUDA versions, the dispatchers and the noise
+ * estimator used for h = auto.
+ *
+ * Definition (what every version computes). With U the input extended by
+ * mirroring (reflect-101: ... c b | a b c ... ; repeated for tiny sizes),
+ * search radius S and patch radius P (2D: offsets and patches in x,y only;
+ * each slice and each frame t separately; 3D: in x,y,z), for every voxel x
+ *     D(x,d) = sum_p g(p) (U(x+p) - U(x+d+p))^2      p in [-P,P]^dim
+ *     w(x,d) = exp(-D(x,d) / h^2)                    d in [-S,S]^dim
+ *     out(x) = sum_d w(x,d) U(x+d) / sum_d w(x,d)
+ * where g is 1/(2P+1)^dim (plain mean) or, with `gaussian`, the normalised
+ * product of 1D Gaussians exp(-k^2 / (2 a^2)), a = max(P,1)/2 (seed 000's
+ * distance kernel). The centre offset d = 0 has weight 1. With h_auto,
+ * h = strength * sqrt(2) * gpu_noise_sigma(in): two patches of the same
+ * tissue differ by 2 sigma^2 on average, so similar patches get weight about
+ * exp(-1/strength^2).
+ *
+ * All functions take (params, in, out, dev): `out` must be initialised by the
+ * caller with the shape of `in` and must not share its buffer; it is
+ * overwritten. `dev` may be NULL (= cpu for _ref, gpu:0 for _cuda, auto for
+ * the dispatcher). Return 0 or a negative code from common/err.h:
+ * LDCT_EINPUT (bad parameters or shapes), -ENOMEM, LDCT_ENOGPU,
+ * LDCT_ENOMEM_GPU, LDCT_ECUDA, LDCT_EUNSUPPORTED (CUDA version in a build
+ * without CUDA). Any thread may call them; calls on one GPU serialise on
+ * its stream.
+ */
+#ifndef LDCT_GPU_NLM_H
+#define LDCT_GPU_NLM_H
+
+#include "gpu/device.h"
+#include "gpu/volume.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { GPU_NLM_MAX_SEARCH = 15, GPU_NLM_MAX_PATCH = 5 };
+
+/* Optional timings filled by the CUDA versions (CUDA events, milliseconds). */
+typedef struct gpu_nlm_stats {
+    double kernel_ms; /* padding + NLM kernels, summed over slabs */
+    double total_ms;  /* whole call including transfers and allocation */
+    int slabs;        /* number of slabs the volume was cut into */
+} gpu_nlm_stats;
+
+typedef struct gpu_nlm_params {
+    int search_radius;    /* S, 1..15 (search window (2S+1)^dim) */
+    int patch_radius;     /* P, 0..5 (patch (2P+1)^dim) */
+    float h;              /* filtering parameter (same unit as voxels), > 0 unless h_auto */
+    int h_auto;           /* nonzero: h = strength * sqrt(2) * gpu_noise_sigma(in) */
+    float strength;       /* scales the automatic h (> 0) */
+    int gaussian;         /* nonzero: Gaussian weighting of patch positions */
+    gpu_nlm_stats *stats; /* optional out: timings of CUDA runs; may be NULL */
+} gpu_nlm_params;
+
+/* Defaults: S = 5, P = 2, h_auto with strength 1, no Gaussian weighting. */
+void gpu_nlm_params_default(gpu_nlm_params *p);
+
+/* Robust noise standard deviation of a volume: Immerkaer's Laplacian-
+ * difference mask applied in each slice (x,y), sigma = 1.4826 * median|L| / 6
+ * (median instead of mean, so edges bias it little). Returns 0 and *sigma,
+ * or LDCT_EINPUT for slices smaller than 3x3. */
+int gpu_noise_sigma(const gpu_volume *in, double *sigma);
+
+/* The h actually used for `in` (resolves h_auto); returns 0 or an error. */
+int gpu_nlm_resolve_h(const gpu_nlm_params *p, const gpu_volume *in, float *h);
+
+int gpu_nlm2d_ref(const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *out,
+                  const gpu_device *dev);
+int gpu_nlm2d_cuda(const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *out,
+                   const gpu_device *dev);
+/* Dispatcher: CUDA when dev (or auto) is a GPU, else the CPU reference. */
+int gpu_nlm2d(const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *out,
+              const gpu_device *dev);
+
+int gpu_nlm3d_ref(const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *out,
+                  const gpu_device *dev);
+int gpu_nlm3d_cuda(const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *out,
+                   const gpu_device *dev);
+int gpu_nlm3d(const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *out,
+              const gpu_device *dev);
+
+/* Internal, shared by nlm_ref.c, nlm.c and nlm.cu. */
+int gpu__mirror(int i, int n);
+/* Validates params and shapes for dim 2 or 3. */
+int gpu__nlm_check(const gpu_nlm_params *p, const gpu_volume *in, const gpu_volume *out, int dim);
+/* 1D patch weights g[0..2P] (normalised per axis so the product sums to 1). */
+void gpu__nlm_patch_weights(int patch_radius, int gaussian, float *g);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
