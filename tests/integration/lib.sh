@@ -1,0 +1,90 @@
+# Shared helpers for the integration tests (sourced). Each test runs the
+# real daemon on a free loopback port in its own temporary state directory
+# and talks to it with DCMTK's command-line peers.
+set -u
+BUILD=${BUILD:-build}
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+LDCTD="$ROOT/$BUILD/ldctd"
+LDCT="$ROOT/$BUILD/ldct"
+MKSERIES="$ROOT/$BUILD/tools/mkseries"
+T=$(mktemp -d /tmp/ldct-it-XXXXXX)
+DAEMON_PID=
+export TCP_NODELAY=1
+
+fail() { echo "FAIL: $*" >&2; [ -f "$T/ldctd.log" ] && tail -n 20 "$T/ldctd.log" >&2; exit 1; }
+skip() { echo "SKIP: $*"; exit 77; }
+note() { echo "  $*"; }
+
+cleanup() {
+    [ -n "$DAEMON_PID" ] && kill -9 "$DAEMON_PID" 2>/dev/null
+    wait 2>/dev/null
+    rm -rf "$T"
+}
+trap cleanup EXIT
+
+# A free TCP port on loopback.
+free_port() {
+    local p
+    for _ in $(seq 1 50); do
+        p=$((20000 + RANDOM % 30000))
+        (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null || { echo "$p"; return; }
+    done
+    fail "no free port"
+}
+
+PORT=$(free_port)
+STATE="$T/state"
+
+# Writes $T/ldctd.conf: a [node] section on $PORT with extra lines from "$@".
+write_config() {
+    {
+        echo "[node]"
+        echo "port = $PORT"
+        echo "state_dir = $STATE"
+        echo "min_free_mb = 0"
+        echo "log_level = debug"
+        for line in "$@"; do echo "$line"; done
+    } > "$T/ldctd.conf"
+}
+
+# Starts the daemon on $T/ldctd.conf and waits until it answers C-ECHO.
+start_daemon() {
+    [ -f "$T/ldctd.conf" ] || write_config
+    "$LDCTD" --config "$T/ldctd.conf" >> "$T/ldctd.log" 2>&1 &
+    DAEMON_PID=$!
+    for _ in $(seq 1 100); do
+        grep -q "ldctd ready" "$T/ldctd.log" 2>/dev/null && return 0
+        kill -0 "$DAEMON_PID" 2>/dev/null || fail "ldctd exited during start"
+        sleep 0.1
+    done
+    fail "ldctd did not become ready"
+}
+
+# Stops the daemon with SIGTERM and returns its exit code.
+stop_daemon() {
+    kill -TERM "$DAEMON_PID"
+    local rc=0
+    wait "$DAEMON_PID" || rc=$?
+    DAEMON_PID=
+    return $rc
+}
+
+# Number of instance rows in the database.
+db_instances() { sqlite3 "$STATE/ldct.db" "SELECT count(*) FROM instances"; }
+
+# The dataset of a DICOM file without its meta header, for comparisons.
+dataset_of() { dcmconv -q -F "$1" "$2"; }
+
+# Fails unless the stored copy of every file in DIR is present and has the
+# same dataset as the file that was sent.
+assert_stored_identical() {
+    local f sop stored
+    for f in "$@"; do
+        sop=$(dcmdump -q +P 0008,0018 "$f" | sed -E 's/.*\[([^]]*)\].*/\1/')
+        stored=$(sqlite3 "$STATE/ldct.db" "SELECT path FROM instances WHERE sop_instance_uid='$sop'")
+        [ -n "$stored" ] || fail "instance $sop of $f not in the database"
+        [ -f "$stored" ] || fail "stored file $stored missing"
+        dataset_of "$f" "$T/a.ds" && dataset_of "$stored" "$T/b.ds" || fail "dcmconv failed"
+        cmp -s "$T/a.ds" "$T/b.ds" || fail "stored $stored differs from sent $f"
+    done
+}

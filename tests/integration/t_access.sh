@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Calling-AE and peer-host allow lists: a refused calling AE gets "calling AE
+# title not recognized", a refused host "no reason given"; SIGHUP reloads
+# the lists without a restart.
+. "$(dirname "$0")/lib.sh"
+write_config "allowed_calling_aes = CT1, CT2"
+start_daemon
+echoscu -aet CT1 -aec LDCTNODE 127.0.0.1 "$PORT" || fail "allowed AE refused"
+out=$(echoscu -aet CT9 -aec LDCTNODE 127.0.0.1 "$PORT" 2>&1) && fail "CT9 accepted"
+echo "$out" | grep -q "Calling AE Title Not Recognized" || fail "wrong reason: $out"
+grep -q "calling CT9.*rejected" "$T/ldctd.log" || fail "no log line for CT9"
+
+# Reload: only 10.9.9.9 may connect now, so loopback is refused.
+write_config "allowed_hosts = 10.9.9.9"
+kill -HUP "$DAEMON_PID"
+for _ in $(seq 1 50); do grep -q "configuration reloaded" "$T/ldctd.log" && break; sleep 0.1; done
+out=$(echoscu -aet CT9 -aec LDCTNODE 127.0.0.1 "$PORT" 2>&1) && fail "host allow list not applied"
+echo "$out" | grep -q "No Reason" || fail "wrong reason for host: $out"
+
+# A broken config on SIGHUP keeps the running one and says why, with the line.
+printf '[node]\nport = nope\n' > "$T/ldctd.conf"
+kill -HUP "$DAEMON_PID"
+for _ in $(seq 1 50); do grep -q "reload failed" "$T/ldctd.log" && break; sleep 0.1; done
+grep -q "ldctd.conf:2: port = nope: not an integer" "$T/ldctd.log" || fail "no file:line error"
+kill -0 "$DAEMON_PID" || fail "daemon died on a bad reload"
+stop_daemon || fail "exit code $?"

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# ldct check-config explains every error with file:line and exits non-zero;
+# the example configuration is valid; ldct reads a database read-only.
+. "$(dirname "$0")/lib.sh"
+"$LDCT" check-config "$ROOT/config/ldctd.conf.example" > "$T/out" || fail "example config invalid: $(cat "$T/out")"
+printf '[node]\nport = 0\nfoo = bar\n[destination x]\nport = 104\n' > "$T/bad.conf"
+"$LDCT" check-config "$T/bad.conf" 2> "$T/err" && fail "bad config accepted"
+grep -q "bad.conf:2: port = 0: out of range" "$T/err" || fail "line 2: $(cat "$T/err")"
+grep -q "bad.conf:3: unknown option 'foo'" "$T/err" || fail "line 3: $(cat "$T/err")"
+grep -q "bad.conf:4: destination 'x' needs host" "$T/err" || fail "line 4: $(cat "$T/err")"
+"$LDCT" --state-dir "$T/nothing" status 2> "$T/err" && fail "status without a database succeeded"
+grep -q "cannot open" "$T/err" || fail "no clear error: $(cat "$T/err")"
+"$LDCT" frobnicate 2>/dev/null; [ $? = 2 ] || fail "unknown command must exit 2"
+"$LDCTD" --bogus 2>/dev/null; [ $? = 2 ] || fail "ldctd: unknown argument must exit 2"

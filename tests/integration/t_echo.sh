@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# C-ECHO works; an association to another called AE title is refused with
+# reason "called AE title not recognized" and a log line.
+. "$(dirname "$0")/lib.sh"
+start_daemon
+echoscu -aec LDCTNODE 127.0.0.1 "$PORT" || fail "C-ECHO failed"
+out=$(echoscu -aec SOMEONEELSE 127.0.0.1 "$PORT" 2>&1) && fail "wrong called AE accepted"
+echo "$out" | grep -q "Called AE Title Not Recognized" || fail "wrong reject reason: $out"
+grep -q "rejected: called AE title not recognised" "$T/ldctd.log" || fail "no log line for the refusal"
+stop_daemon || fail "exit code $? after SIGTERM"

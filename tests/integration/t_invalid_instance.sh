@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# An instance without a Series Instance UID is refused with 0xC000 and an
+# error comment; the association goes on and the valid instances are stored.
+. "$(dirname "$0")/lib.sh"
+start_daemon
+"$MKSERIES" --out "$T/s" --rows 64 --cols 64 --slices 3 || fail "mkseries"
+dcmodify -q -nb -ea "(0020,000e)" "$T/s/IMG0002.dcm" || fail "dcmodify"
+out=$(storescu -v -nh -aec LDCTNODE 127.0.0.1 "$PORT" "$T"/s/IMG0001.dcm "$T"/s/IMG0002.dcm \
+      "$T"/s/IMG0003.dcm 2>&1)
+echo "$out" | grep -q "Error: CannotUnderstand" || fail "no C000 status: $out"
+echo "$out" | grep -qi "0020,000E" || note "(storescu did not print the error comment)"
+[ "$(db_instances)" = 2 ] || fail "expected the 2 valid instances, found $(db_instances)"
+assert_stored_identical "$T"/s/IMG0001.dcm "$T"/s/IMG0003.dcm
+grep -q "missing (0020,000E)" "$T/ldctd.log" || fail "no log line with the reason"
+stop_daemon || fail "exit code $?"

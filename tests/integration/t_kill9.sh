@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# kill -9 of the daemon in the middle of a transfer: after a restart, every
+# instance that storescu saw acknowledged is present, readable and identical.
+. "$(dirname "$0")/lib.sh"
+"$MKSERIES" --out "$T/s" --rows 256 --cols 256 --slices 300 --noise 10 || fail "mkseries"
+start_daemon
+storescu -v -aec LDCTNODE 127.0.0.1 "$PORT" "$T"/s/*.dcm > "$T/storescu.log" 2>&1 &
+sender=$!
+for _ in $(seq 1 200); do
+    n=$(db_instances 2>/dev/null || echo 0)
+    [ "${n:-0}" -ge 40 ] && break
+    sleep 0.05
+done
+kill -9 "$DAEMON_PID"
+wait "$DAEMON_PID" 2>/dev/null
+DAEMON_PID=
+wait "$sender" && fail "storescu finished although the daemon was killed"
+# Files whose C-STORE response was Success, in the order storescu sent them.
+acked=$(awk '/Sending file:/ {f=$NF} /Received Store Response \(Success\)/ {print f}' \
+        "$T/storescu.log")
+n=$(echo "$acked" | grep -c .)
+[ "$n" -ge 40 ] && [ "$n" -lt 300 ] || fail "expected a partial transfer, $n acknowledged"
+note "$n instances acknowledged before kill -9"
+start_daemon
+[ "$(db_instances)" -ge "$n" ] || fail "only $(db_instances) rows for $n acknowledged"
+# shellcheck disable=SC2086
+assert_stored_identical $acked
+for f in $(sqlite3 "$STATE/ldct.db" "SELECT path FROM instances"); do
+    dcmdump -q "$f" > /dev/null || fail "unreadable $f"
+done
+[ -z "$(ls "$STATE/spool/.tmp")" ] || fail "partial files left after restart"
+# The rest can be sent again; resends of acknowledged ones stay one row each.
+storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T"/s/*.dcm || fail "resend failed"
+[ "$(db_instances)" = 300 ] || fail "expected 300 rows, found $(db_instances)"
+stop_daemon || fail "exit code $?"
