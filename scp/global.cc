@@ -35,6 +35,7 @@ extern "C" {
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
 
 void scp__strlcpy(char *dst, const char *src, size_t len)
 {
@@ -51,7 +52,12 @@ int scp__cond_err(const OFCondition &cond, const char *what)
     if (cond.good())
         return 0;
     const char *text = cond.text();
-    log_warn("scp: %s: %s", what, text ? text : "unknown DICOM error");
+    /* Pushed conditions span several lines; keep the log line whole. */
+    std::string line(text ? text : "unknown DICOM error");
+    for (char &ch : line)
+        if (ch == '\n' || ch == '\r')
+            ch = ' ';
+    log_warn("scp: %s: %s", what, line.c_str());
     /* Socket errors only reach us as text; the two that callers act on
      * (port taken, privileged port) are recognised here. */
     if (text && strstr(text, strerror(EADDRINUSE)))

@@ -396,7 +396,8 @@ void serve(scp_server *srv, const assoc_ctx *a, T_ASC_Association *assoc)
             c = DIMSE_BADCOMMANDTYPE;
         }
         if (c.bad()) {
-            scp__cond_err(c, a->calling.c_str());
+            std::string what = "association with " + a->calling + " ended by an error";
+            scp__cond_err(c, what.c_str());
             ASC_abortAssociation(assoc);
             return;
         }
