@@ -115,3 +115,16 @@ extern "C" int scp_global_init(void)
         return LDCT_EDICOM;
     }
 }
+
+extern "C" void scp_global_cleanup(void)
+{
+    try {
+        DJDecoderRegistration::cleanup();
+        DJLSDecoderRegistration::cleanup();
+        DcmRLEDecoderRegistration::cleanup();
+        DJEncoderRegistration::cleanup();
+        DJLSEncoderRegistration::cleanup();
+        DcmRLEEncoderRegistration::cleanup();
+    } catch (...) {
+    }
+}

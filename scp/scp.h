@@ -103,6 +103,11 @@ typedef struct scp_server scp_server;
  * algorithm off for every socket DCMTK opens or accepts. */
 int scp_global_init(void);
 
+/* Unregisters the codecs scp_global_init registered, so leak checkers see a
+ * clean exit. Call it last, once no other scp function runs or will run
+ * (every server freed); scp_global_init cannot be called again after it. */
+void scp_global_cleanup(void);
+
 /* Creates a server (not yet listening). *out is freed with scp_server_free. */
 int scp_server_new(const scp_server_options *opt, const scp_handlers *h, scp_server **out);
 

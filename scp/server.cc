@@ -143,7 +143,7 @@ void fill_assoc_ctx(T_ASC_Association *assoc, assoc_ctx *a)
      * sometimes followed by ":port"; keep the host part. */
     std::string peer(p.callingPresentationAddress);
     if (std::count(peer.begin(), peer.end(), ':') == 1)
-        peer = peer.substr(0, peer.find(':'));
+        peer.resize(peer.find(':'));
     a->peer = peer;
     a->info.calling_ae = a->calling.c_str();
     a->info.called_ae = a->called.c_str();

@@ -329,7 +329,10 @@ int main(int argc, char **argv)
     err = fs_mkdirs(o.out);
     if (err < 0) {
         fprintf(stderr, "mkseries: cannot create %s: %s\n", o.out, ldct_strerror(err));
+        scp_global_cleanup();
         return 1;
     }
-    return write_series(&o) < 0 ? 1 : 0;
+    int rc = write_series(&o) < 0 ? 1 : 0;
+    scp_global_cleanup();
+    return rc;
 }
