@@ -1,4 +1,4 @@
-/* The one checking macro for CUDA runtime calls in gpu/*.cu: it logs the
+/* The one checking macro for CUDA runtime calls in gpu/ (.cu files): it logs the
  * call, file, line and CUDA's error string, and makes the enclosing function
  * return an error code (LDCT_ENOMEM_GPU for allocation failures, else
  * LDCT_ECUDA). It never exits and never resets the device. CUDA_CHECK_GOTO
@@ -9,8 +9,11 @@
 
 #include <cuda_runtime.h>
 
+/* common/ headers are plain C without extern "C" guards. */
+extern "C" {
 #include "common/err.h"
 #include "common/log.h"
+}
 
 static inline int gpu__cuda_err(cudaError_t e, const char *call, const char *file, int line)
 {

@@ -1,0 +1,335 @@
+/* Benchmarks of the compute engine; see bench.h. Main thread only. */
+#include "gpu/bench.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/err.h"
+#include "gpu/device.h"
+#include "gpu/nlm.h"
+#include "gpu/volume.h"
+#if LDCT_WITH_CUDA
+#include "gpu/cuda_util.h"
+#endif
+
+enum { MAX_LIST = 16 };
+
+typedef struct opts {
+    const char *algo;
+    int sizes[MAX_LIST][3], nsizes;
+    int srad[MAX_LIST], nsrad;
+    int prad[MAX_LIST], nprad;
+    const char *devs[MAX_LIST];
+    int ndevs;
+    char devbuf[256];
+    int repeat, warmup, gaussian, json, threads;
+    double h, strength;
+} opts;
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: bench nlm2d|nlm3d [--size XxYxZ[,..]] [--search-radius S[,..]]\n"
+               "       [--patch-radius P[,..]] [--device cpu|gpu[:N][,..]] [--repeat N]\n"
+               "       [--warmup N] [--h H] [--strength F] [--gaussian] [--threads N] [--json]\n");
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int parse_int_list(const char *s, int *v, int *n, int lo, int hi)
+{
+    *n = 0;
+    while (*s) {
+        char *end = NULL;
+        long x = strtol(s, &end, 10);
+        if (end == s || x < lo || x > hi || *n >= MAX_LIST)
+            return -1;
+        v[(*n)++] = (int)x;
+        if (*end == ',')
+            end++;
+        else if (*end)
+            return -1;
+        s = end;
+    }
+    return *n > 0 ? 0 : -1;
+}
+
+static int parse_sizes(const char *s, opts *o)
+{
+    o->nsizes = 0;
+    while (*s) {
+        int *d = o->sizes[o->nsizes];
+        char *end = NULL;
+        for (int a = 0; a < 3; a++) {
+            long x = strtol(s, &end, 10);
+            if (end == s || x < 1 || x > 100000)
+                return -1;
+            d[a] = (int)x;
+            s = end;
+            if (a < 2) {
+                if (*s == 'x' || *s == 'X') {
+                    s++;
+                } else {
+                    for (int b = a + 1; b < 3; b++)
+                        d[b] = 1;
+                    break;
+                }
+            }
+        }
+        if (++o->nsizes >= MAX_LIST)
+            return -1;
+        if (*s == ',')
+            s++;
+        else if (*s)
+            return -1;
+    }
+    return o->nsizes > 0 ? 0 : -1;
+}
+
+static int parse_devs(const char *s, opts *o)
+{
+    snprintf(o->devbuf, sizeof o->devbuf, "%s", s);
+    o->ndevs = 0;
+    for (char *save = NULL, *t = strtok_r(o->devbuf, ",", &save); t;
+         t = strtok_r(NULL, ",", &save)) {
+        if (o->ndevs >= MAX_LIST)
+            return -1;
+        o->devs[o->ndevs++] = t;
+    }
+    return o->ndevs > 0 ? 0 : -1;
+}
+
+/* Structure (ramp, blob, step, fine stripes) plus Gaussian noise sigma 20,
+ * generated per plane with its own generator (deterministic, parallel). */
+static void fill_input(gpu_volume *v)
+{
+    int nx = v->nx, ny = v->ny, nz = v->nz;
+#pragma omp parallel for schedule(static)
+    for (int z = 0; z < nz; z++) {
+        uint64_t st = 0x9E3779B97F4A7C15ull ^ ((uint64_t)z * 0xBF58476D1CE4E5B9ull + 1);
+        for (int y = 0; y < ny; y++)
+            for (int x = 0; x < nx; x++) {
+                double cx = x - nx / 2.0, cy = y - ny / 2.0, cz = z - nz / 2.0;
+                double s = 40.0 + 0.1 * x - 0.05 * y + 0.02 * z;
+                if (cx * cx + cy * cy + cz * cz < (double)nx * nx / 9.0)
+                    s += 300.0;
+                if (x > nx * 2 / 3)
+                    s -= 500.0;
+                if ((y / 4) % 5 == 0 && x < nx / 4)
+                    s += 80.0;
+                double g = 0;
+                for (int k = 0; k < 4; k++) { /* Irwin-Hall approximation of a Gaussian */
+                    st ^= st << 13;
+                    st ^= st >> 7;
+                    st ^= st << 17;
+                    g += (double)(st >> 11) / 9007199254740992.0;
+                }
+                v->data[((size_t)z * ny + y) * nx + x] = (float)(s + 20.0 * (g - 2.0) * sqrt(3.0));
+            }
+    }
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static int run_one(const opts *o, int dim, const int *size, int S, int P, const char *devspec)
+{
+    gpu_device dev;
+    int rc = gpu_device_parse(devspec, &dev);
+    if (rc) {
+        fprintf(stderr, "bench: device '%s': %s\n", devspec, ldct_strerror(rc));
+        return rc == LDCT_EINPUT ? 2 : 1;
+    }
+    dev.threads = o->threads;
+    gpu_volume in, out;
+    if ((rc = gpu_volume_init(&in, size[0], size[1], size[2], 1)) != 0 ||
+        (rc = gpu_volume_init(&out, size[0], size[1], size[2], 1)) != 0) {
+        fprintf(stderr, "bench: cannot allocate %dx%dx%d: %s\n", size[0], size[1], size[2],
+                ldct_strerror(rc));
+        gpu_volume_close(&in);
+        return 1;
+    }
+    fill_input(&in);
+    gpu_nlm_params p;
+    gpu_nlm_params_default(&p);
+    p.search_radius = S;
+    p.patch_radius = P;
+    p.gaussian = o->gaussian;
+    p.strength = (float)o->strength;
+    /* Resolve h once, so the timings measure the filter, not the estimate. */
+    float h = (float)o->h;
+    if (!(h > 0) && (rc = gpu_nlm_resolve_h(&p, &in, &h)) != 0) {
+        fprintf(stderr, "bench: noise estimate: %s\n", ldct_strerror(rc));
+        goto done;
+    }
+    p.h_auto = 0;
+    p.h = h;
+    gpu_nlm_stats st;
+    p.stats = &st;
+    int n = o->repeat;
+    double *wall = calloc((size_t)n, sizeof *wall), *kern = calloc((size_t)n, sizeof *kern);
+    int slabs = 0;
+    rc = wall && kern ? 0 : 1;
+    for (int i = -o->warmup; i < n && rc == 0; i++) {
+        memset(&st, 0, sizeof st);
+        double t0 = now_s();
+        rc = dim == 3 ? gpu_nlm3d(&p, &in, &out, &dev) : gpu_nlm2d(&p, &in, &out, &dev);
+        double t1 = now_s();
+        if (rc) {
+            fprintf(stderr, "bench: %s on %s failed: %s\n", o->algo, devspec, ldct_strerror(rc));
+            break;
+        }
+        if (i >= 0) {
+            wall[i] = t1 - t0;
+            kern[i] = st.kernel_ms * 1e-3;
+            slabs = st.slabs;
+        }
+    }
+    if (rc == 0) {
+        double wmin = wall[0];
+        for (int i = 1; i < n; i++)
+            wmin = wall[i] < wmin ? wall[i] : wmin;
+        double wmed = median(wall, n), kmed = median(kern, n);
+        double win = 2.0 * S + 1, offs = dim == 3 ? win * win * win : win * win;
+        double vo = (double)gpu_volume_count(&in) * offs;
+        char dname[32], gname[128] = "";
+        gpu_device_name(&dev, dname, sizeof dname);
+#if LDCT_WITH_CUDA
+        if (dev.kind == GPU_DEVICE_CUDA)
+            gpu__cuda_device_name(dev.index, gname, sizeof gname);
+#endif
+        /* A sample voxel keeps the optimiser honest and eyeballs the output. */
+        double sample = out.data[gpu_volume_count(&out) / 2];
+        if (o->json) {
+            printf("{\"algo\":\"%s\",\"size\":\"%dx%dx%d\",\"device\":\"%s\",\"gpu_name\":\"%s\","
+                   "\"search_radius\":%d,\"patch_radius\":%d,\"gaussian\":%d,\"h\":%.4g,"
+                   "\"repeat\":%d,\"seconds_median\":%.6f,\"seconds_min\":%.6f,"
+                   "\"kernel_seconds_median\":%.6f,\"voxel_offsets_per_s\":%.4e,"
+                   "\"kernel_voxel_offsets_per_s\":%.4e,\"slabs\":%d,\"sample\":%.4f}\n",
+                   o->algo, size[0], size[1], size[2], dname, gname, S, P, o->gaussian, (double)h,
+                   n, wmed, wmin, kmed, vo / wmed, kmed > 0 ? vo / kmed : 0.0, slabs, sample);
+        } else {
+            printf("%s %dx%dx%d S=%d P=%d %s: median %.4f s (min %.4f, kernels %.4f s), "
+                   "%.3g voxel-offsets/s\n",
+                   o->algo, size[0], size[1], size[2], S, P, dname, wmed, wmin, kmed, vo / wmed);
+        }
+        fflush(stdout);
+    } else {
+        rc = 1;
+    }
+    free(wall);
+    free(kern);
+done:
+    gpu_volume_close(&in);
+    gpu_volume_close(&out);
+    return rc ? 1 : 0;
+}
+
+static int is_value_opt(const char *a)
+{
+    static const char *const names[] = {
+        "--size",    "--search-radius", "--patch-radius", "--device",
+        "--repeat",  "--warmup",        "--threads",      "--h",
+        "--strength"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(a, names[i]) == 0)
+            return 1;
+    return 0;
+}
+
+int gpu_bench_main(int argc, char **argv)
+{
+    if (argc < 2 || (strcmp(argv[1], "nlm2d") != 0 && strcmp(argv[1], "nlm3d") != 0)) {
+        fprintf(stderr, "bench: unknown or missing algorithm%s%s\n", argc >= 2 ? ": " : "",
+                argc >= 2 ? argv[1] : "");
+        usage(stderr);
+        return 2;
+    }
+    opts o;
+    memset(&o, 0, sizeof o);
+    o.algo = argv[1];
+    o.sizes[0][0] = 256, o.sizes[0][1] = 256, o.sizes[0][2] = 64, o.nsizes = 1;
+    o.srad[0] = 5, o.nsrad = 1;
+    o.prad[0] = 2, o.nprad = 1;
+    o.devs[0] = "auto", o.ndevs = 1;
+    o.repeat = 5;
+    o.warmup = 1;
+    o.strength = 1.0;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int bad = 0, takes = 1;
+        if (strcmp(a, "--json") == 0) {
+            o.json = 1, takes = 0;
+        } else if (strcmp(a, "--gaussian") == 0) {
+            o.gaussian = 1, takes = 0;
+        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (!is_value_opt(a)) {
+            fprintf(stderr, "bench: unknown option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        } else if (!v) {
+            bad = 1;
+        } else if (strcmp(a, "--size") == 0) {
+            bad = parse_sizes(v, &o);
+        } else if (strcmp(a, "--search-radius") == 0) {
+            bad = parse_int_list(v, o.srad, &o.nsrad, 1, GPU_NLM_MAX_SEARCH);
+        } else if (strcmp(a, "--patch-radius") == 0) {
+            bad = parse_int_list(v, o.prad, &o.nprad, 0, GPU_NLM_MAX_PATCH);
+        } else if (strcmp(a, "--device") == 0) {
+            bad = parse_devs(v, &o);
+        } else if (strcmp(a, "--repeat") == 0) {
+            o.repeat = atoi(v), bad = o.repeat < 1 || o.repeat > 1000;
+        } else if (strcmp(a, "--warmup") == 0) {
+            o.warmup = atoi(v), bad = o.warmup < 0 || o.warmup > 100;
+        } else if (strcmp(a, "--threads") == 0) {
+            o.threads = atoi(v), bad = o.threads < 0 || o.threads > 1024;
+        } else if (strcmp(a, "--h") == 0) {
+            o.h = atof(v), bad = !(o.h > 0);
+        } else if (strcmp(a, "--strength") == 0) {
+            o.strength = atof(v), bad = !(o.strength > 0);
+        } else {
+            fprintf(stderr, "bench: unknown option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+        if (bad) {
+            fprintf(stderr, "bench: bad or missing value for %s\n", a);
+            usage(stderr);
+            return 2;
+        }
+        i += takes;
+    }
+    int dim = strcmp(o.algo, "nlm3d") == 0 ? 3 : 2;
+    int status = 0;
+    for (int a = 0; a < o.nsizes; a++)
+        for (int b = 0; b < o.nsrad; b++)
+            for (int c = 0; c < o.nprad; c++)
+                for (int d = 0; d < o.ndevs; d++) {
+                    int r = run_one(&o, dim, o.sizes[a], o.srad[b], o.prad[c], o.devs[d]);
+                    if (r == 2)
+                        return 2;
+                    if (r)
+                        status = 1;
+                }
+    return status;
+}

@@ -1,0 +1,26 @@
+/* The `bench` subcommand of `ldct` (and of tests/tools/gpu_bench): times
+ * compute-engine algorithms on synthetic inputs (structure plus noise, never
+ * zeros) and prints one JSON line per configuration on stdout.
+ *
+ *   bench nlm2d|nlm3d [--size XxYxZ[,..]] [--search-radius S[,..]]
+ *         [--patch-radius P[,..]] [--device cpu|gpu[:N][,..]] [--repeat N]
+ *         [--warmup N] [--h H] [--strength F] [--gaussian] [--threads N] [--json]
+ *
+ * Comma-separated lists run every combination. Main thread only.
+ */
+#ifndef LDCT_GPU_BENCH_H
+#define LDCT_GPU_BENCH_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* argv[0] is "bench", argv[1] the algorithm. Returns a process exit code:
+ * 0 success, 1 a run failed, 2 a usage error (message on stderr). */
+int gpu_bench_main(int argc, char **argv);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,525 @@
+/* CUDA non-local means, 2D and 3D; computes what nlm_ref.c defines (see
+ * nlm.h) within float32 rounding. Host wrappers own memory budgeting and
+ * slabbing; kernels work on a mirrored, padded copy of each slab so they
+ * carry no border logic.
+ *
+ * nlm2d (seed 000): one block per 32x32 output tile of a slice. The tile
+ * plus a halo of S+P is staged in shared memory once. For each offset d of
+ * half the search window the block computes row-wise patch differences
+ * XS (2P+1 squared differences along x, each row difference computed once,
+ * kept in shared memory), then patch distances by summing 2P+1 rows, then
+ * weights W over the tile and the tile shifted by -d; every output gathers
+ * W(o,d) U(o+d) + W(o-d,d) U(o-d): symmetric weights, half the window.
+ *
+ * nlm3d (seed 000 section 5, seed 003): one block per 32 x TY column tile
+ * and a chunk of LZ planes. For each offset the block slides along z: per
+ * plane, row differences go through shared memory, plane sums (2P+1 rows)
+ * land in a per-thread ring of 2P+1 registers, and the ring's sum is the 3D
+ * patch distance. Accumulators for the chunk stay in registers (the z loop
+ * is unrolled). The full window is visited: pairing o with o-d across the
+ * sliding window needs a ring of weight planes plus a halo of |d| around
+ * the tile, which cost more than the halved offsets saved (docs/NOTES-gpu.md).
+ *
+ * Callers: any host thread; work is queued on dev->stream and waited for.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gpu/cuda_check.cuh"
+#include "gpu/nlm.h"
+
+namespace
+{
+
+__constant__ float c_g[3][2 * GPU_NLM_MAX_PATCH + 1]; /* patch weights per axis */
+
+__device__ __forceinline__ int mirror_d(int i, int n)
+{
+    if (n <= 1)
+        return 0;
+    int period = 2 * (n - 1);
+    i %= period;
+    if (i < 0)
+        i += period;
+    return i < n ? i : period - i;
+}
+
+/* Padded slab: pad[(zz * PY + yy) * PXp + xx] = in(mirror(xx-R), mirror(yy-R),
+ * z) with z = mirror(zbase + zz) taken from the raw planes [lo, lo+nraw). */
+__global__ void pad_kernel(const float *__restrict__ raw, float *__restrict__ pad, int nx, int ny,
+                           int nz, int R, int PXp, int PY, int PZ, int zbase, int lo, int nraw,
+                           int zhalo)
+{
+    int xx = blockIdx.x * blockDim.x + threadIdx.x;
+    int yy = blockIdx.y * blockDim.y + threadIdx.y;
+    int zz = blockIdx.z;
+    if (xx >= PXp || yy >= PY || zz >= PZ)
+        return;
+    int gz = zhalo ? mirror_d(zbase + zz, nz) : zbase + zz;
+    int lz = gz - lo;
+    lz = lz < 0 ? 0 : lz >= nraw ? nraw - 1 : lz; /* planes no output reads */
+    int gy = mirror_d(yy - R, ny), gx = mirror_d(xx - R, nx);
+    pad[((size_t)zz * PY + yy) * PXp + xx] = raw[((size_t)lz * ny + gy) * nx + gx];
+}
+
+/* ---- nlm2d ---------------------------------------------------------------- */
+
+constexpr int T2X = 32, T2Y = 32, B2X = 32, B2Y = 8, RS2 = 4;
+
+template <int P>
+__global__ void __launch_bounds__(B2X *B2Y)
+    nlm2d_kernel(const float *__restrict__ pad, float *__restrict__ out, int nx, int ny, int PXp,
+                 int PY, int S, float kh)
+{
+    extern __shared__ float smem[];
+    const int R = S + P;
+    const int UW = T2X + 2 * R + RS2, UH = T2Y + 2 * R;
+    const int XW = T2X + S, XH = T2Y + S + 2 * P;
+    float *Us = smem;         /* UH x UW */
+    float *XS = Us + UH * UW; /* XH x XW */
+    float *Ws = XS + XH * XW; /* (T2Y + S) x XW */
+    const int tid = threadIdx.y * B2X + threadIdx.x, NT = B2X * B2Y;
+    const int x0 = blockIdx.x * T2X, y0 = blockIdx.y * T2Y;
+    const float *plane = pad + (size_t)blockIdx.z * PY * PXp;
+
+    /* Stage the tile plus halo (padded coordinates start at x0, y0). */
+    for (int i = tid; i < UH * UW; i += NT) {
+        int r = i / UW, c = i % UW;
+        int gy = min(y0 + r, PY - 1), gx = min(x0 + c, PXp - 1);
+        Us[i] = plane[(size_t)gy * PXp + gx];
+    }
+    __syncthreads();
+#define US(y, x) Us[((y) + R) * UW + (x) + R]
+
+    float aw[T2Y / B2Y], av[T2Y / B2Y];
+#pragma unroll
+    for (int j = 0; j < T2Y / B2Y; j++) {
+        aw[j] = 1.0f;
+        av[j] = US(threadIdx.y + j * B2Y, threadIdx.x);
+    }
+
+    for (int dy = 0; dy <= S; dy++) {
+        for (int dx = -S; dx <= S; dx++) {
+            if (dy == 0 && dx <= 0)
+                continue;
+            const int rx0 = dx > 0 ? -dx : 0, ry0 = -dy;
+            const int RW = T2X + (dx > 0 ? dx : -dx), RH = T2Y + dy;
+            /* (a) row differences XS[r][c] for origin rows ry0-P+r, cols rx0+c. */
+            const int nseg = (RW + RS2 - 1) / RS2;
+            for (int it = tid; it < (RH + 2 * P) * nseg; it += NT) {
+                int r = it / nseg, c0 = (it % nseg) * RS2;
+                int y = ry0 - P + r, x = rx0 + c0 - P;
+                float d2[RS2 + 2 * P];
+#pragma unroll
+                for (int k = 0; k < RS2 + 2 * P; k++) {
+                    float t = US(y, x + k) - US(y + dy, x + k + dx);
+                    d2[k] = t * t;
+                }
+#pragma unroll
+                for (int m = 0; m < RS2; m++) {
+                    float s = 0.0f;
+#pragma unroll
+                    for (int k = 0; k <= 2 * P; k++)
+                        s = fmaf(c_g[0][k], d2[m + k], s);
+                    if (c0 + m < RW)
+                        XS[r * XW + c0 + m] = s;
+                }
+            }
+            __syncthreads();
+            /* (b) weights W[r][c] = exp(-D/h^2), D = sum of 2P+1 row differences. */
+            const int rseg = (RH + RS2 - 1) / RS2;
+            for (int it = tid; it < rseg * RW; it += NT) {
+                int c = it % RW, r0 = (it / RW) * RS2;
+                float xv[RS2 + 2 * P];
+#pragma unroll
+                for (int k = 0; k < RS2 + 2 * P; k++)
+                    xv[k] = (r0 + k < RH + 2 * P) ? XS[(r0 + k) * XW + c] : 0.0f;
+#pragma unroll
+                for (int m = 0; m < RS2; m++) {
+                    float s = 0.0f;
+#pragma unroll
+                    for (int k = 0; k <= 2 * P; k++)
+                        s = fmaf(c_g[1][k], xv[m + k], s);
+                    if (r0 + m < RH)
+                        Ws[(r0 + m) * XW + c] = exp2f(-s * kh);
+                }
+            }
+            __syncthreads();
+            /* (c) gather: o gets W(o) U(o+d) and W(o-d) U(o-d). */
+#pragma unroll
+            for (int j = 0; j < T2Y / B2Y; j++) {
+                int y = threadIdx.y + j * B2Y, x = threadIdx.x;
+                float w1 = Ws[(y - ry0) * XW + (x - rx0)];
+                float w2 = Ws[(y - dy - ry0) * XW + (x - dx - rx0)];
+                aw[j] += w1 + w2;
+                av[j] = fmaf(w1, US(y + dy, x + dx), fmaf(w2, US(y - dy, x - dx), av[j]));
+            }
+            /* The next (a) writes XS only; W is rewritten after its barrier. */
+        }
+    }
+#undef US
+    float *o = out + (size_t)blockIdx.z * ny * nx;
+#pragma unroll
+    for (int j = 0; j < T2Y / B2Y; j++) {
+        int y = y0 + threadIdx.y + j * B2Y, x = x0 + threadIdx.x;
+        if (x < nx && y < ny)
+            o[(size_t)y * nx + x] = av[j] / aw[j];
+    }
+}
+
+/* ---- nlm3d ---------------------------------------------------------------- */
+
+constexpr int T3X = 32, B3Y = 8, RS3 = 4;
+
+template <int P, int RY, int LZ>
+__global__ void __launch_bounds__(T3X *B3Y)
+    nlm3d_kernel(const float *__restrict__ pad, float *__restrict__ out, int nx, int ny, int nzs,
+                 int PXp, int PY, int S, float kh)
+{
+    constexpr int TY = B3Y * RY;
+    constexpr int XH = TY + 2 * P;
+    __shared__ float XS[XH][T3X + 1];
+    const int R = S + P;
+    const int tid = threadIdx.y * T3X + threadIdx.x, NT = T3X * B3Y;
+    const int x0 = blockIdx.x * T3X, y0 = blockIdx.y * TY, z0 = blockIdx.z * LZ;
+    const size_t pp = (size_t)PY * PXp;
+    /* Padded coordinates of voxel (x, y, z): (x + R, y + R, z + R). */
+    const float *base = pad + (size_t)R * pp + (size_t)R * PXp + R;
+    const int tx = threadIdx.x, ty0 = threadIdx.y * RY;
+
+    float aw[RY][LZ], av[RY][LZ];
+#pragma unroll
+    for (int j = 0; j < RY; j++)
+#pragma unroll
+        for (int z = 0; z < LZ; z++) {
+            aw[j][z] = 1.0f;
+            av[j][z] = base[(size_t)(z0 + z) * pp + (size_t)(y0 + ty0 + j) * PXp + x0 + tx];
+        }
+
+    constexpr int NSEG = T3X / RS3;
+    for (int dz = -S; dz <= S; dz++)
+        for (int dy = -S; dy <= S; dy++)
+            for (int dx = -S; dx <= S; dx++) {
+                if (dx == 0 && dy == 0 && dz == 0)
+                    continue;
+                const ptrdiff_t doff = (ptrdiff_t)dz * pp + (ptrdiff_t)dy * PXp + dx;
+                float ring[RY][2 * P + 1];
+#pragma unroll
+                for (int s = 0; s < LZ + 2 * P; s++) {
+                    const int q = z0 - P + s; /* input plane */
+                    const float *pa = base + (ptrdiff_t)q * pp;
+                    /* (a) row differences of plane q. */
+                    for (int it = tid; it < XH * NSEG; it += NT) {
+                        int r = it / NSEG, c0 = (it % NSEG) * RS3;
+                        const float *a = pa + (ptrdiff_t)(y0 - P + r) * PXp + x0 + c0 - P;
+                        const float *b = a + doff;
+                        float d2[RS3 + 2 * P];
+#pragma unroll
+                        for (int k = 0; k < RS3 + 2 * P; k++) {
+                            float t = __ldg(a + k) - __ldg(b + k);
+                            d2[k] = t * t;
+                        }
+#pragma unroll
+                        for (int m = 0; m < RS3; m++) {
+                            float v = 0.0f;
+#pragma unroll
+                            for (int k = 0; k <= 2 * P; k++)
+                                v = fmaf(c_g[0][k], d2[m + k], v);
+                            XS[r][c0 + m] = v;
+                        }
+                    }
+                    __syncthreads();
+                    /* (b) plane sums into the ring; (c) at full ring, weights. */
+                    float xv[RY + 2 * P];
+#pragma unroll
+                    for (int k = 0; k < RY + 2 * P; k++)
+                        xv[k] = XS[ty0 + k][tx];
+#pragma unroll
+                    for (int j = 0; j < RY; j++) {
+                        float v = 0.0f;
+#pragma unroll
+                        for (int k = 0; k <= 2 * P; k++)
+                            v = fmaf(c_g[1][k], xv[j + k], v);
+                        ring[j][s % (2 * P + 1)] = v;
+                    }
+                    if (s >= 2 * P) {
+                        const int z = s - 2 * P;
+#pragma unroll
+                        for (int j = 0; j < RY; j++) {
+                            float D = 0.0f;
+#pragma unroll
+                            for (int k = 0; k <= 2 * P; k++)
+                                D = fmaf(c_g[2][k], ring[j][(s - 2 * P + k) % (2 * P + 1)], D);
+                            float w = exp2f(-D * kh);
+                            float u = __ldg(base + (ptrdiff_t)(z0 + z) * pp +
+                                            (ptrdiff_t)(y0 + ty0 + j) * PXp + x0 + tx + doff);
+                            aw[j][z] += w;
+                            av[j][z] = fmaf(w, u, av[j][z]);
+                        }
+                    }
+                    __syncthreads();
+                }
+            }
+#pragma unroll
+    for (int j = 0; j < RY; j++)
+#pragma unroll
+        for (int z = 0; z < LZ; z++) {
+            int x = x0 + tx, y = y0 + ty0 + j, zz = z0 + z;
+            if (x < nx && y < ny && zz < nzs)
+                out[((size_t)zz * ny + y) * nx + x] = av[j][z] / aw[j][z];
+        }
+}
+
+/* 3D configurations (RY rows per thread, LZ planes per block); chosen by
+ * measurement, see docs/PERFORMANCE.md. LDCT_NLM3D_CFG selects one. */
+struct cfg3 {
+    int ry, lz;
+};
+const cfg3 k_cfg3[] = {{4, 8}, {2, 16}, {2, 8}, {4, 4}};
+constexpr int k_ncfg3 = sizeof k_cfg3 / sizeof k_cfg3[0];
+
+int cfg3_pick(void)
+{
+    const char *e = getenv("LDCT_NLM3D_CFG");
+    int i = e ? atoi(e) : 0;
+    return i >= 0 && i < k_ncfg3 ? i : 0;
+}
+
+template <int P, int RY, int LZ>
+cudaError_t launch3_t(const float *pad, float *out, int nx, int ny, int nzs, int PXp, int PY, int S,
+                      float kh, cudaStream_t st)
+{
+    dim3 block(T3X, B3Y),
+        grid((nx + T3X - 1) / T3X, (ny + B3Y * RY - 1) / (B3Y * RY), (nzs + LZ - 1) / LZ);
+    nlm3d_kernel<P, RY, LZ><<<grid, block, 0, st>>>(pad, out, nx, ny, nzs, PXp, PY, S, kh);
+    return cudaGetLastError();
+}
+
+template <int P>
+cudaError_t launch3_p(int cfg, const float *pad, float *out, int nx, int ny, int nzs, int PXp,
+                      int PY, int S, float kh, cudaStream_t st)
+{
+    switch (cfg) {
+    case 1:
+        return launch3_t<P, 2, 16>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+    case 2:
+        return launch3_t<P, 2, 8>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+    case 3:
+        return launch3_t<P, 4, 4>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+    default:
+        return launch3_t<P, 4, 8>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+    }
+}
+
+cudaError_t launch3(int P, int cfg, const float *pad, float *out, int nx, int ny, int nzs, int PXp,
+                    int PY, int S, float kh, cudaStream_t st)
+{
+    switch (P) {
+    case 0:
+        return launch3_p<0>(cfg, pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+    case 1:
+        return launch3_p<1>(cfg, pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+    case 2:
+        return launch3_p<2>(cfg, pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+    case 3:
+        return launch3_p<3>(cfg, pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+    case 4:
+        return launch3_p<4>(cfg, pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+    default:
+        return launch3_p<5>(cfg, pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+    }
+}
+
+size_t smem2(int S, int P)
+{
+    int R = S + P;
+    return sizeof(float) * ((size_t)(T2Y + 2 * R) * (T2X + 2 * R + RS2) +
+                            (size_t)(T2Y + S + 2 * P) * (T2X + S) + (size_t)(T2Y + S) * (T2X + S));
+}
+
+template <int P>
+cudaError_t launch2_p(const float *pad, float *out, int nx, int ny, int nzs, int PXp, int PY, int S,
+                      float kh, cudaStream_t st)
+{
+    size_t sm = smem2(S, P);
+    cudaError_t e =
+        cudaFuncSetAttribute(nlm2d_kernel<P>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
+    if (e != cudaSuccess)
+        return e;
+    dim3 block(B2X, B2Y), grid((nx + T2X - 1) / T2X, (ny + T2Y - 1) / T2Y, nzs);
+    nlm2d_kernel<P><<<grid, block, sm, st>>>(pad, out, nx, ny, PXp, PY, S, kh);
+    return cudaGetLastError();
+}
+
+cudaError_t launch2(int P, const float *pad, float *out, int nx, int ny, int nzs, int PXp, int PY,
+                    int S, float kh, cudaStream_t st)
+{
+    switch (P) {
+    case 0:
+        return launch2_p<0>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+    case 1:
+        return launch2_p<1>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+    case 2:
+        return launch2_p<2>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+    case 3:
+        return launch2_p<3>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+    case 4:
+        return launch2_p<4>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+    default:
+        return launch2_p<5>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+    }
+}
+
+/* Device buffers of one call; freed by release(). */
+struct bufs {
+    float *raw, *pad, *out;
+    cudaEvent_t e0, e1, k0, k1;
+};
+
+void release(bufs *b)
+{
+    cudaFree(b->raw);
+    cudaFree(b->pad);
+    cudaFree(b->out);
+    if (b->e0)
+        cudaEventDestroy(b->e0);
+    if (b->e1)
+        cudaEventDestroy(b->e1);
+    if (b->k0)
+        cudaEventDestroy(b->k0);
+    if (b->k1)
+        cudaEventDestroy(b->k1);
+}
+
+int run_cuda(const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *out, const gpu_device *dev,
+             int dim)
+{
+    int rc = gpu__nlm_check(p, in, out, dim);
+    if (rc)
+        return rc;
+    gpu_device d;
+    if (dev)
+        d = *dev;
+    else if ((rc = gpu_device_parse("gpu", &d)) != 0)
+        return rc;
+    if (d.kind != GPU_DEVICE_CUDA)
+        return LDCT_ENOGPU;
+    float h;
+    rc = gpu_nlm_resolve_h(p, in, &h);
+    if (rc)
+        return rc;
+    const int S = p->search_radius, P = p->patch_radius, R = S + P;
+    const int nx = in->nx, ny = in->ny, nz = in->nz;
+    const int cfg = cfg3_pick();
+    const int ty = dim == 3 ? B3Y * k_cfg3[cfg].ry : T2Y, tx = dim == 3 ? T3X : T2X;
+    const int lz = dim == 3 ? k_cfg3[cfg].lz : 1;
+    /* Padded plane: every tile's reads stay inside it (tiles round up). */
+    const int PXp = ((nx + tx - 1) / tx * tx + 2 * R + RS2 + 31) / 32 * 32;
+    const int PY = (ny + ty - 1) / ty * ty + 2 * R;
+    const int zh = dim == 3 ? R : 0;
+    const size_t oplane = (size_t)nx * ny, pplane = (size_t)PXp * PY;
+    const size_t budget = gpu_device_budget(&d);
+    const size_t per = sizeof(float) * (2 * oplane + pplane);
+    const size_t fixed = sizeof(float) * ((size_t)2 * zh * (oplane + pplane) + (size_t)lz * pplane);
+    if (budget <= fixed + per) {
+        log_err("nlm%dd: GPU memory budget %zu bytes is below one plane (%zu)", dim, budget,
+                fixed + per);
+        return LDCT_ENOMEM_GPU;
+    }
+    int slab = (int)((budget - fixed) / per);
+    if (slab > nz)
+        slab = nz;
+    const int nslabs = (nz + slab - 1) / slab;
+    slab = (nz + nslabs - 1) / nslabs; /* even slabs */
+    const int PZmax = slab + 2 * zh + lz;
+    const int rawmax = slab + 2 * zh;
+
+    CUDA_CHECK(cudaSetDevice(d.index));
+    cudaStream_t st = (cudaStream_t)d.stream;
+    bufs b;
+    memset(&b, 0, sizeof b);
+    float gw[3][2 * GPU_NLM_MAX_PATCH + 1];
+    memset(gw, 0, sizeof gw);
+    gpu__nlm_patch_weights(P, p->gaussian, gw[0]);
+    gpu__nlm_patch_weights(P, p->gaussian, gw[1]);
+    gpu__nlm_patch_weights(dim == 3 ? P : 0, p->gaussian, gw[2]);
+    const float kh = (float)(1.4426950408889634 / ((double)h * h));
+    float kms = 0, tms = 0;
+    double ksum = 0;
+
+    CUDA_CHECK_GOTO(cudaEventCreate(&b.e0), rc, fail);
+    CUDA_CHECK_GOTO(cudaEventCreate(&b.e1), rc, fail);
+    CUDA_CHECK_GOTO(cudaEventCreate(&b.k0), rc, fail);
+    CUDA_CHECK_GOTO(cudaEventCreate(&b.k1), rc, fail);
+    CUDA_CHECK_GOTO(cudaEventRecord(b.e0, st), rc, fail);
+    CUDA_CHECK_GOTO(cudaMemcpyToSymbolAsync(c_g, gw, sizeof gw, 0, cudaMemcpyHostToDevice, st), rc,
+                    fail);
+    CUDA_CHECK_GOTO(cudaMalloc(&b.raw, sizeof(float) * oplane * rawmax), rc, fail);
+    CUDA_CHECK_GOTO(cudaMalloc(&b.pad, sizeof(float) * pplane * PZmax), rc, fail);
+    CUDA_CHECK_GOTO(cudaMalloc(&b.out, sizeof(float) * oplane * slab), rc, fail);
+
+    for (int t = 0; t < in->nt; t++) {
+        const float *src = in->data + (size_t)t * oplane * nz;
+        float *dst = out->data + (size_t)t * oplane * nz;
+        for (int zs = 0; zs < nz; zs += slab) {
+            const int ze = zs + slab > nz ? nz : zs + slab, nzs = ze - zs;
+            const int lo = zs - zh < 0 ? 0 : zs - zh, hi = ze + zh > nz ? nz : ze + zh;
+            const int PZ = nzs + 2 * zh + (dim == 3 ? lz : 0);
+            CUDA_CHECK_GOTO(cudaMemcpyAsync(b.raw, src + (size_t)lo * oplane,
+                                            sizeof(float) * oplane * (hi - lo),
+                                            cudaMemcpyHostToDevice, st),
+                            rc, fail);
+            CUDA_CHECK_GOTO(cudaEventRecord(b.k0, st), rc, fail);
+            dim3 pb(32, 8), pg((PXp + 31) / 32, (PY + 7) / 8, PZ);
+            pad_kernel<<<pg, pb, 0, st>>>(b.raw, b.pad, nx, ny, nz, R, PXp, PY, PZ, zs - zh, lo,
+                                          hi - lo, dim == 3);
+            CUDA_CHECK_GOTO(cudaGetLastError(), rc, fail);
+            if (dim == 3)
+                CUDA_CHECK_GOTO(launch3(P, cfg, b.pad, b.out, nx, ny, nzs, PXp, PY, S, kh, st), rc,
+                                fail);
+            else
+                CUDA_CHECK_GOTO(launch2(P, b.pad, b.out, nx, ny, nzs, PXp, PY, S, kh, st), rc,
+                                fail);
+            CUDA_CHECK_GOTO(cudaEventRecord(b.k1, st), rc, fail);
+            CUDA_CHECK_GOTO(cudaMemcpyAsync(dst + (size_t)zs * oplane, b.out,
+                                            sizeof(float) * oplane * nzs, cudaMemcpyDeviceToHost,
+                                            st),
+                            rc, fail);
+            CUDA_CHECK_GOTO(cudaEventSynchronize(b.k1), rc, fail);
+            CUDA_CHECK_GOTO(cudaEventElapsedTime(&kms, b.k0, b.k1), rc, fail);
+            ksum += kms;
+        }
+    }
+    CUDA_CHECK_GOTO(cudaEventRecord(b.e1, st), rc, fail);
+    CUDA_CHECK_GOTO(cudaEventSynchronize(b.e1), rc, fail);
+    CUDA_CHECK_GOTO(cudaEventElapsedTime(&tms, b.e0, b.e1), rc, fail);
+    if (p->stats) {
+        p->stats->kernel_ms = ksum;
+        p->stats->total_ms = tms;
+        p->stats->slabs = nslabs * in->nt;
+    }
+    log_debug("nlm%dd %dx%dx%dx%d S=%d P=%d on gpu:%d: %d slab(s), kernels %.3f ms, total %.3f ms",
+              dim, nx, ny, nz, in->nt, S, P, d.index, nslabs, ksum, (double)tms);
+    rc = 0;
+fail:
+    if (rc)
+        cudaStreamSynchronize(st); /* let queued copies finish before freeing */
+    release(&b);
+    return rc;
+}
+
+} // namespace
+
+extern "C" int gpu_nlm2d_cuda(const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *out,
+                              const gpu_device *dev)
+{
+    return run_cuda(p, in, out, dev, 2);
+}
+
+extern "C" int gpu_nlm3d_cuda(const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *out,
+                              const gpu_device *dev)
+{
+    return run_cuda(p, in, out, dev, 3);
+}

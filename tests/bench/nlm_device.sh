@@ -1,0 +1,35 @@
+#!/bin/sh
+# Runs on the GPU machine (device `run` tool): NLM unit tests (CUDA against
+# the CPU reference), then the NLM benchmarks of issue 3, JSON lines under
+# $OUT. Usage: tests/bench/nlm_device.sh [DIR-with-check_gpu_nlm-and-gpu_bench] [what]
+#   what: all (default) | test | bench3 | bench2 | sweep
+B=${1:-build/gpucarry}
+WHAT=${2:-all}
+OUT=${OUT:-/tmp/nlm_out}
+mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,memory.total \
+    --format=csv | tee "$OUT/gpu.txt"
+if [ "$WHAT" = all ] || [ "$WHAT" = test ]; then
+    echo "== unit tests"
+    "$B/check_gpu_nlm" 2>&1 | tee "$OUT/check.log"
+fi
+if [ "$WHAT" = all ] || [ "$WHAT" = bench3 ] || [ "$WHAT" = sweep ]; then
+    echo "== nlm3d 512^3 S=5 P=2, block configurations 0..3"
+    for cfg in 0 1 2 3; do
+        LDCT_NLM3D_CFG=$cfg "$B/gpu_bench" bench nlm3d --size 512x512x512 --search-radius 5 \
+            --patch-radius 2 --device gpu --repeat 5 --json | sed "s/^{/{\"cfg\":$cfg,/" |
+            tee -a "$OUT/bench3.jsonl"
+    done
+fi
+if [ "$WHAT" = all ] || [ "$WHAT" = bench2 ] || [ "$WHAT" = sweep ]; then
+    echo "== nlm2d 512x512x500 S=10 P=3"
+    "$B/gpu_bench" bench nlm2d --size 512x512x500 --search-radius 10 --patch-radius 3 \
+        --device gpu --repeat 5 --json | tee -a "$OUT/bench2.jsonl"
+fi
+if [ "$WHAT" = sweep ]; then
+    echo "== radii sweep"
+    "$B/gpu_bench" bench nlm2d --size 512x512x100 --search-radius 5,10,15 --patch-radius 1,3,5 \
+        --device gpu --repeat 3 --json | tee -a "$OUT/sweep.jsonl"
+    "$B/gpu_bench" bench nlm3d --size 256x256x256 --search-radius 2,3,5 --patch-radius 1,2 \
+        --device gpu --repeat 3 --json | tee -a "$OUT/sweep.jsonl"
+fi
