@@ -16,7 +16,7 @@
     X(ECUDA, -10005, "CUDA error")                                                                 \
     X(ENOMEM_GPU, -10006, "out of GPU memory")                                                     \
     X(EBUSY_DB, -10007, "database busy")                                                           \
-    X(ESCHEMA, -10008, "database schema is newer than this program")                              \
+    X(ESCHEMA, -10008, "database schema is newer than this program")                               \
     X(ENOSPACE, -10009, "not enough free disk space")                                              \
     X(ENOTFOUND, -10010, "not found")                                                              \
     X(EINPUT, -10011, "invalid input")                                                             \

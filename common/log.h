@@ -8,7 +8,13 @@
 #ifndef LDCT_COMMON_LOG_H
 #define LDCT_COMMON_LOG_H
 
-enum { LOG_LVL_ERR = 3, LOG_LVL_WARNING = 4, LOG_LVL_NOTICE = 5, LOG_LVL_INFO = 6, LOG_LVL_DEBUG = 7 };
+enum {
+    LOG_LVL_ERR = 3,
+    LOG_LVL_WARNING = 4,
+    LOG_LVL_NOTICE = 5,
+    LOG_LVL_INFO = 6,
+    LOG_LVL_DEBUG = 7
+};
 
 extern int log_level; /* messages with a priority above this are dropped */
 

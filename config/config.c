@@ -29,11 +29,15 @@ typedef struct opt_def {
 } opt_def;
 
 #define NODE(name, type, min, max, def, field, help)                                               \
-    {S_NODE, name, type, min, max, def, offsetof(cfg_node, field),                                 \
-     sizeof(((cfg_node *)0)->field), help}
+    {                                                                                              \
+        S_NODE, name, type, min, max, def, offsetof(cfg_node, field),                              \
+            sizeof(((cfg_node *)0)->field), help                                                   \
+    }
 #define DEST(name, type, min, max, def, field, help)                                               \
-    {S_DEST, name, type, min, max, def, offsetof(cfg_destination, field),                          \
-     sizeof(((cfg_destination *)0)->field), help}
+    {                                                                                              \
+        S_DEST, name, type, min, max, def, offsetof(cfg_destination, field),                       \
+            sizeof(((cfg_destination *)0)->field), help                                            \
+    }
 
 static const opt_def OPTIONS[] = {
     NODE("ae_title", T_AE, 0, 0, "LDCTNODE", ae_title, "our AE title"),
@@ -300,8 +304,8 @@ static int on_entry(void *user, const char *section, const char *name, const cha
         add_error(pc->cfg, pc->line, "unknown option '%s' in [%s]", name, section);
         return 1;
     }
-    void *base = pc->kind == S_NODE ? (void *)&pc->cfg->node
-                                    : (void *)&pc->cfg->dest[pc->cfg->ndest - 1];
+    void *base =
+        pc->kind == S_NODE ? (void *)&pc->cfg->node : (void *)&pc->cfg->dest[pc->cfg->ndest - 1];
     const char *err = set_option(o, base, value);
     if (err)
         add_error(pc->cfg, pc->line, "%s = %s: %s", name, value, err);

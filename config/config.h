@@ -15,14 +15,14 @@
 
 #include <stddef.h>
 
-#define CFG_AE_MAX 16        /* DICOM AE titles are at most 16 characters */
-#define CFG_LIST_MAX 64      /* entries in an allow list */
-#define CFG_HOST_MAX 255     /* a host name or address */
+#define CFG_AE_MAX 16    /* DICOM AE titles are at most 16 characters */
+#define CFG_LIST_MAX 64  /* entries in an allow list */
+#define CFG_HOST_MAX 255 /* a host name or address */
 #define CFG_PATH_MAX 1024
-#define CFG_NAME_MAX 64      /* section names */
+#define CFG_NAME_MAX 64 /* section names */
 #define CFG_DEST_MAX 32
 #define CFG_RULE_MAX 128
-#define CFG_ERR_MAX 64       /* errors kept; the count goes on */
+#define CFG_ERR_MAX 64 /* errors kept; the count goes on */
 
 typedef struct cfg_ae_list {
     int n;

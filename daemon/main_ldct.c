@@ -108,8 +108,8 @@ static void print_series_json(void *ctx, const db_series_row *r)
     json_write_string(stdout, r->calling_ae);
     printf(",\"state\":\"%s\",\"instances\":%d,\"first_received_ms\":%lld,"
            "\"last_received_ms\":%lld,\"stable_ms\":%lld}",
-           r->state, r->instances, (long long)r->first_received_ms,
-           (long long)r->last_received_ms, (long long)r->stable_ms);
+           r->state, r->instances, (long long)r->first_received_ms, (long long)r->last_received_ms,
+           (long long)r->stable_ms);
     *first = 0;
 }
 
@@ -134,8 +134,8 @@ static int cmd_series(cli_opts *o)
         rc = db_series_list(d, print_series_json, &first);
         printf("]\n");
     } else {
-        printf("%-64s %-4s %-16s %-10s %6s  %-19s  %s\n", "SERIES UID", "MOD", "FROM AE",
-               "STATE", "COUNT", "FIRST RECEIVED", "LAST RECEIVED");
+        printf("%-64s %-4s %-16s %-10s %6s  %-19s  %s\n", "SERIES UID", "MOD", "FROM AE", "STATE",
+               "COUNT", "FIRST RECEIVED", "LAST RECEIVED");
         rc = db_series_list(d, print_series_text, NULL);
     }
     db_close(d);

@@ -266,9 +266,8 @@ int server_run(const char *config_path)
     }
     start_loop_handles(&s);
     const cfg_node *n = &s.cfg->node;
-    log_notice("ldctd ready: AE %s on port %d, state in %s%s%s", n->ae_title, n->port,
-               n->state_dir, config_path ? ", config " : ", embedded defaults",
-               config_path ? config_path : "");
+    log_notice("ldctd ready: AE %s on port %d, state in %s%s%s", n->ae_title, n->port, n->state_dir,
+               config_path ? ", config " : ", embedded defaults", config_path ? config_path : "");
     sd_notifyf(0, "READY=1\nSTATUS=listening as %s on port %d", n->ae_title, n->port);
     uv_run(&s.loop, UV_RUN_DEFAULT);
     shutdown_all(&s);

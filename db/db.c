@@ -104,8 +104,7 @@ static int migrate(db *d)
     if (rc)
         return rc;
     if (v > DB_NMIGRATIONS) {
-        log_err("database schema version %d is newer than this program's (%d)", v,
-                DB_NMIGRATIONS);
+        log_err("database schema version %d is newer than this program's (%d)", v, DB_NMIGRATIONS);
         return LDCT_ESCHEMA;
     }
     for (; v < DB_NMIGRATIONS; v++) {
@@ -272,7 +271,7 @@ int db_series_mark_stable(db *d, int64_t now_ms, db_series_cb cb, void *ctx)
         char uid[65];
         int n;
     } hit;
-    hit found[256];
+    hit found[256] = {{"", 0}};
     int n = 0, rc = exec(d, "BEGIN IMMEDIATE");
     if (rc)
         return rc;

@@ -41,8 +41,8 @@ typedef struct db_instance_rec {
     const char *calling_ae, *called_ae;
     const char *path;
     uint64_t size;
-    int64_t received_ms;    /* Unix time in milliseconds */
-    int stable_seconds;     /* quiet time that makes this series stable */
+    int64_t received_ms; /* Unix time in milliseconds */
+    int stable_seconds;  /* quiet time that makes this series stable */
 } db_instance_rec;
 
 /* Records an instance in one transaction: creates or reopens its series

@@ -174,8 +174,7 @@ static int place_file(ingest *in, const scp_instance *inst, char *final, size_t 
     return rc;
 }
 
-static int record(ingest *in, const scp_assoc_info *a, const scp_instance *inst,
-                  const char *path)
+static int record(ingest *in, const scp_assoc_info *a, const scp_instance *inst, const char *path)
 {
     ingest_policy p = policy_get(in);
     db_instance_rec rec = {
@@ -207,8 +206,7 @@ unsigned ingest_store_end(ingest *in, const scp_assoc_info *assoc, const scp_ins
 {
     unsigned status = check_instance(inst, comment, comment_len);
     if (status != SCP_STATUS_SUCCESS) {
-        log_warn("refused instance from %s (%s): %s", assoc->calling_ae, assoc->peer_host,
-                 comment);
+        log_warn("refused instance from %s (%s): %s", assoc->calling_ae, assoc->peer_host, comment);
         unlink(inst->file_path);
         return status;
     }
