@@ -29,6 +29,8 @@ extern "C" {
 #include <dcmtk/dcmjpls/djencode.h>
 #include <dcmtk/dcmnet/cond.h>
 #include <dcmtk/dcmnet/dul.h>
+#include <dcmtk/oflog/consap.h>
+#include <dcmtk/oflog/layout.h>
 #include <dcmtk/oflog/oflog.h>
 
 #include <cerrno>
@@ -76,15 +78,27 @@ int scp__cond_err(const OFCondition &cond, const char *what)
 
 static int init_result = 0;
 
+/* DCMTK's own logger reports errors only (our log lines carry the context),
+ * on stderr with the syslog prefix of an error so journald classifies it. */
+static void configure_dcmtk_log(void)
+{
+    namespace l4 = dcmtk::log4cplus;
+    l4::SharedAppenderPtr app(new l4::ConsoleAppender(true, true));
+    OFunique_ptr<l4::Layout> layout(new l4::PatternLayout("<3>dcmtk: %m%n"));
+    app->setLayout(OFmove(layout));
+    l4::Logger root = l4::Logger::getRoot();
+    root.removeAllAppenders();
+    root.addAppender(app);
+    root.setLogLevel(l4::ERROR_LOG_LEVEL);
+}
+
 static void init_impl(void)
 {
     /* Before any DCMTK socket exists: dcmnet reads this per connection. */
     setenv("TCP_NODELAY", "1", 1);
     /* Peer addresses stay numeric: no DNS lookup per association. */
     dcmDisableGethostbyaddr.set(OFTrue);
-    /* DCMTK's own logger only reports errors; our log lines carry the
-     * context. Its output goes to stderr like ours. */
-    OFLog::configure(OFLogger::ERROR_LOG_LEVEL);
+    configure_dcmtk_log();
     if (!dcmDataDict.isDictionaryLoaded()) {
         const char *path = getenv(DCM_DICT_ENVIRONMENT_VARIABLE);
         log_err("scp: no DICOM data dictionary loaded (%s=%s)", DCM_DICT_ENVIRONMENT_VARIABLE,

@@ -98,9 +98,14 @@ typedef struct scp_server_options {
 
 typedef struct scp_server scp_server;
 
-/* Process-wide setup, once, before anything else here: loads the data
- * dictionary, registers the JPEG, JPEG-LS and RLE codecs, and turns Nagle's
- * algorithm off for every socket DCMTK opens or accepts. */
+/* Process-wide setup, once, before anything else here (idempotent and
+ * thread-safe): loads the data dictionary (DCMDICTPATH or DCMTK's default),
+ * registers the JPEG, JPEG-LS and RLE decoders and encoders, turns Nagle's
+ * algorithm off for every socket DCMTK opens or accepts (sets TCP_NODELAY=1
+ * in the environment), disables reverse DNS lookups of peers and routes
+ * DCMTK's own error messages to stderr as "<3>dcmtk: ...". Note that DCMTK
+ * ignores SIGPIPE process-wide once a server starts. Returns 0 or
+ * LDCT_EDICOM (no dictionary). */
 int scp_global_init(void);
 
 /* Unregisters the codecs scp_global_init registered, so leak checkers see a
@@ -115,8 +120,12 @@ int scp_server_new(const scp_server_options *opt, const scp_handlers *h, scp_ser
  * listening (0), or the error (e.g. -EADDRINUSE). */
 int scp_server_start(scp_server *srv);
 
-/* Stops accepting associations, waits up to grace_s seconds for the running
- * ones to finish, then aborts what remains and joins every thread. */
+/* Stops accepting associations (from now on every request gets a transient
+ * "local limit exceeded" A-ASSOCIATE-RJ), waits up to grace_s seconds for
+ * the running ones to finish, then aborts what remains (their sockets are
+ * shut down) and joins every thread. Takes at most about grace_s + 1 s, or up
+ * to acse_timeout_s more if a peer has connected without sending its
+ * A-ASSOCIATE-RQ at that moment. */
 void scp_server_stop(scp_server *srv, int grace_s);
 
 /* Number of associations running now. */

@@ -476,6 +476,15 @@ void reap_finished(scp_server *srv)
 
 void dispatch(scp_server *srv, T_ASC_Association *assoc)
 {
+    /* DCMTK reports a connection closed before any A-ASSOCIATE-RQ as a
+     * success with empty AE titles; AE titles are never empty in a real
+     * request, so there is nobody to answer. */
+    if (!assoc->params->DULparams.calledAPTitle[0] || !assoc->params->DULparams.callingAPTitle[0]) {
+        log_debug("scp: connection from %s closed without an association request",
+                  assoc->params->DULparams.callingPresentationAddress);
+        drop(&assoc);
+        return;
+    }
     if (srv->stopping || srv->active >= srv->opt.max_associations) {
         assoc_ctx a;
         fill_assoc_ctx(assoc, &a);
