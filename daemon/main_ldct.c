@@ -1,7 +1,7 @@
 /* ldct: the command-line tool for administrators. Reads the daemon's
  * database read-only (status, series), checks configuration files, and
- * runs the compute engine's benchmarks. Subcommands are dispatched from one
- * table; each lives in a short function below or in its own module. */
+ * runs the compute engine's benchmarks (`ldct bench`, gpu/bench.c). Subcommands are dispatched from
+ * one table; each lives in a short function below or in its own module. */
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/json.h"
@@ -9,6 +9,7 @@
 #include "config/config.h"
 #include "daemon/version.h"
 #include "db/db.h"
+#include "gpu/bench.h"
 #include "pipeline/ingest.h"
 
 #include <stdio.h>
@@ -212,6 +213,9 @@ static int parse_global(int argc, char **argv, cli_opts *o, const char **cmd)
 int main(int argc, char **argv)
 {
     log_level = LOG_LVL_WARNING;
+    /* bench has its own options (see gpu/bench.h). */
+    if (argc >= 2 && !strcmp(argv[1], "bench"))
+        return gpu_bench_main(argc - 1, argv + 1);
     cli_opts o = {0};
     const char *cmd;
     if (parse_global(argc, argv, &o, &cmd) || !cmd) {
