@@ -8,6 +8,7 @@
 #include "db/db.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -160,16 +161,18 @@ static unsigned check_instance(const scp_instance *inst, char *comment, size_t l
     return SCP_STATUS_SUCCESS;
 }
 
-/* fsync, rename into the spool, fsync the directory. */
+/* fsync, rename into the spool, fsync the directory. The series directory
+ * usually exists already, so it is created only when the rename says so. */
 static int place_file(ingest *in, const scp_instance *inst, char *final, size_t len)
 {
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/%s/%s", in->spool, inst->study_uid, inst->series_uid);
     snprintf(final, len, "%s/%s.dcm", dir, inst->sop_instance_uid);
     int rc = fs_fsync_path(inst->file_path);
-    if (!rc)
-        rc = fs_mkdirs(dir);
-    if (!rc)
+    if (rc)
+        return rc;
+    rc = fs_rename_durable(inst->file_path, final);
+    if (rc == -ENOENT && (rc = fs_mkdirs(dir)) == 0)
         rc = fs_rename_durable(inst->file_path, final);
     return rc;
 }
