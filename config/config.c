@@ -7,6 +7,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <ini.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -14,14 +15,27 @@
 #include <string.h>
 #include <strings.h>
 
-typedef enum { T_STR, T_AE, T_INT, T_BOOL, T_AELIST, T_HOSTLIST, T_LOGLEVEL } opt_type;
-typedef enum { S_NODE, S_DEST } sect_kind;
+typedef enum {
+    T_STR,
+    T_AE,
+    T_INT,
+    T_DOUBLE,
+    T_BOOL,
+    T_AELIST,
+    T_HOSTLIST,
+    T_LOGLEVEL,
+    T_RANGE,
+    T_ACTION,
+    T_ALGORITHM,
+    T_NAMELIST
+} opt_type;
+typedef enum { S_NODE, S_DEST, S_RULE } sect_kind;
 
 typedef struct opt_def {
     sect_kind sect;
     const char *name;
     opt_type type;
-    long min, max; /* T_INT bounds */
+    double min, max; /* T_INT and T_DOUBLE bounds */
     const char *def;
     size_t off;  /* offset of the field in cfg_node or cfg_destination */
     size_t size; /* T_STR buffer size */
@@ -37,6 +51,12 @@ typedef struct opt_def {
     {                                                                                              \
         S_DEST, name, type, min, max, def, offsetof(cfg_destination, field),                       \
             sizeof(((cfg_destination *)0)->field), help                                            \
+    }
+
+#define RULE(name, type, min, max, def, field, help)                                               \
+    {                                                                                              \
+        S_RULE, name, type, min, max, def, offsetof(cfg_rule, field),                              \
+            sizeof(((cfg_rule *)0)->field), help                                                   \
     }
 
 static const opt_def OPTIONS[] = {
@@ -66,6 +86,28 @@ static const opt_def OPTIONS[] = {
     DEST("host", T_STR, 0, 0, "", host, "host name or address"),
     DEST("port", T_INT, 1, 65535, "104", port, "TCP port"),
     DEST("ae_title", T_AE, 0, 0, "", ae_title, "the destination's AE title"),
+    RULE("match.modality", T_STR, 0, 0, "", modality, "wildcard on Modality"),
+    RULE("match.calling_ae", T_STR, 0, 0, "", calling_ae, "wildcard on the sender's AE"),
+    RULE("match.called_ae", T_STR, 0, 0, "", called_ae, "wildcard on the AE it was sent to"),
+    RULE("match.series_description", T_STR, 0, 0, "", series_description, "wildcard"),
+    RULE("match.protocol_name", T_STR, 0, 0, "", protocol_name, "wildcard"),
+    RULE("match.body_part_examined", T_STR, 0, 0, "", body_part_examined, "wildcard"),
+    RULE("match.manufacturer", T_STR, 0, 0, "", manufacturer, "wildcard"),
+    RULE("match.slice_thickness", T_RANGE, 0, 0, "", slice_thickness, "mm, LO..HI"),
+    RULE("match.kvp", T_RANGE, 0, 0, "", kvp, "kV, LO..HI"),
+    RULE("match.ctdivol", T_RANGE, 0, 0, "", ctdivol, "mGy, LO..HI"),
+    RULE("match.exposure", T_RANGE, 0, 0, "", exposure, "mAs, LO..HI"),
+    RULE("action", T_ACTION, 0, 0, "process", action, "process | both | route | discard"),
+    RULE("algorithm", T_ALGORITHM, 0, 0, "auto", algorithm, "auto | nlm2d | nlm3d"),
+    RULE("strength", T_DOUBLE, 0.01, 10, "1.0", strength, "scales h from the noise"),
+    RULE("search_radius", T_INT, 0, 15, "0", search_radius, "0 = the algorithm's default"),
+    RULE("patch_radius", T_INT, 0, 5, "0", patch_radius, "0 = the algorithm's default"),
+    RULE("h", T_DOUBLE, 0, 10000, "0", h, "filter strength in HU; 0 = from the noise"),
+    RULE("destinations", T_NAMELIST, 0, 0, "", destinations, "destination names"),
+    RULE("series_description_suffix", T_STR, 0, 0, "\" [DN]\"", series_description_suffix, ""),
+    RULE("series_number_offset", T_INT, 0, 100000, "1000", series_number_offset, ""),
+    RULE("stable_seconds", T_INT, 0, 86400, "0", stable_seconds, "0 = the node's"),
+    RULE("priority", T_INT, -1000, 1000, "0", priority, "higher first"),
 };
 #define NOPTIONS (sizeof OPTIONS / sizeof OPTIONS[0])
 
@@ -135,9 +177,57 @@ static int ae_valid(const char *ae)
     return 1;
 }
 
+static const char *const ACTIONS[] = {"process", "both", "route", "discard", NULL};
+static const char *const ALGORITHMS[] = {"auto", "nlm2d", "nlm3d", NULL};
+
+static const char *parse_enum(const char *v, const char *const *names, int *out, const char *err)
+{
+    for (int i = 0; names[i]; i++)
+        if (strcasecmp(v, names[i]) == 0)
+            return *out = i, NULL;
+    return err;
+}
+
+/* Parses all of `s` as a number into *out; 0 on success. */
+static int parse_number(const char *s, double *out)
+{
+    char *end;
+    *out = strtod(s, &end);
+    return end == s || *end != '\0';
+}
+
+/* "LO..HI", "LO..", "..HI" or a single value X (= X..X). */
+static const char *parse_range(const char *v, cfg_range *r)
+{
+    r->set = 0;
+    if (!v[0])
+        return NULL;
+    double lo = -INFINITY, hi = INFINITY;
+    const char *dots = strstr(v, "..");
+    if (!dots) {
+        if (parse_number(v, &lo))
+            return "expected a number or a range LO..HI";
+        hi = lo;
+    } else {
+        char left[64];
+        snprintf(left, sizeof left, "%.*s", (int)(dots - v), v);
+        if ((left[0] && parse_number(left, &lo)) || (dots[2] && parse_number(dots + 2, &hi)))
+            return "expected a range LO..HI";
+    }
+    if (lo > hi)
+        return "range is empty (LO > HI)";
+    *r = (cfg_range){1, lo, hi};
+    return NULL;
+}
+
+static int name_valid(const char *n)
+{
+    return strlen(n) <= CFG_NAME_MAX;
+}
+
 /* Splits a comma-separated list; each item goes through `check`. */
 static const char *parse_list(const char *v, char *items, size_t item_size, int *count,
-                              int (*check)(const char *))
+                              int (*check)(const char *), int max)
 {
     char buf[2048];
     snprintf(buf, sizeof buf, "%s", v);
@@ -150,7 +240,7 @@ static const char *parse_list(const char *v, char *items, size_t item_size, int 
             continue;
         if (!check(item) || strlen(item) >= item_size)
             return "invalid list entry";
-        if (*count == CFG_LIST_MAX)
+        if (*count == max)
             return "too many list entries";
         memcpy(items + (size_t)*count * item_size, item, strlen(item) + 1);
         (*count)++;
@@ -186,12 +276,34 @@ static const char *set_option(const opt_def *o, void *base, const char *raw)
         char *end;
         errno = 0;
         long n = strtol(v, &end, 10);
+        /* bounds are doubles so one table holds integer and real options */
         if (errno || end == v || *end != '\0')
             return "not an integer";
         if (n < o->min || n > o->max)
             return "out of range";
         *(int *)field = (int)n;
         return NULL;
+    }
+    case T_DOUBLE: {
+        char *end;
+        double d = strtod(v, &end);
+        if (end == v || *end != '\0')
+            return "not a number";
+        if (d < o->min || d > o->max)
+            return "out of range";
+        *(double *)field = d;
+        return NULL;
+    }
+    case T_RANGE:
+        return parse_range(v, (cfg_range *)field);
+    case T_ACTION:
+        return parse_enum(v, ACTIONS, (int *)field, "expected process, both, route or discard");
+    case T_ALGORITHM:
+        return parse_enum(v, ALGORITHMS, (int *)field, "expected auto, nlm2d or nlm3d");
+    case T_NAMELIST: {
+        cfg_rule *r = (cfg_rule *)((char *)base);
+        return parse_list(v, &r->destinations[0][0], sizeof r->destinations[0], &r->ndest,
+                          name_valid, CFG_RULE_DEST_MAX);
     }
     case T_BOOL:
         return parse_bool(v, (int *)field) ? "expected yes or no" : NULL;
@@ -204,11 +316,11 @@ static const char *set_option(const opt_def *o, void *base, const char *raw)
     }
     case T_AELIST: {
         cfg_ae_list *l = (cfg_ae_list *)field;
-        return parse_list(v, &l->v[0][0], sizeof l->v[0], &l->n, ae_valid);
+        return parse_list(v, &l->v[0][0], sizeof l->v[0], &l->n, ae_valid, CFG_LIST_MAX);
     }
     case T_HOSTLIST: {
         cfg_host_list *l = (cfg_host_list *)field;
-        return parse_list(v, &l->v[0][0], sizeof l->v[0], &l->n, host_valid);
+        return parse_list(v, &l->v[0][0], sizeof l->v[0], &l->n, host_valid, CFG_LIST_MAX);
     }
     }
     return "unknown option type";
@@ -265,25 +377,14 @@ static int begin_section(parse_ctx *pc, const char *section)
             return add_error(cfg, pc->line, "rule '%s' defined twice", name), -1;
     if (cfg->nrule == CFG_RULE_MAX)
         return add_error(cfg, pc->line, "more than %d rules", CFG_RULE_MAX), -1;
-    cfg_rule *r = &cfg->rule[cfg->nrule++];
+    cfg_rule *r = &cfg->rule[cfg->nrule];
     memset(r, 0, sizeof *r);
+    apply_defaults(S_RULE, r);
     snprintf(r->name, sizeof r->name, "%s", name);
     r->line = pc->line;
-    pc->kind = (sect_kind)-1; /* rule keys are kept raw */
+    r->order = cfg->nrule++;
+    pc->kind = S_RULE;
     return 0;
-}
-
-static void rule_add_kv(parse_ctx *pc, const char *key, const char *value)
-{
-    cfg_rule *r = &pc->cfg->rule[pc->cfg->nrule - 1];
-    if (r->nkv == (int)(sizeof r->kv / sizeof r->kv[0])) {
-        add_error(pc->cfg, pc->line, "too many keys in rule '%s'", r->name);
-        return;
-    }
-    cfg_rule_kv *kv = &r->kv[r->nkv++];
-    snprintf(kv->key, sizeof kv->key, "%s", key);
-    unquote(value, kv->value, sizeof kv->value);
-    kv->line = pc->line;
 }
 
 static int on_entry(void *user, const char *section, const char *name, const char *value)
@@ -295,17 +396,14 @@ static int on_entry(void *user, const char *section, const char *name, const cha
     }
     if (!pc->valid_section)
         return 1;
-    if ((int)pc->kind == -1) {
-        rule_add_kv(pc, name, value);
-        return 1;
-    }
     const opt_def *o = find_option(pc->kind, name);
     if (!o) {
         add_error(pc->cfg, pc->line, "unknown option '%s' in [%s]", name, section);
         return 1;
     }
-    void *base =
-        pc->kind == S_NODE ? (void *)&pc->cfg->node : (void *)&pc->cfg->dest[pc->cfg->ndest - 1];
+    void *base = pc->kind == S_NODE   ? (void *)&pc->cfg->node
+                 : pc->kind == S_DEST ? (void *)&pc->cfg->dest[pc->cfg->ndest - 1]
+                                      : (void *)&pc->cfg->rule[pc->cfg->nrule - 1];
     const char *err = set_option(o, base, value);
     if (err)
         add_error(pc->cfg, pc->line, "%s = %s: %s", name, value, err);
@@ -348,6 +446,13 @@ static void validate(ldct_config *cfg)
             add_error(cfg, d->line, "destination '%s' needs host", d->name);
         if (!d->ae_title[0])
             add_error(cfg, d->line, "destination '%s' needs ae_title", d->name);
+    }
+    for (int i = 0; i < cfg->nrule; i++) {
+        const cfg_rule *r = &cfg->rule[i];
+        for (int k = 0; k < r->ndest; k++)
+            if (!config_destination_find(cfg, r->destinations[k]))
+                add_error(cfg, r->line, "rule '%s': no [destination %s]", r->name,
+                          r->destinations[k]);
     }
     if (!cfg->node.state_dir[0])
         add_error(cfg, 0, "state_dir must not be empty");
@@ -415,6 +520,48 @@ int config_host_allowed(const cfg_host_list *list, const char *host)
     return 0;
 }
 
+int config_glob_match(const char *p, const char *t)
+{
+    if (!p[0])
+        return 1;
+    /* Iterative matcher with one backtrack point: linear in practice. */
+    const char *star = NULL, *resume = NULL;
+    while (*t) {
+        if (*p == '*') {
+            star = p++;
+            resume = t;
+        } else if (*p == '?' || tolower((unsigned char)*p) == tolower((unsigned char)*t)) {
+            p++;
+            t++;
+        } else if (star) {
+            p = star + 1;
+            t = ++resume;
+        } else {
+            return 0;
+        }
+    }
+    while (*p == '*')
+        p++;
+    return *p == '\0';
+}
+
+static int rule_cmp(const void *a, const void *b)
+{
+    const cfg_rule *x = *(const cfg_rule *const *)a, *y = *(const cfg_rule *const *)b;
+    if (x->priority != y->priority)
+        return y->priority - x->priority;
+    return x->order - y->order;
+}
+
+int config_rules_ordered(const ldct_config *cfg, const cfg_rule **out, int max)
+{
+    int n = cfg->nrule < max ? cfg->nrule : max;
+    for (int i = 0; i < n; i++)
+        out[i] = &cfg->rule[i];
+    qsort(out, (size_t)n, sizeof *out, rule_cmp);
+    return n;
+}
+
 const cfg_destination *config_destination_find(const ldct_config *cfg, const char *name)
 {
     for (int i = 0; i < cfg->ndest; i++)
@@ -441,6 +588,12 @@ static void print_value(FILE *f, const opt_def *o, const void *base)
     case T_LOGLEVEL:
         fprintf(f, "%s", lvl[*(const int *)field - LOG_LVL_ERR]);
         break;
+    case T_DOUBLE:
+    case T_RANGE:
+    case T_ACTION:
+    case T_ALGORITHM:
+    case T_NAMELIST:
+        break; /* rule options: not printed by config_node_print */
     case T_AELIST:
     case T_HOSTLIST: {
         const cfg_ae_list *a = (const cfg_ae_list *)field;

@@ -21,7 +21,7 @@
 #define CFG_PATH_MAX 1024
 #define CFG_NAME_MAX 64 /* section names */
 #define CFG_DEST_MAX 32
-#define CFG_RULE_MAX 128
+#define CFG_RULE_MAX 64
 #define CFG_ERR_MAX 64 /* errors kept; the count goes on */
 
 typedef struct cfg_ae_list {
@@ -59,19 +59,43 @@ typedef struct cfg_destination {
     char ae_title[CFG_AE_MAX + 1];
 } cfg_destination;
 
-typedef struct cfg_rule_kv {
-    char key[64];
-    char value[256];
-    int line;
-} cfg_rule_kv;
+/* A numeric match: inclusive bounds; a side left open is +-infinity. */
+typedef struct cfg_range {
+    int set;
+    double lo, hi;
+} cfg_range;
 
-/* Rules are kept as ordered key/value pairs here; the pipeline interprets
- * them (pipeline/rules). */
+typedef enum { RULE_PROCESS, RULE_BOTH, RULE_ROUTE, RULE_DISCARD } cfg_action;
+typedef enum { ALGO_AUTO, ALGO_NLM2D, ALGO_NLM3D } cfg_algorithm;
+
+#define CFG_PATTERN_MAX 64
+#define CFG_RULE_DEST_MAX 8
+
+/* One [rule NAME] section. String matches are case-insensitive shell
+ * wildcards (* and ?); an empty pattern matches anything. */
 typedef struct cfg_rule {
     char name[CFG_NAME_MAX + 1];
-    int line;
-    int nkv;
-    cfg_rule_kv kv[48];
+    int line;  /* line of the section header */
+    int order; /* position in the file */
+    char modality[CFG_PATTERN_MAX + 1];
+    char calling_ae[CFG_PATTERN_MAX + 1];
+    char called_ae[CFG_PATTERN_MAX + 1];
+    char series_description[CFG_PATTERN_MAX + 1];
+    char protocol_name[CFG_PATTERN_MAX + 1];
+    char body_part_examined[CFG_PATTERN_MAX + 1];
+    char manufacturer[CFG_PATTERN_MAX + 1];
+    cfg_range slice_thickness, kvp, ctdivol, exposure;
+    int action;    /* cfg_action */
+    int algorithm; /* cfg_algorithm */
+    double strength;
+    int search_radius, patch_radius;
+    double h; /* 0 = estimated from the noise, times strength */
+    int ndest;
+    char destinations[CFG_RULE_DEST_MAX][CFG_NAME_MAX + 1];
+    char series_description_suffix[CFG_PATTERN_MAX + 1];
+    int series_number_offset;
+    int stable_seconds;
+    int priority;
 } cfg_rule;
 
 typedef struct ldct_config {
@@ -102,6 +126,13 @@ int config_ae_allowed(const cfg_ae_list *list, const char *ae);
 
 /* 1 if numeric address `host` is allowed by `list` (empty allows all). */
 int config_host_allowed(const cfg_host_list *list, const char *host);
+
+/* Rules sorted for matching: priority (higher first), then file order.
+ * Writes up to `max` pointers into `out`; returns the count. */
+int config_rules_ordered(const ldct_config *cfg, const cfg_rule **out, int max);
+
+/* Case-insensitive shell-wildcard match (* and ?); "" matches anything. */
+int config_glob_match(const char *pattern, const char *text);
 
 /* Finds a destination by name; NULL if absent. */
 const cfg_destination *config_destination_find(const ldct_config *cfg, const char *name);

@@ -5,6 +5,7 @@
 #include "tests/unit/testutil.h"
 
 #include <check.h>
+#include <math.h>
 
 static ldct_config *load_text(const char *text, int *rc)
 {
@@ -73,8 +74,8 @@ START_TEST(file_values_override_defaults)
     ck_assert_str_eq(d->ae_title, "PACS");
     ck_assert_int_eq(d->port, 4243);
     ck_assert_int_eq(cfg->nrule, 1);
-    ck_assert_str_eq(cfg->rule[0].kv[1].value, " [DN]");
-    ck_assert_int_eq(cfg->rule[0].kv[1].line, 14);
+    ck_assert_str_eq(cfg->rule[0].modality, "CT");
+    ck_assert_str_eq(cfg->rule[0].series_description_suffix, " [DN]");
     config_free(cfg);
 }
 END_TEST
@@ -141,6 +142,97 @@ START_TEST(option_outside_a_section_is_an_error)
 }
 END_TEST
 
+START_TEST(rules_parse_with_their_defaults)
+{
+    int rc;
+    ldct_config *cfg = load_text("[destination pacs]\nhost = h\nae_title = PACS\n"
+                                 "[rule chest]\n"
+                                 "match.series_description = *LOW*DOSE*\n"
+                                 "match.slice_thickness = 0.5..2\n"
+                                 "match.kvp = 100..\n"
+                                 "match.ctdivol = ..5\n"
+                                 "match.exposure = 40\n"
+                                 "action = both\n"
+                                 "algorithm = nlm3d\n"
+                                 "strength = 0.8\n"
+                                 "destinations = pacs\n"
+                                 "priority = 10\n"
+                                 "[rule rest]\naction = discard\n",
+                                 &rc);
+    ck_assert_int_eq(rc, 0);
+    const cfg_rule *r = &cfg->rule[0];
+    ck_assert_int_eq(r->action, RULE_BOTH);
+    ck_assert_int_eq(r->algorithm, ALGO_NLM3D);
+    ck_assert(r->strength == 0.8);
+    ck_assert(r->slice_thickness.set && r->slice_thickness.lo == 0.5 && r->slice_thickness.hi == 2);
+    ck_assert(r->kvp.lo == 100 && isinf(r->kvp.hi));
+    ck_assert(isinf(r->ctdivol.lo) && r->ctdivol.hi == 5);
+    ck_assert(r->exposure.lo == 40 && r->exposure.hi == 40);
+    ck_assert_int_eq(r->ndest, 1);
+    ck_assert_str_eq(r->destinations[0], "pacs");
+    const cfg_rule *rest = &cfg->rule[1];
+    ck_assert_int_eq(rest->algorithm, ALGO_AUTO);
+    ck_assert_int_eq(rest->series_number_offset, 1000);
+    ck_assert_str_eq(rest->series_description_suffix, " [DN]");
+    ck_assert(!rest->kvp.set);
+    config_free(cfg);
+}
+END_TEST
+
+START_TEST(rule_errors_name_their_lines)
+{
+    int rc;
+    ldct_config *cfg = load_text("[rule a]\n"
+                                 "action = denoise\n"
+                                 "algorithm = magic\n"
+                                 "match.kvp = 140..80\n"
+                                 "match.ctdivol = lots\n"
+                                 "strength = 0\n"
+                                 "destinations = nowhere\n"
+                                 "match.colour = red\n",
+                                 &rc);
+    ck_assert_int_eq(rc, LDCT_EINVAL_CONFIG);
+    ck_assert(has_error(cfg, 2, "expected process, both, route or discard"));
+    ck_assert(has_error(cfg, 3, "expected auto, nlm2d or nlm3d"));
+    ck_assert(has_error(cfg, 4, "range is empty"));
+    ck_assert(has_error(cfg, 5, "expected a number or a range"));
+    ck_assert(has_error(cfg, 6, "out of range"));
+    ck_assert(has_error(cfg, 1, "no [destination nowhere]"));
+    ck_assert(has_error(cfg, 8, "unknown option 'match.colour'"));
+    config_free(cfg);
+}
+END_TEST
+
+START_TEST(rules_are_ordered_by_priority_then_file_order)
+{
+    int rc;
+    ldct_config *cfg = load_text("[rule a]\npriority = 1\n[rule b]\npriority = 5\n"
+                                 "[rule c]\npriority = 1\n[rule d]\n",
+                                 &rc);
+    ck_assert_int_eq(rc, 0);
+    const cfg_rule *o[8];
+    ck_assert_int_eq(config_rules_ordered(cfg, o, 8), 4);
+    ck_assert_str_eq(o[0]->name, "b");
+    ck_assert_str_eq(o[1]->name, "a");
+    ck_assert_str_eq(o[2]->name, "c");
+    ck_assert_str_eq(o[3]->name, "d");
+    config_free(cfg);
+}
+END_TEST
+
+START_TEST(wildcards_match_case_insensitively)
+{
+    ck_assert(config_glob_match("*LOW*DOSE*", "Chest low dose 1.0"));
+    ck_assert(config_glob_match("", "anything"));
+    ck_assert(config_glob_match("CT", "ct"));
+    ck_assert(config_glob_match("C?", "CT"));
+    ck_assert(config_glob_match("*", ""));
+    ck_assert(!config_glob_match("*LOW*DOSE*", "Chest standard"));
+    ck_assert(!config_glob_match("CT", "CTX"));
+    ck_assert(!config_glob_match("a*b*c", "a-b-d"));
+}
+END_TEST
+
 START_TEST(missing_file_is_an_errno)
 {
     ldct_config *cfg = (ldct_config *)1;
@@ -178,6 +270,10 @@ int main(void)
     tcase_add_test(tc, syntax_error_names_the_line);
     tcase_add_test(tc, option_outside_a_section_is_an_error);
     tcase_add_test(tc, missing_file_is_an_errno);
+    tcase_add_test(tc, rules_parse_with_their_defaults);
+    tcase_add_test(tc, rule_errors_name_their_lines);
+    tcase_add_test(tc, rules_are_ordered_by_priority_then_file_order);
+    tcase_add_test(tc, wildcards_match_case_insensitively);
     tcase_add_test(tc, allow_lists_match_exactly);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
