@@ -291,7 +291,7 @@ static const char *set_option(const opt_def *o, void *base, const char *raw)
             return "not a number";
         if (d < o->min || d > o->max)
             return "out of range";
-        *(double *)field = d;
+        memcpy(field, &d, sizeof d);
         return NULL;
     }
     case T_RANGE:
