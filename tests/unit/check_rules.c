@@ -1,0 +1,110 @@
+/* Unit tests for pipeline/rules: first match by priority, wildcards,
+ * ranges with absent values, and what `auto` picks. */
+#include "common/log.h"
+#include "pipeline/rules.h"
+#include "tests/unit/testutil.h"
+
+#include <check.h>
+#include <math.h>
+
+static ldct_config *cfg;
+
+static void setup(void)
+{
+    log_level = LOG_LVL_ERR;
+    char dir[64], path[128];
+    tu_tmpdir(dir, sizeof dir);
+    tu_write(dir, "r.conf",
+             "[rule thin-lowdose]\n"
+             "match.modality = CT\n"
+             "match.series_description = *low*dose*\n"
+             "match.slice_thickness = ..2\n"
+             "match.calling_ae = CT?\n"
+             "priority = 10\n"
+             "[rule any-lowdose]\n"
+             "match.series_description = *LOW*DOSE*\n"
+             "algorithm = nlm2d\n"
+             "[rule high-kv]\n"
+             "match.kvp = 130..\n"
+             "action = route\n"
+             "priority = 5\n",
+             path, sizeof path);
+    ck_assert_int_eq(config_load(path, &cfg), 0);
+}
+
+static void teardown(void)
+{
+    config_free(cfg);
+}
+
+static rule_series series(const char *descr, double thickness, double kvp)
+{
+    return (rule_series){.modality = "CT",
+                         .calling_ae = "CT1",
+                         .called_ae = "LDCTNODE",
+                         .series_description = descr,
+                         .protocol_name = "",
+                         .body_part_examined = "",
+                         .manufacturer = "",
+                         .slice_thickness = thickness,
+                         .kvp = kvp,
+                         .ctdivol = NAN,
+                         .exposure = NAN};
+}
+
+START_TEST(highest_priority_match_wins)
+{
+    rule_series s = series("Chest LOW DOSE", 1.0, 140);
+    ck_assert_str_eq(rules_match(cfg, &s)->name, "thin-lowdose");
+}
+END_TEST
+
+START_TEST(a_failed_condition_falls_through_to_the_next_rule)
+{
+    rule_series s = series("Chest LOW DOSE", 5.0, 140); /* too thick for the first */
+    ck_assert_str_eq(rules_match(cfg, &s)->name, "high-kv");
+    s.kvp = 120;
+    ck_assert_str_eq(rules_match(cfg, &s)->name, "any-lowdose");
+    s.calling_ae = "MR1";
+    s.slice_thickness = 1.0;
+    ck_assert_str_eq(rules_match(cfg, &s)->name, "any-lowdose");
+}
+END_TEST
+
+START_TEST(absent_value_never_satisfies_a_range)
+{
+    rule_series s = series("Abdomen", 1.0, NAN);
+    ck_assert_ptr_null(rules_match(cfg, &s));
+    s = series("chest low dose", NAN, NAN);
+    ck_assert_str_eq(rules_match(cfg, &s)->name, "any-lowdose");
+}
+END_TEST
+
+START_TEST(auto_picks_by_slice_thickness)
+{
+    cfg_rule r = {.algorithm = ALGO_AUTO};
+    ck_assert_int_eq(rules_algorithm(&r, 3.0), ALGO_NLM2D);
+    ck_assert_int_eq(rules_algorithm(&r, 2.0), ALGO_NLM3D);
+    ck_assert_int_eq(rules_algorithm(&r, 0.625), ALGO_NLM3D);
+    ck_assert_int_eq(rules_algorithm(&r, NAN), ALGO_NLM3D);
+    r.algorithm = ALGO_NLM2D;
+    ck_assert_int_eq(rules_algorithm(&r, 0.5), ALGO_NLM2D);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("rules");
+    TCase *tc = tcase_create("rules");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, highest_priority_match_wins);
+    tcase_add_test(tc, a_failed_condition_falls_through_to_the_next_rule);
+    tcase_add_test(tc, absent_value_never_satisfies_a_range);
+    tcase_add_test(tc, auto_picks_by_slice_thickness);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
