@@ -1,7 +1,8 @@
 /* scp: the project's only door to DCMTK (C interface; C++ inside).
  *
- * - A DICOM server (C-ECHO, C-STORE SCP): one listener thread plus one thread
- *   per association, at most `max_associations` at once. Every decision about
+ * - A DICOM server (C-ECHO, C-STORE SCP): one thread per connection (the
+ *   A-ASSOCIATE-RQ is read there, so a silent peer never delays others), at
+ *   most `max_associations` associations served at once. Every decision about
  *   policy (who may associate, where a dataset goes, whether it is kept) is
  *   made by the caller's handlers; this module only speaks DICOM. Received
  *   datasets are written to disk exactly as received (bit-preserving, in the
@@ -90,7 +91,8 @@ typedef struct scp_server_options {
     const char *ae_title; /* our AE title (1..16 chars); copied */
     int port;
     int max_associations; /* beyond this, A-ASSOCIATE-RJ local limit exceeded */
-    int acse_timeout_s;   /* <= 0: 30 s; also bounds a silent connection */
+    int acse_timeout_s;   /* <= 0: 30 s; also bounds how long a connection
+                           * may stay silent before its A-ASSOCIATE-RQ */
     int dimse_timeout_s;  /* <= 0: 60 s; idle time between and within messages */
     uint32_t max_pdu;     /* our maximum receive PDU length; 0: 131072;
                            * clamped to 4096..131072 */
@@ -123,9 +125,8 @@ int scp_server_start(scp_server *srv);
 /* Stops accepting associations (from now on every request gets a transient
  * "local limit exceeded" A-ASSOCIATE-RJ), waits up to grace_s seconds for
  * the running ones to finish, then aborts what remains (their sockets are
- * shut down) and joins every thread. Takes at most about grace_s + 1 s, or up
- * to acse_timeout_s more if a peer has connected without sending its
- * A-ASSOCIATE-RQ at that moment. */
+ * shut down, as are connections still waiting for their A-ASSOCIATE-RQ) and
+ * joins every thread. Takes at most about grace_s + 2 s. */
 void scp_server_stop(scp_server *srv, int grace_s);
 
 /* Number of associations running now. */

@@ -11,22 +11,28 @@
  * down, which needs the socket of every running association.
  *
  * Threads: scp_server_new/start/stop/free are called by one owner thread
- * (the daemon's main thread). The listener thread accepts associations,
- * enforces max_associations and starts one thread per association. The
- * handlers run in association threads, concurrently. scp_server_active may be
- * called from any thread.
+ * (the daemon's main thread). Connections are accepted by acceptor threads:
+ * exactly one of them waits for a connection at any time; as soon as it has
+ * accepted one (our transport layer's createConnection hook, called by DCMTK
+ * right after accept() and before the A-ASSOCIATE-RQ is read), the listener
+ * thread starts the next acceptor, and the first one goes on to read the
+ * request and then serves that association itself. So a peer that connects
+ * and sends nothing holds only its own thread (until the ACSE timeout), never
+ * the acceptance of others. The handlers run in association threads,
+ * concurrently. scp_server_active may be called from any thread.
  *
  * Invariants:
- * - `active` counts association threads not yet finished; it never exceeds
- *   max_associations.
+ * - `active` counts associations accepted and being served; it never exceeds
+ *   max_associations (checked and incremented under `mu`).
+ * - At most k_max_pending connections wait for their A-ASSOCIATE-RQ at once;
+ *   beyond that new connections wait in the kernel's backlog.
  * - A received file is either handed to store_end (which then owns it) or
  *   removed here; a failed reception never reaches store_end.
  * - Nothing from a dataset but UIDs, modality, series description and sizes
  *   is read back (pixel data stays on disk), and logs carry UIDs, AE titles
  *   and addresses only.
  * - The ACSE timeout bounds how long a peer that connects but sends nothing
- *   can hold the listener (DCMTK reads the A-ASSOCIATE-RQ in the accepting
- *   thread).
+ *   holds its acceptor thread; stop shuts such connections down at once.
  */
 #include "scp/scp.h"
 #include "scp/internal.hh"
@@ -42,6 +48,7 @@ extern "C" {
 #include <dcmtk/dcmdata/dcfilefo.h>
 #include <dcmtk/dcmdata/dcuid.h>
 #include <dcmtk/dcmnet/assoc.h>
+#include <dcmtk/dcmnet/dcmlayer.h>
 #include <dcmtk/dcmnet/dcmtrans.h>
 #include <dcmtk/dcmnet/dimse.h>
 #include <dcmtk/dcmnet/dul.h>
@@ -88,16 +95,18 @@ const char *k_transfer_syntaxes[] = {
 };
 const int k_n_transfer_syntaxes = sizeof k_transfer_syntaxes / sizeof k_transfer_syntaxes[0];
 
-const int k_listen_poll_s = 1; /* how often the listener checks for stop */
+const int k_listen_poll_s = 1; /* how often acceptor and listener check for stop */
+const int k_max_pending = 32;  /* connections waiting for their A-ASSOCIATE-RQ */
 const int k_default_acse_s = 30;
 const int k_default_dimse_s = 60;
 const size_t k_comment_len = 256;
 
-/* One association thread and what stop needs to abort it. */
+/* One acceptor/association thread and what stop needs to abort it. */
 struct assoc_slot {
     std::thread thread;
     std::atomic<bool> done{false};
-    int fd = -1; /* guarded by scp_server::mu; -1 once the thread drops it */
+    bool accepted = false; /* written by its own thread only (accept hook) */
+    int fd = -1;           /* guarded by scp_server::mu; -1 once the thread drops it */
 };
 
 /* The per-association facts handlers see. */
@@ -117,9 +126,12 @@ struct scp_server {
     std::atomic<bool> stopping{false}; /* reject every new association */
     std::atomic<bool> quit{false};     /* the listener leaves its loop */
     std::atomic<int> active{0};
-    std::mutex mu; /* guards slots and their fds */
+    std::mutex mu; /* guards slots, their fds and the three fields below */
     std::condition_variable cv;
     std::list<std::unique_ptr<assoc_slot>> slots;
+    bool acceptor_waiting = false; /* an acceptor thread waits for a connection */
+    int pending = 0;               /* accepted, A-ASSOCIATE-RQ not read yet */
+    bool aborting = false;         /* stop: shut every new connection down */
     bool started = false;
     bool stopped = false;
 };
@@ -429,29 +441,23 @@ void serve(scp_server *srv, const assoc_ctx *a, T_ASC_Association *assoc)
     }
 }
 
-/* DcmTransportConnection::getSocket is protected; naming it through a
- * derived class (never instantiated) is the standard way to reach it. We
- * only ever shutdown() that socket, never close it: DCMTK keeps owning it. */
-struct socket_of : DcmTransportConnection {
-    static int get(DcmTransportConnection *tc)
-    {
-        DcmNativeSocketType (DcmTransportConnection::*fn)() = &socket_of::getSocket;
-        return (int)(tc->*fn)();
-    }
-};
-
-void set_slot_fd(scp_server *srv, assoc_slot *slot, T_ASC_Association *assoc)
-{
-    DcmTransportConnection *tc = DUL_getTransportConnection(assoc->DULassociation);
-    std::lock_guard<std::mutex> lk(srv->mu);
-    slot->fd = tc ? socket_of::get(tc) : -1;
-}
-
-void run_association(scp_server *srv, assoc_slot *slot, T_ASC_Association *assoc)
+/* Runs one received association request to its end: the busy check, the
+ * caller's verdict, negotiation and the DIMSE loop. */
+void run_association(scp_server *srv, T_ASC_Association *assoc)
 {
     assoc_ctx a;
     fill_assoc_ctx(assoc, &a);
-    set_slot_fd(srv, slot, assoc);
+    bool busy;
+    {
+        std::lock_guard<std::mutex> lk(srv->mu);
+        busy = srv->stopping || srv->active >= srv->opt.max_associations;
+        if (!busy)
+            srv->active++;
+    }
+    if (busy) {
+        reject(assoc, SCP_ASSOC_REJECT_BUSY, a);
+        return;
+    }
     scp_assoc_verdict v =
         srv->h.check_association ? srv->h.check_association(srv->h.ctx, &a.info) : SCP_ASSOC_ACCEPT;
     if (v != SCP_ASSOC_ACCEPT) {
@@ -461,34 +467,115 @@ void run_association(scp_server *srv, assoc_slot *slot, T_ASC_Association *assoc
                  a.calling.c_str());
         serve(srv, &a, assoc);
     }
+    std::lock_guard<std::mutex> lk(srv->mu);
+    srv->active--;
+    srv->cv.notify_all();
 }
 
-void association_main(scp_server *srv, assoc_slot *slot, T_ASC_Association *assoc)
+/* ---- acceptance --------------------------------------------------------- */
+
+/* The slot of the acceptor thread running on this thread, for the hook. */
+thread_local assoc_slot *t_slot = nullptr;
+
+/* Called by DCMTK (in the acceptor thread) right after accept() and before it
+ * reads the A-ASSOCIATE-RQ: records the socket for stop, lets the listener
+ * start the next acceptor, and shuts the socket down at once when stopping. */
+void on_accepted(scp_server *srv, int fd)
 {
+    std::lock_guard<std::mutex> lk(srv->mu);
+    if (t_slot) {
+        t_slot->accepted = true;
+        t_slot->fd = fd;
+    }
+    srv->acceptor_waiting = false;
+    srv->pending++;
+    if (srv->aborting)
+        shutdown(fd, SHUT_RDWR);
+    srv->cv.notify_all();
+}
+
+/* The plain TCP transport layer plus the accept hook; DCMTK owns it once set
+ * on the network (ASC_setTransportLayer with takeover). */
+class accept_layer : public DcmTransportLayer
+{
+  public:
+    explicit accept_layer(scp_server *srv) : srv_(srv) {}
+    DcmTransportConnection *createConnection(DcmNativeSocketType sock, OFBool secure) override
+    {
+        on_accepted(srv_, (int)sock);
+        return DcmTransportLayer::createConnection(sock, secure);
+    }
+
+  private:
+    scp_server *srv_;
+};
+
+/* Waits for one connection and reads its association request; returns the
+ * association (nullptr when quitting or when the connection brought none). */
+T_ASC_Association *accept_one(scp_server *srv, assoc_slot *slot)
+{
+    while (!srv->quit) {
+        T_ASC_Association *assoc = nullptr;
+        OFCondition c = ASC_receiveAssociation(srv->net, &assoc, (long)srv->opt.max_pdu, nullptr,
+                                               nullptr, OFFalse, DUL_NOBLOCK, k_listen_poll_s);
+        if (c.good() && slot->accepted)
+            return assoc;
+        if (c != DUL_NOASSOCIATIONREQUEST)
+            scp__cond_err(c, slot->accepted ? "receiving an association request"
+                                            : "accepting a connection");
+        drop(&assoc);
+        if (slot->accepted)
+            return nullptr;
+        if (c != DUL_NOASSOCIATIONREQUEST) /* e.g. out of descriptors: no spin */
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return nullptr;
+}
+
+void acceptor_run(scp_server *srv, assoc_slot *slot)
+{
+    T_ASC_Association *assoc = accept_one(srv, slot);
+    if (slot->accepted) {
+        std::lock_guard<std::mutex> lk(srv->mu);
+        srv->pending--;
+    }
+    if (!assoc)
+        return;
+    /* DCMTK reports a connection closed before any A-ASSOCIATE-RQ as a
+     * success with empty AE titles; AE titles are never empty in a real
+     * request, so there is nobody to answer. */
+    if (!assoc->params->DULparams.calledAPTitle[0] || !assoc->params->DULparams.callingAPTitle[0])
+        log_debug("scp: connection from %s closed without an association request",
+                  assoc->params->DULparams.callingPresentationAddress);
+    else
+        run_association(srv, assoc);
+    std::unique_lock<std::mutex> lk(srv->mu);
+    slot->fd = -1; /* before DCMTK closes it: stop must not shut a reused fd */
+    lk.unlock();
+    drop(&assoc);
+}
+
+void acceptor_main(scp_server *srv, assoc_slot *slot)
+{
+    t_slot = slot;
     try {
-        run_association(srv, slot, assoc);
+        acceptor_run(srv, slot);
     } catch (...) {
         log_err("scp: association thread failed (exception)");
     }
-    {
-        std::lock_guard<std::mutex> lk(srv->mu);
-        slot->fd = -1;
-    }
-    try {
-        drop(&assoc);
-    } catch (...) {
-    }
     std::lock_guard<std::mutex> lk(srv->mu); /* so stop's wait sees it */
+    slot->fd = -1;
+    if (!slot->accepted)
+        srv->acceptor_waiting = false;
     slot->done = true;
-    srv->active--;
     srv->cv.notify_all();
 }
 
 /* ---- listener ----------------------------------------------------------- */
 
+/* Joins finished threads; called with srv->mu held. */
 void reap_finished(scp_server *srv)
 {
-    std::lock_guard<std::mutex> lk(srv->mu);
     for (auto it = srv->slots.begin(); it != srv->slots.end();) {
         if ((*it)->done) {
             (*it)->thread.join();
@@ -499,54 +586,30 @@ void reap_finished(scp_server *srv)
     }
 }
 
-void dispatch(scp_server *srv, T_ASC_Association *assoc)
+/* Starts an acceptor thread; called with srv->mu held. */
+void start_acceptor(scp_server *srv)
 {
-    /* DCMTK reports a connection closed before any A-ASSOCIATE-RQ as a
-     * success with empty AE titles; AE titles are never empty in a real
-     * request, so there is nobody to answer. */
-    if (!assoc->params->DULparams.calledAPTitle[0] || !assoc->params->DULparams.callingAPTitle[0]) {
-        log_debug("scp: connection from %s closed without an association request",
-                  assoc->params->DULparams.callingPresentationAddress);
-        drop(&assoc);
-        return;
-    }
-    if (srv->stopping || srv->active >= srv->opt.max_associations) {
-        assoc_ctx a;
-        fill_assoc_ctx(assoc, &a);
-        reject(assoc, SCP_ASSOC_REJECT_BUSY, a);
-        drop(&assoc);
-        return;
-    }
     std::unique_ptr<assoc_slot> slot(new assoc_slot);
-    assoc_slot *s = slot.get();
-    std::lock_guard<std::mutex> lk(srv->mu);
-    srv->active++;
     try {
-        s->thread = std::thread(association_main, srv, s, assoc);
+        slot->thread = std::thread(acceptor_main, srv, slot.get());
     } catch (...) {
-        srv->active--;
-        log_err("scp: cannot start an association thread");
-        ASC_abortAssociation(assoc);
-        drop(&assoc);
+        log_err("scp: cannot start an acceptor thread");
         return;
     }
+    srv->acceptor_waiting = true;
     srv->slots.push_back(std::move(slot));
 }
 
+/* Keeps exactly one acceptor waiting for a connection (while fewer than
+ * k_max_pending connections wait for their request) and reaps threads. */
 void listen_loop(scp_server *srv)
 {
+    std::unique_lock<std::mutex> lk(srv->mu);
     while (!srv->quit) {
         reap_finished(srv);
-        T_ASC_Association *assoc = nullptr;
-        OFCondition c = ASC_receiveAssociation(srv->net, &assoc, (long)srv->opt.max_pdu, nullptr,
-                                               nullptr, OFFalse, DUL_NOBLOCK, k_listen_poll_s);
-        if (c.good()) {
-            dispatch(srv, assoc);
-            continue;
-        }
-        if (c != DUL_NOASSOCIATIONREQUEST)
-            scp__cond_err(c, "receiving an association request");
-        drop(&assoc);
+        if (!srv->acceptor_waiting && srv->pending < k_max_pending)
+            start_acceptor(srv);
+        srv->cv.wait_for(lk, std::chrono::seconds(k_listen_poll_s));
     }
 }
 
@@ -577,11 +640,15 @@ void wait_idle(scp_server *srv, int grace_s)
     srv->cv.wait_until(lk, deadline, [srv] { return srv->active == 0; });
 }
 
-/* Shuts the sockets of the remaining associations down: their threads see
- * the connection closed and end. */
+/* Shuts the sockets of the remaining connections down (associations being
+ * served and connections still waiting for their request): their threads
+ * see the connection closed and end. Connections accepted from now on are
+ * shut down by the accept hook. */
 void abort_remaining(scp_server *srv)
 {
     std::lock_guard<std::mutex> lk(srv->mu);
+    srv->aborting = true;
+    srv->quit = true; /* acceptor and listener leave their loops */
     int n = 0;
     for (auto &s : srv->slots) {
         if (!s->done && s->fd >= 0) {
@@ -589,8 +656,9 @@ void abort_remaining(scp_server *srv)
             n++;
         }
     }
+    srv->cv.notify_all();
     if (n)
-        log_warn("scp: aborted %d association(s) still running after the grace period", n);
+        log_warn("scp: aborted %d connection(s) still open after the grace period", n);
 }
 
 void join_all(scp_server *srv)
@@ -611,10 +679,8 @@ void stop_impl(scp_server *srv, int grace_s)
     srv->stopping = true; /* from now on every request gets a transient reject */
     wait_idle(srv, grace_s);
     abort_remaining(srv);
+    srv->listener.join(); /* starts no thread from now on */
     join_all(srv);
-    srv->quit = true;
-    srv->listener.join();
-    join_all(srv); /* anything dispatched in the last instant */
     ASC_dropNetwork(&srv->net);
     srv->stopped = true;
     log_info("scp: server stopped");
@@ -666,6 +732,12 @@ extern "C" int scp_server_start(scp_server *srv)
         err = scp__cond_err(c, "cannot listen");
         if (err < 0) {
             srv->net = nullptr;
+            return err;
+        }
+        c = ASC_setTransportLayer(srv->net, new accept_layer(srv), 1);
+        err = scp__cond_err(c, "cannot install the transport layer");
+        if (err < 0) {
+            ASC_dropNetwork(&srv->net);
             return err;
         }
         try {
