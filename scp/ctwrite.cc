@@ -25,14 +25,10 @@ extern "C" {
 #include <dcmtk/dcmdata/dcdeftag.h>
 #include <dcmtk/dcmdata/dcfilefo.h>
 #include <dcmtk/dcmdata/dcuid.h>
-#include <dcmtk/dcmdata/dcxfer.h>
-#include <dcmtk/dcmjpeg/djrplol.h>
-#include <dcmtk/dcmjpls/djrparam.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <ctime>
-#include <memory>
 #include <string>
 
 #include <unistd.h>
@@ -165,29 +161,8 @@ int check_params(const scp_ct_params *p, const char *path)
     return 0;
 }
 
-/* Encodes the pixel data for an encapsulated transfer syntax. */
-int compress(DcmDataset *ds, E_TransferSyntax xfer)
-{
-    std::unique_ptr<DcmRepresentationParameter> rp;
-    if (xfer == EXS_JPEGProcess14SV1 || xfer == EXS_JPEGProcess14)
-        rp.reset(new DJ_RPLossless(1, 0));
-    else if (xfer == EXS_JPEGLSLossless)
-        rp.reset(new DJLSRepresentationParameter(0, OFTrue));
-    else if (xfer != EXS_RLELossless)
-        return LDCT_EUNSUPPORTED;
-    int err = scp__cond_err(ds->chooseRepresentation(xfer, rp.get()), "pixel data encoding");
-    if (err == 0 && !ds->canWriteXfer(xfer))
-        err = LDCT_EDICOM;
-    return err;
-}
-
 int write_file(const scp_ct_params *p, const char *path)
 {
-    E_TransferSyntax xfer = EXS_LittleEndianExplicit;
-    if (p->transfer_syntax_uid)
-        xfer = DcmXfer(p->transfer_syntax_uid).getXfer();
-    if (xfer == EXS_Unknown)
-        return LDCT_EUNSUPPORTED;
     time_t now = time(nullptr);
     struct tm tm;
     localtime_r(&now, &tm);
@@ -202,10 +177,8 @@ int write_file(const scp_ct_params *p, const char *path)
     put_image(w, p, date, tim);
     put_pixels(w, p);
     int err = scp__cond_err(w.cond, "building CT dataset");
-    if (err == 0 && DcmXfer(xfer).isEncapsulated())
-        err = compress(ff.getDataset(), xfer);
     if (err == 0)
-        err = scp__cond_err(ff.saveFile(path, xfer, EET_ExplicitLength, EGL_recalcGL), path);
+        err = scp__save(&ff, p->transfer_syntax_uid, path, nullptr, 0);
     return err;
 }
 

@@ -1,15 +1,22 @@
 /* scp/internal.hh: helpers shared by the C++ files of scp/ only.
  *
  * This header is private to scp/ (never included from C and never installed):
- * it is the one place where a DCMTK type (OFCondition) may appear in a
- * declaration, so that the translation of DCMTK conditions into project
- * error codes lives in exactly one function (scp__cond_err, global.cc).
+ * it is the one place where DCMTK types may appear in a declaration, so
+ * that the translation of DCMTK conditions into project error codes lives in
+ * exactly one function (scp__cond_err, global.cc) and the pixel helpers
+ * (pixel.cc) are shared by the slice reader and the derived writer.
  * Any thread may call these functions.
  */
 #ifndef LDCT_SCP_INTERNAL_HH
 #define LDCT_SCP_INTERNAL_HH
 
+#include <stddef.h>
+
 class OFCondition;
+class DcmDataset;
+class DcmFileFormat;
+class DcmItem;
+class DcmTagKey;
 
 /* Maps a DCMTK condition to 0 (good) or a negative project error code, and
  * logs the condition text with `what` (no dataset content) when it is bad. */
@@ -21,5 +28,40 @@ int scp__global_init_once(void);
 
 /* Copies `src` into `dst` (size `len`, always terminated when len > 0). */
 void scp__strlcpy(char *dst, const char *src, size_t len);
+
+/* Formats a message into err (size len; nothing when err is NULL). */
+void scp__set_err(char *err, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Encodes the dataset for the transfer syntax `ts_uid` (NULL: Explicit VR
+ * Little Endian; lossless JPEG, JPEG-LS and RLE encoders) and saves the file
+ * with a fresh meta header. Does not remove a partial file on failure. */
+int scp__save(DcmFileFormat *ff, const char *ts_uid, const char *path, char *err, size_t len);
+
+/* The Image Pixel facts the readers and the derived writer need. */
+struct scp__pixfmt {
+    int rows, cols, frames, alloc, stored, high, sign;
+    size_t count() const
+    {
+        return (size_t)rows * (size_t)cols * (size_t)frames;
+    }
+};
+
+/* Reads and checks the pixel format: MONOCHROME1/2, one sample, 8 or 16 bits
+ * allocated, consistent BitsStored/HighBit. 0 or an error with a message. */
+int scp__pixfmt_read(DcmItem *ds, scp__pixfmt *f, char *err, size_t len);
+
+/* The first item of `seq` in the functional groups that apply to frame
+ * `frame` (0-based): the Per-Frame item's, else the Shared one's; NULL when
+ * neither has it (or the dataset has no functional groups). */
+DcmItem *scp__fg_item(DcmItem *ds, int frame, const DcmTagKey &seq);
+
+/* The rescale of frame `frame`: Pixel Value Transformation functional group
+ * when present, else the top-level attributes, else 1 and 0. */
+void scp__frame_rescale(DcmItem *ds, int frame, double *slope, double *intercept);
+
+/* Loads a whole file and decodes its pixel data to native (uncompressed)
+ * form. 0 or an error with a message. */
+int scp__load_decoded(const char *path, DcmFileFormat *ff, char *err, size_t len);
 
 #endif

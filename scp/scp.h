@@ -7,8 +7,10 @@
  *   made by the caller's handlers; this module only speaks DICOM. Received
  *   datasets are written to disk exactly as received (bit-preserving, in the
  *   transfer syntax the peer used).
- * - A writer for CT Image Storage instances (test series, later derived
- *   instances) and a UID generator.
+ * - A writer for CT Image Storage instances (test series) and a UID generator.
+ * - An SCU that sends files (C-STORE) in one association.
+ * - Reading slices (header and rescaled pixels) for series assembly, and
+ *   writing derived instances next to a source instance.
  *
  * No DCMTK type appears here. Every function catches C++ exceptions and
  * returns an error code (common/err.h). Handlers are called from association
@@ -158,6 +160,103 @@ typedef struct scp_ct_params {
 
 /* Writes one CT Image Storage file (with meta header) to `path`. */
 int scp_ct_write(const scp_ct_params *p, const char *path);
+
+/* ---- SCU: sending instances --------------------------------------------- */
+
+typedef struct scp_send_options {
+    const char *host; /* peer host name or address */
+    int port;
+    const char *called_ae;  /* the peer's AE title */
+    const char *calling_ae; /* ours */
+    int connect_timeout_s;  /* <= 0: 10 s (TCP connect) */
+    int dimse_timeout_s;    /* <= 0: 60 s; also bounds A-ASSOCIATE and release
+                             * waits and each blocked socket write */
+    uint32_t max_pdu;       /* our maximum receive PDU; 0: 131072 */
+} scp_send_options;
+
+/* Sends the n files in one association (C-STORE each). For every distinct
+ * SOP class it proposes the files' own transfer syntaxes and, separately,
+ * Explicit and Implicit VR Little Endian; a file whose own syntax was not
+ * accepted is converted (decompressed) to an accepted one first.
+ * statuses[i] receives the DIMSE status of file i (0x0000 success, 0xB...
+ * warning, others failure), or 0xFFFF when it was not attempted (unreadable
+ * file, SOP class or transfer syntax not accepted, not convertible, or the
+ * association ended before it). Returns 0 when the association ran to its
+ * release (even with failure statuses; err then summarises them), or
+ * LDCT_ENET (connection refused or timed out, or the association broke;
+ * statuses tell which files went through), LDCT_EPEER (association rejected:
+ * err gives the result, source and reason), LDCT_EDICOM or -EINVAL. Never
+ * blocks longer than the timeouts. Thread-safe: concurrent calls each run
+ * their own association. Note that DCMTK 3.6.7 keeps the TCP connect timeout
+ * process-wide; concurrent calls with different connect_timeout_s may use
+ * one another's value. */
+int scp_send_files(const scp_send_options *o, const char *const *paths, int n, unsigned *statuses,
+                   char *err, size_t err_len);
+
+/* ---- reading slices ------------------------------------------------------ */
+
+typedef struct scp_slice_info {
+    char sop_instance_uid[65], sop_class_uid[65], study_uid[65], series_uid[65],
+        frame_of_reference_uid[65], modality[17], photometric[17];
+    int rows, cols, frames, bits_allocated, bits_stored, high_bit, pixel_representation,
+        samples_per_pixel, instance_number;
+    int has_position, has_orientation, has_spacing;
+    double position[3], orientation[6], pixel_spacing[2], slice_thickness, rescale_slope,
+        rescale_intercept;
+    double *frame_positions; /* frames*3 for multi-frame (Enhanced CT per-frame Plane
+                              * Position), else NULL; freed by scp_slice_info_free */
+} scp_slice_info;
+
+/* Reads the header of one instance (stops before the pixel data). For
+ * multi-frame images with functional groups (Enhanced CT) the geometry and
+ * rescale come from the Shared / Per-Frame Functional Groups (Pixel
+ * Measures, Plane Orientation, Plane Position, Pixel Value Transformation;
+ * those of frame 1 in the scalar fields). Rescale defaults to slope 1,
+ * intercept 0. On success the caller frees with scp_slice_info_free. Returns
+ * 0, -ENOENT, LDCT_EINPUT (not DICOM / attributes missing, message in err) or
+ * LDCT_EDICOM. */
+int scp_slice_read_info(const char *path, scp_slice_info *out, char *err, size_t err_len);
+
+/* Frees what scp_slice_read_info allocated (not the struct). NULL is a no-op. */
+void scp_slice_info_free(scp_slice_info *info);
+
+/* Decodes the pixel data of one instance (any transfer syntax with a
+ * registered decoder: uncompressed, deflate, JPEG lossless, JPEG-LS, RLE),
+ * applies the rescale (per frame for Enhanced CT) and writes rows*cols*frames
+ * floats (HU for CT), frame after frame, row-major. Refuses anything but
+ * MONOCHROME1/2 with one sample per pixel and 8 or 16 bits allocated, and a
+ * count that is not rows*cols*frames (LDCT_EINPUT / LDCT_EUNSUPPORTED with a
+ * message in err). */
+int scp_slice_read_hu(const char *path, float *out, size_t count, char *err, size_t err_len);
+
+/* ---- derived instances ------------------------------------------------- */
+
+typedef struct scp_derived_params {
+    const char *source_path;
+    const char *series_uid;         /* new SeriesInstanceUID (required) */
+    const char *sop_uid;            /* new SOPInstanceUID (required) */
+    const char *series_description; /* NULL: keep the source's */
+    int series_number;
+    const char *derivation_description; /* NULL: none */
+    const float *values;                /* rows*cols*frames, same units as scp_slice_read_hu */
+    const char *transfer_syntax_uid;    /* NULL = Explicit VR Little Endian */
+} scp_derived_params;
+
+/* Writes a derived instance of the source to out_path: the source's dataset
+ * (decompressed) with the new UIDs (meta header regenerated), series
+ * description and number, ImageType DERIVED\SECONDARY\<source values 3..>
+ * (DERIVED\PRIMARY\.. and Frame Type DERIVED for Enhanced CT, whose Value 2
+ * is always PRIMARY), DerivationDescription, a SourceImageSequence item
+ * referencing the source (purpose DCM 121322), InstanceCreationDate/Time now,
+ * and pixels from values: stored = round((value - intercept) / slope) with
+ * each frame's rescale, clamped to the BitsStored / PixelRepresentation range
+ * (NaN becomes the stored value 0). Removes what would be false for the new
+ * image (digital signatures, icon, smallest/largest pixel values,
+ * concatenation attributes, private elements without a creator). Not
+ * durable (the caller fsyncs); on failure no file is left at out_path.
+ * Returns 0, -EINVAL, LDCT_EINPUT, LDCT_EUNSUPPORTED or LDCT_EDICOM with a
+ * message in err. Any thread. */
+int scp_derived_write(const scp_derived_params *p, const char *out_path, char *err, size_t err_len);
 
 #ifdef __cplusplus
 }

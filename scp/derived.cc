@@ -1,0 +1,280 @@
+/* scp/derived.cc: writer of derived instances (the denoised series).
+ *
+ * A derived instance is its source's dataset, decompressed, with new series
+ * and instance UIDs, the derived-image attributes of DESIGN.md ("Derived
+ * series") and new pixel values converted back to stored values with the
+ * source's own rescale. Patient, study, frame of reference, geometry,
+ * rescale and everything else stay as they were, so the new image sits next
+ * to the original in the same study and space.
+ *
+ * Invariants: the source file is only read; on failure no file is left at
+ * the output path; the meta header is regenerated (its SOP instance is the
+ * new one). Any thread may call scp_derived_write (each call loads its own
+ * dataset).
+ */
+#include "scp/scp.h"
+#include "scp/internal.hh"
+
+/* common/ headers are plain C without linkage guards. */
+extern "C" {
+#include "common/err.h"
+#include "common/log.h"
+}
+
+#include <dcmtk/config/osconfig.h>
+#include <dcmtk/dcmdata/dcdeftag.h>
+#include <dcmtk/dcmdata/dcfilefo.h>
+#include <dcmtk/dcmdata/dcsequen.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+namespace
+{
+
+/* Attributes that describe the source's pixels or its place in a
+ * concatenation or its integrity, all false for the new image. */
+const DcmTagKey k_removed[] = {
+    DCM_SmallestImagePixelValue,
+    DCM_LargestImagePixelValue,
+    DCM_SmallestPixelValueInSeries,
+    DCM_LargestPixelValueInSeries,
+    DCM_IconImageSequence,
+    DCM_DigitalSignaturesSequence,
+    DCM_MACParametersSequence,
+    DCM_ConcatenationUID,
+    DCM_SOPInstanceUIDOfConcatenationSource,
+    DCM_InConcatenationNumber,
+    DCM_InConcatenationTotalNumber,
+    DCM_ConcatenationFrameOffsetNumber,
+    DCM_DataSetTrailingPadding,
+};
+
+/* Accumulates the first failing condition of a series of puts. */
+struct putter {
+    DcmItem *ds;
+    OFCondition cond = EC_Normal;
+    void str(const DcmTagKey &tag, const std::string &v)
+    {
+        if (cond.good())
+            cond = ds->putAndInsertString(tag, v.c_str());
+    }
+};
+
+/* Removes private elements whose block has no Private Creator: nobody can
+ * interpret them, and validators flag them. */
+void remove_orphan_private(DcmDataset *ds)
+{
+    std::vector<DcmTagKey> drop;
+    for (unsigned long i = 0; i < ds->card(); i++) {
+        DcmTagKey t = ds->getElement(i)->getTag();
+        if (!t.isPrivate() || t.getElement() < 0x1000)
+            continue;
+        DcmTagKey creator(t.getGroup(), (Uint16)(t.getElement() >> 8));
+        if (!ds->tagExists(creator))
+            drop.push_back(t);
+    }
+    for (const DcmTagKey &t : drop)
+        ds->findAndDeleteElement(t);
+}
+
+/* Enhanced images (functional groups) keep Value 2 (always PRIMARY there)
+ * and mark every Frame Type DERIVED too. */
+bool is_enhanced(DcmDataset *ds)
+{
+    DcmItem *it = nullptr;
+    return ds->findAndGetSequenceItem(DCM_SharedFunctionalGroupsSequence, it, 0).good();
+}
+
+std::string derived_type(DcmItem *ds, const DcmTagKey &tag, bool enhanced)
+{
+    OFString v1;
+    std::string t = "DERIVED\\";
+    if (enhanced)
+        t += ds->findAndGetOFString(tag, v1, 1).good() && !v1.empty() ? v1.c_str() : "PRIMARY";
+    else
+        t += "SECONDARY";
+    for (unsigned long i = 2;; i++) {
+        OFString v;
+        if (ds->findAndGetOFString(tag, v, i).bad())
+            break;
+        t += "\\" + std::string(v.c_str());
+    }
+    return t;
+}
+
+OFCondition mark_frame_types(DcmItem *fg_root, const DcmTagKey &fg_seq)
+{
+    DcmSequenceOfItems *seq = nullptr;
+    if (fg_root->findAndGetSequence(fg_seq, seq).bad() || !seq)
+        return EC_Normal;
+    for (unsigned long i = 0; i < seq->card(); i++) {
+        DcmItem *ft = nullptr;
+        if (seq->getItem(i)->findAndGetSequenceItem(DCM_CTImageFrameTypeSequence, ft, 0).bad())
+            continue;
+        OFCondition c =
+            ft->putAndInsertString(DCM_FrameType, derived_type(ft, DCM_FrameType, true).c_str());
+        if (c.bad())
+            return c;
+    }
+    return EC_Normal;
+}
+
+OFCondition put_source_reference(DcmDataset *ds, const std::string &cls, const std::string &inst)
+{
+    ds->findAndDeleteElement(DCM_SourceImageSequence);
+    DcmItem *ref = nullptr;
+    OFCondition c = ds->findOrCreateSequenceItem(DCM_SourceImageSequence, ref, 0);
+    if (c.good())
+        c = ref->putAndInsertString(DCM_ReferencedSOPClassUID, cls.c_str());
+    if (c.good())
+        c = ref->putAndInsertString(DCM_ReferencedSOPInstanceUID, inst.c_str());
+    DcmItem *code = nullptr;
+    if (c.good())
+        c = ref->findOrCreateSequenceItem(DCM_PurposeOfReferenceCodeSequence, code, 0);
+    if (c.good())
+        c = code->putAndInsertString(DCM_CodeValue, "121322");
+    if (c.good())
+        c = code->putAndInsertString(DCM_CodingSchemeDesignator, "DCM");
+    if (c.good())
+        c = code->putAndInsertString(DCM_CodeMeaning,
+                                     "Source image for image processing operation");
+    return c;
+}
+
+std::string get(DcmItem *ds, const DcmTagKey &tag)
+{
+    OFString v;
+    return ds->findAndGetOFString(tag, v).good() ? std::string(v.c_str()) : std::string();
+}
+
+OFCondition put_identity(DcmDataset *ds, const scp_derived_params *p)
+{
+    char date[16], tim[16];
+    time_t now = time(nullptr);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    strftime(date, sizeof date, "%Y%m%d", &tm);
+    strftime(tim, sizeof tim, "%H%M%S", &tm);
+    bool enh = is_enhanced(ds);
+    putter w{ds};
+    w.str(DCM_SeriesInstanceUID, p->series_uid);
+    w.str(DCM_SOPInstanceUID, p->sop_uid);
+    if (p->series_description)
+        w.str(DCM_SeriesDescription, std::string(p->series_description).substr(0, 64));
+    w.str(DCM_SeriesNumber, std::to_string(p->series_number));
+    w.str(DCM_ImageType, derived_type(ds, DCM_ImageType, enh));
+    if (p->derivation_description)
+        w.str(DCM_DerivationDescription, std::string(p->derivation_description).substr(0, 1024));
+    w.str(DCM_InstanceCreationDate, date);
+    w.str(DCM_InstanceCreationTime, tim);
+    if (w.cond.good() && enh)
+        w.cond = mark_frame_types(ds, DCM_SharedFunctionalGroupsSequence);
+    if (w.cond.good() && enh)
+        w.cond = mark_frame_types(ds, DCM_PerFrameFunctionalGroupsSequence);
+    return w.cond;
+}
+
+/* values -> stored pixels of the source's layout, per-frame rescale. */
+template <typename T>
+void to_stored(DcmDataset *ds, const scp__pixfmt &f, const float *values, std::vector<T> &px)
+{
+    long lo = f.sign ? -(1L << (f.stored - 1)) : 0;
+    long hi = f.sign ? (1L << (f.stored - 1)) - 1 : (1L << f.stored) - 1;
+    unsigned shift = (unsigned)(f.high + 1 - f.stored);
+    uint32_t keep = f.alloc >= 32 ? 0xFFFFFFFFu : ((1u << f.alloc) - 1u);
+    size_t per_frame = (size_t)f.rows * (size_t)f.cols;
+    px.resize(f.count());
+    for (int fr = 0; fr < f.frames; fr++) {
+        double m, b;
+        scp__frame_rescale(ds, fr, &m, &b);
+        for (size_t i = per_frame * (size_t)fr; i < per_frame * (size_t)(fr + 1); i++) {
+            double s = std::isnan(values[i]) ? 0.0 : std::nearbyint((values[i] - b) / m);
+            long v = s < (double)lo ? lo : s > (double)hi ? hi : (long)s;
+            px[i] = (T)(((uint32_t)(int32_t)v << shift) & keep);
+        }
+    }
+}
+
+int put_pixels(DcmDataset *ds, const scp__pixfmt &f, const float *values)
+{
+    OFCondition c;
+    if (f.alloc == 8) {
+        std::vector<Uint8> px;
+        to_stored(ds, f, values, px);
+        c = ds->putAndInsertUint8Array(DCM_PixelData, px.data(), (unsigned long)px.size());
+    } else {
+        std::vector<Uint16> px;
+        to_stored(ds, f, values, px);
+        c = ds->putAndInsertUint16Array(DCM_PixelData, px.data(), (unsigned long)px.size());
+    }
+    return scp__cond_err(c, "writing derived pixel data");
+}
+
+int build(DcmDataset *ds, const scp_derived_params *p, char *err, size_t len)
+{
+    scp__pixfmt f;
+    int rc = scp__pixfmt_read(ds, &f, err, len);
+    if (rc < 0)
+        return rc;
+    std::string cls = get(ds, DCM_SOPClassUID), inst = get(ds, DCM_SOPInstanceUID);
+    if (cls.empty() || inst.empty()) {
+        scp__set_err(err, len, "source has no SOP Class/Instance UID");
+        return LDCT_EINPUT;
+    }
+    rc = put_pixels(ds, f, p->values);
+    for (const DcmTagKey &t : k_removed)
+        ds->findAndDeleteElement(t, OFTrue);
+    remove_orphan_private(ds);
+    if (rc == 0)
+        rc = scp__cond_err(put_identity(ds, p), "derived identity");
+    if (rc == 0)
+        rc = scp__cond_err(put_source_reference(ds, cls, inst), "source image reference");
+    if (rc < 0)
+        scp__set_err(err, len, "cannot build the derived dataset of %s", inst.c_str());
+    return rc;
+}
+
+int derived_write(const scp_derived_params *p, const char *out_path, char *err, size_t len)
+{
+    DcmFileFormat ff;
+    int rc = scp__load_decoded(p->source_path, &ff, err, len);
+    if (rc == 0)
+        rc = build(ff.getDataset(), p, err, len);
+    if (rc == 0)
+        rc = scp__save(&ff, p->transfer_syntax_uid, out_path, err, len);
+    return rc;
+}
+
+} // namespace
+
+extern "C" int scp_derived_write(const scp_derived_params *p, const char *out_path, char *err,
+                                 size_t err_len)
+{
+    if (!p || !out_path || !p->source_path || !p->series_uid || !p->sop_uid || !p->values ||
+        !p->series_uid[0] || !p->sop_uid[0]) {
+        scp__set_err(err, err_len, "missing source, output path, UIDs or values");
+        return -EINVAL;
+    }
+    int rc;
+    try {
+        rc = scp__global_init_once();
+        if (rc == 0)
+            rc = derived_write(p, out_path, err, err_len);
+    } catch (const std::bad_alloc &) {
+        scp__set_err(err, err_len, "out of memory");
+        rc = -ENOMEM;
+    } catch (...) {
+        scp__set_err(err, err_len, "internal error");
+        rc = LDCT_EDICOM;
+    }
+    if (rc < 0)
+        unlink(out_path);
+    return rc;
+}

@@ -1,0 +1,255 @@
+/* scp/slice.cc: reading instances for series assembly: the header facts
+ * (UIDs, pixel format, geometry, rescale) and the rescaled pixel values.
+ *
+ * Invariants: the header reader stops before the pixel data; for images with
+ * functional groups (Enhanced CT) geometry and rescale come from the Shared /
+ * Per-Frame Functional Groups, frame 1's in the scalar fields and every
+ * frame's position in frame_positions. The pixel reader decodes through
+ * DCMTK's registered decoders and applies each frame's rescale. Any thread
+ * may call these functions (each call loads its own dataset).
+ */
+#include "scp/scp.h"
+#include "scp/internal.hh"
+
+/* common/ headers are plain C without linkage guards. */
+extern "C" {
+#include "common/err.h"
+#include "common/log.h"
+}
+
+#include <dcmtk/config/osconfig.h>
+#include <dcmtk/dcmdata/dcdeftag.h>
+#include <dcmtk/dcmdata/dcfilefo.h>
+#include <dcmtk/dcmdata/dcpixel.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include <unistd.h>
+
+namespace
+{
+
+void get_str(DcmItem *ds, const DcmTagKey &tag, char *dst, size_t len)
+{
+    OFString v;
+    scp__strlcpy(dst, ds->findAndGetOFString(tag, v).good() ? v.c_str() : "", len);
+}
+
+/* Reads n decimal values of `tag`; 1 when all were there. */
+int get_doubles(DcmItem *ds, const DcmTagKey &tag, double *out, int n)
+{
+    if (!ds)
+        return 0;
+    for (int i = 0; i < n; i++) {
+        Float64 v;
+        if (ds->findAndGetFloat64(tag, v, (unsigned long)i).bad())
+            return 0;
+        out[i] = v;
+    }
+    return 1;
+}
+
+int has_functional_groups(DcmItem *ds)
+{
+    DcmItem *it = nullptr;
+    return ds->findAndGetSequenceItem(DCM_SharedFunctionalGroupsSequence, it, 0).good() ||
+           ds->findAndGetSequenceItem(DCM_PerFrameFunctionalGroupsSequence, it, 0).good();
+}
+
+/* Every frame's Plane Position (Patient); 0 when a frame lacks it. */
+int read_frame_positions(DcmItem *ds, scp_slice_info *o)
+{
+    o->frame_positions = (double *)calloc((size_t)o->frames * 3, sizeof(double));
+    if (!o->frame_positions)
+        return -ENOMEM;
+    for (int f = 0; f < o->frames; f++) {
+        DcmItem *pp = scp__fg_item(ds, f, DCM_PlanePositionSequence);
+        if (!get_doubles(pp, DCM_ImagePositionPatient, o->frame_positions + 3 * f, 3)) {
+            free(o->frame_positions);
+            o->frame_positions = nullptr;
+            return 0;
+        }
+    }
+    memcpy(o->position, o->frame_positions, sizeof o->position);
+    o->has_position = 1;
+    return 0;
+}
+
+int read_enhanced_geometry(DcmItem *ds, scp_slice_info *o)
+{
+    DcmItem *pm = scp__fg_item(ds, 0, DCM_PixelMeasuresSequence);
+    o->has_spacing = get_doubles(pm, DCM_PixelSpacing, o->pixel_spacing, 2);
+    get_doubles(pm, DCM_SliceThickness, &o->slice_thickness, 1);
+    DcmItem *po = scp__fg_item(ds, 0, DCM_PlaneOrientationSequence);
+    o->has_orientation = get_doubles(po, DCM_ImageOrientationPatient, o->orientation, 6);
+    return read_frame_positions(ds, o);
+}
+
+void read_plain_geometry(DcmItem *ds, scp_slice_info *o)
+{
+    o->has_position = get_doubles(ds, DCM_ImagePositionPatient, o->position, 3);
+    o->has_orientation = get_doubles(ds, DCM_ImageOrientationPatient, o->orientation, 6);
+    o->has_spacing = get_doubles(ds, DCM_PixelSpacing, o->pixel_spacing, 2);
+    get_doubles(ds, DCM_SliceThickness, &o->slice_thickness, 1);
+}
+
+void read_pixel_fields(DcmItem *ds, scp_slice_info *o)
+{
+    Uint16 v;
+    Sint32 n;
+    o->rows = ds->findAndGetUint16(DCM_Rows, v).good() ? v : 0;
+    o->cols = ds->findAndGetUint16(DCM_Columns, v).good() ? v : 0;
+    o->frames = ds->findAndGetSint32(DCM_NumberOfFrames, n).good() && n > 0 ? (int)n : 1;
+    o->bits_allocated = ds->findAndGetUint16(DCM_BitsAllocated, v).good() ? v : 0;
+    o->bits_stored = ds->findAndGetUint16(DCM_BitsStored, v).good() ? v : o->bits_allocated;
+    o->high_bit = ds->findAndGetUint16(DCM_HighBit, v).good() ? v : o->bits_stored - 1;
+    o->pixel_representation = ds->findAndGetUint16(DCM_PixelRepresentation, v).good() ? v : 0;
+    o->samples_per_pixel = ds->findAndGetUint16(DCM_SamplesPerPixel, v).good() ? v : 1;
+    o->instance_number = ds->findAndGetSint32(DCM_InstanceNumber, n).good() ? (int)n : 0;
+}
+
+int read_info(const char *path, scp_slice_info *o, char *err, size_t len)
+{
+    if (access(path, R_OK) != 0) {
+        int e = errno;
+        scp__set_err(err, len, "%s: %s", path, strerror(e));
+        return -e;
+    }
+    DcmFileFormat ff;
+    OFCondition c =
+        ff.loadFileUntilTag(path, EXS_Unknown, EGL_noChange, 4096, ERM_autoDetect, DCM_PixelData);
+    if (c.bad()) {
+        scp__set_err(err, len, "%s is not readable DICOM (%s)", path, c.text());
+        return LDCT_EINPUT;
+    }
+    DcmDataset *ds = ff.getDataset();
+    get_str(ds, DCM_SOPInstanceUID, o->sop_instance_uid, sizeof o->sop_instance_uid);
+    get_str(ds, DCM_SOPClassUID, o->sop_class_uid, sizeof o->sop_class_uid);
+    get_str(ds, DCM_StudyInstanceUID, o->study_uid, sizeof o->study_uid);
+    get_str(ds, DCM_SeriesInstanceUID, o->series_uid, sizeof o->series_uid);
+    get_str(ds, DCM_FrameOfReferenceUID, o->frame_of_reference_uid,
+            sizeof o->frame_of_reference_uid);
+    get_str(ds, DCM_Modality, o->modality, sizeof o->modality);
+    get_str(ds, DCM_PhotometricInterpretation, o->photometric, sizeof o->photometric);
+    if (!o->sop_instance_uid[0] || !o->sop_class_uid[0]) {
+        scp__set_err(err, len, "%s has no SOP Class/Instance UID", path);
+        return LDCT_EINPUT;
+    }
+    read_pixel_fields(ds, o);
+    scp__frame_rescale(ds, 0, &o->rescale_slope, &o->rescale_intercept);
+    if (!has_functional_groups(ds)) {
+        read_plain_geometry(ds, o);
+        return 0;
+    }
+    return read_enhanced_geometry(ds, o);
+}
+
+/* Raw stored value at index i, sign-extended from BitsStored. */
+inline int32_t stored_at(const scp__pixfmt &f, const Uint8 *p8, const Uint16 *p16, size_t i)
+{
+    uint32_t raw = f.alloc == 8 ? p8[i] : p16[i];
+    raw >>= (unsigned)(f.high + 1 - f.stored);
+    uint32_t mask = f.stored >= 32 ? 0xFFFFFFFFu : ((1u << f.stored) - 1u);
+    raw &= mask;
+    if (f.sign && (raw >> (f.stored - 1)) & 1u)
+        return (int32_t)(raw | ~mask);
+    return (int32_t)raw;
+}
+
+int read_hu(const char *path, float *out, size_t count, char *err, size_t len)
+{
+    DcmFileFormat ff;
+    int rc = scp__load_decoded(path, &ff, err, len);
+    if (rc < 0)
+        return rc;
+    DcmDataset *ds = ff.getDataset();
+    scp__pixfmt f;
+    rc = scp__pixfmt_read(ds, &f, err, len);
+    if (rc < 0)
+        return rc;
+    if (count != f.count()) {
+        scp__set_err(err, len, "buffer of %zu values for %dx%dx%d pixels", count, f.cols, f.rows,
+                     f.frames);
+        return LDCT_EINPUT;
+    }
+    DcmElement *px = nullptr;
+    Uint8 *p8 = nullptr;
+    Uint16 *p16 = nullptr;
+    unsigned long bytes = 0;
+    if (ds->findAndGetElement(DCM_PixelData, px).good())
+        bytes = px->getLength();
+    size_t need = count * (size_t)(f.alloc / 8);
+    OFCondition c = EC_IllegalCall;
+    if (px && f.alloc == 8)
+        c = px->getUint8Array(p8);
+    else if (px)
+        c = px->getUint16Array(p16);
+    if (c.bad() || bytes < need) {
+        scp__set_err(err, len, "pixel data missing or short (%lu of %zu bytes)", bytes, need);
+        return LDCT_EINPUT;
+    }
+    size_t per_frame = (size_t)f.rows * (size_t)f.cols;
+    for (int fr = 0; fr < f.frames; fr++) {
+        double m, b;
+        scp__frame_rescale(ds, fr, &m, &b);
+        size_t base = per_frame * (size_t)fr;
+        for (size_t i = 0; i < per_frame; i++)
+            out[base + i] = (float)(stored_at(f, p8, p16, base + i) * m + b);
+    }
+    return 0;
+}
+
+} // namespace
+
+extern "C" int scp_slice_read_info(const char *path, scp_slice_info *out, char *err, size_t err_len)
+{
+    if (!out)
+        return -EINVAL;
+    memset(out, 0, sizeof *out);
+    if (!path) {
+        scp__set_err(err, err_len, "no path");
+        return -EINVAL;
+    }
+    int rc;
+    try {
+        rc = scp__global_init_once();
+        if (rc == 0)
+            rc = read_info(path, out, err, err_len);
+    } catch (const std::bad_alloc &) {
+        rc = -ENOMEM;
+    } catch (...) {
+        rc = LDCT_EDICOM;
+    }
+    if (rc < 0)
+        scp_slice_info_free(out);
+    return rc;
+}
+
+extern "C" void scp_slice_info_free(scp_slice_info *info)
+{
+    if (!info)
+        return;
+    free(info->frame_positions);
+    info->frame_positions = nullptr;
+}
+
+extern "C" int scp_slice_read_hu(const char *path, float *out, size_t count, char *err,
+                                 size_t err_len)
+{
+    if (!path || !out) {
+        scp__set_err(err, err_len, "no path or buffer");
+        return -EINVAL;
+    }
+    try {
+        int rc = scp__global_init_once();
+        return rc < 0 ? rc : read_hu(path, out, count, err, err_len);
+    } catch (const std::bad_alloc &) {
+        scp__set_err(err, err_len, "out of memory");
+        return -ENOMEM;
+    } catch (...) {
+        scp__set_err(err, err_len, "internal error");
+        return LDCT_EDICOM;
+    }
+}
