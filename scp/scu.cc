@@ -217,22 +217,31 @@ int associate(scu *s)
     return 0;
 }
 
-/* The context to send file f on: the one that accepted its own syntax, else
- * an uncompressed one (then *to names the syntax to convert to); 0 when no
- * context fits. */
+/* The syntax context pid accepted ("" when none). */
+std::string accepted_ts(scu *s, T_ASC_PresentationContextID pid)
+{
+    T_ASC_PresentationContext pc;
+    if (!pid || ASC_findAcceptedPresentationContext(s->assoc->params, pid, &pc).bad())
+        return std::string();
+    return pc.acceptedTransferSyntax;
+}
+
+/* The context to send file f on: one that accepted its own syntax, else an
+ * uncompressed one (then *to names the syntax to convert to); 0 when no
+ * context fits. The lookup by syntax also matches contexts that merely
+ * proposed it, hence the check of what was accepted. */
 T_ASC_PresentationContextID pick_context(scu *s, const file_entry &f, std::string *to)
 {
     const char *cls = f.sop_class.c_str();
     to->clear();
-    T_ASC_PresentationContextID pid =
-        ASC_findAcceptedPresentationContextID(s->assoc, cls, f.ts.c_str());
-    if (pid)
-        return pid;
-    for (const char *ts :
-         {UID_LittleEndianExplicitTransferSyntax, UID_LittleEndianImplicitTransferSyntax}) {
-        pid = ASC_findAcceptedPresentationContextID(s->assoc, cls, ts);
-        if (pid) {
-            *to = ts;
+    for (const std::string &ts : {f.ts, std::string(UID_LittleEndianExplicitTransferSyntax),
+                                  std::string(UID_LittleEndianImplicitTransferSyntax)}) {
+        T_ASC_PresentationContextID pid =
+            ASC_findAcceptedPresentationContextID(s->assoc, cls, ts.c_str());
+        std::string acc = accepted_ts(s, pid);
+        if (!acc.empty() && (acc == f.ts || uncompressed(acc))) {
+            if (acc != f.ts)
+                *to = acc;
             return pid;
         }
     }

@@ -207,7 +207,7 @@ extern "C" int scp_slice_read_info(const char *path, scp_slice_info *out, char *
 {
     if (!out)
         return -EINVAL;
-    memset(out, 0, sizeof *out);
+    *out = scp_slice_info{};
     if (!path) {
         scp__set_err(err, err_len, "no path");
         return -EINVAL;

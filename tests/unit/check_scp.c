@@ -1,0 +1,418 @@
+/* Unit tests for scp/ beyond the server: the slice reader (header and HU,
+ * exact for every lossless transfer syntax), the derived writer (identity,
+ * references, rounding and clamping, geometry kept, dciodvfy) and the SCU
+ * (against DCMTK's storescp, a closed port, and a rejecting server). */
+#include "common/err.h"
+#include "common/log.h"
+#include "scp/scp.h"
+#include "tests/unit/testutil.h"
+
+#include <arpa/inet.h>
+#include <check.h>
+#include <errno.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ROWS 24
+#define COLS 32
+#define EXPLICIT "1.2.840.10008.1.2.1"
+#define JPEG_LS "1.2.840.10008.1.2.4.80"
+#define RLE "1.2.840.10008.1.2.5"
+
+static const char *SYNTAXES[] = {EXPLICIT, "1.2.840.10008.1.2", "1.2.840.10008.1.2.4.70", JPEG_LS,
+                                 RLE};
+
+static char dir[64];
+static int16_t pixels[ROWS * COLS];
+
+static void setup(void)
+{
+    log_level = LOG_LVL_ERR;
+    ck_assert_int_eq(scp_global_init(), 0);
+    tu_tmpdir(dir, sizeof dir);
+    for (int i = 0; i < ROWS * COLS; i++)
+        pixels[i] = (int16_t)((i * 37) % 4000 - 1000);
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+/* Writes one synthetic slice (slope 0.5, intercept -1024) in syntax ts. */
+static void write_ct(const char *path, const char *ts, const char *sop)
+{
+    scp_ct_params p = {.patient_name = "TEST^SCP",
+                       .patient_id = "P1",
+                       .study_uid = "1.2.826.0.1.3680043.9.7.1",
+                       .series_uid = "1.2.826.0.1.3680043.9.7.1.1",
+                       .sop_uid = sop,
+                       .frame_of_reference_uid = "1.2.826.0.1.3680043.9.7.1.2",
+                       .series_description = "LOW DOSE",
+                       .series_number = 3,
+                       .instance_number = 7,
+                       .rows = ROWS,
+                       .cols = COLS,
+                       .pixel_spacing = {0.7, 0.8},
+                       .slice_thickness = 1.25,
+                       .position = {-100.5, -120.25, 33.5},
+                       .orientation = {1, 0, 0, 0, 1, 0},
+                       .rescale_slope = 0.5,
+                       .rescale_intercept = -1024,
+                       .kvp = 120,
+                       .pixels = pixels,
+                       .transfer_syntax_uid = ts};
+    ck_assert_int_eq(scp_ct_write(&p, path), 0);
+}
+
+static void path_of(char *out, size_t len, const char *name)
+{
+    snprintf(out, len, "%s/%s", dir, name);
+}
+
+/* 1 when `needle` occurs in the dcmdump output of path. */
+static int dump_has(const char *path, const char *needle)
+{
+    char cmd[512], line[1024];
+    snprintf(cmd, sizeof cmd, "dcmdump -q %s", path);
+    FILE *f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    int found = 0;
+    while (fgets(line, sizeof line, f))
+        found |= strstr(line, needle) != NULL;
+    pclose(f);
+    return found;
+}
+
+START_TEST(read_back_matches_written_pixels_in_every_syntax)
+{
+    char path[128], err[256] = "";
+    path_of(path, sizeof path, "src.dcm");
+    write_ct(path, SYNTAXES[_i], "1.2.826.0.1.3680043.9.7.1.1.1");
+    scp_slice_info in;
+    ck_assert_int_eq(scp_slice_read_info(path, &in, err, sizeof err), 0);
+    ck_assert_str_eq(in.sop_instance_uid, "1.2.826.0.1.3680043.9.7.1.1.1");
+    ck_assert_str_eq(in.sop_class_uid, "1.2.840.10008.5.1.4.1.1.2");
+    ck_assert_str_eq(in.study_uid, "1.2.826.0.1.3680043.9.7.1");
+    ck_assert_str_eq(in.frame_of_reference_uid, "1.2.826.0.1.3680043.9.7.1.2");
+    ck_assert_str_eq(in.modality, "CT");
+    ck_assert_str_eq(in.photometric, "MONOCHROME2");
+    ck_assert_int_eq(in.rows, ROWS);
+    ck_assert_int_eq(in.cols, COLS);
+    ck_assert_int_eq(in.frames, 1);
+    ck_assert_int_eq(in.bits_allocated, 16);
+    ck_assert_int_eq(in.pixel_representation, 1);
+    ck_assert_int_eq(in.instance_number, 7);
+    ck_assert(in.has_position && in.has_orientation && in.has_spacing);
+    ck_assert_double_eq_tol(in.position[1], -120.25, 1e-9);
+    ck_assert_double_eq_tol(in.pixel_spacing[1], 0.8, 1e-9);
+    ck_assert_double_eq_tol(in.slice_thickness, 1.25, 1e-9);
+    ck_assert_double_eq(in.rescale_slope, 0.5);
+    ck_assert_double_eq(in.rescale_intercept, -1024);
+    ck_assert_ptr_null(in.frame_positions);
+    scp_slice_info_free(&in);
+
+    static float hu[ROWS * COLS];
+    ck_assert_int_eq(scp_slice_read_hu(path, hu, ROWS * COLS, err, sizeof err), 0);
+    for (int i = 0; i < ROWS * COLS; i++)
+        ck_assert_float_eq(hu[i], pixels[i] * 0.5f - 1024.0f);
+}
+END_TEST
+
+START_TEST(read_hu_refuses_a_wrong_count_and_non_dicom)
+{
+    char path[128], bad[128], err[256] = "";
+    static float hu[ROWS * COLS];
+    path_of(path, sizeof path, "src.dcm");
+    write_ct(path, NULL, NULL);
+    ck_assert_int_eq(scp_slice_read_hu(path, hu, ROWS * COLS - 1, err, sizeof err), LDCT_EINPUT);
+    ck_assert_ptr_nonnull(strstr(err, "buffer"));
+    tu_write(dir, "bad.dcm", "not dicom at all", bad, sizeof bad);
+    scp_slice_info in;
+    ck_assert_int_lt(scp_slice_read_info(bad, &in, err, sizeof err), 0);
+    ck_assert(err[0]);
+    path_of(bad, sizeof bad, "missing.dcm");
+    ck_assert_int_eq(scp_slice_read_info(bad, &in, err, sizeof err), -ENOENT);
+}
+END_TEST
+
+/* Writes a derived instance of src with values = HU + 10, plus a few
+ * out-of-range and fractional values; returns the values used. */
+static void write_derived(const char *src, const char *out, const char *ts, float *v)
+{
+    char err[256] = "";
+    ck_assert_int_eq(scp_slice_read_hu(src, v, ROWS * COLS, err, sizeof err), 0);
+    for (int i = 0; i < ROWS * COLS; i++)
+        v[i] += 10.0f;
+    v[0] = 1e9f;     /* clamps to 32767 */
+    v[1] = -1e9f;    /* clamps to -32768 */
+    v[2] = -1000.3f; /* (v + 1024) / 0.5 = 47.4 -> 47 */
+    v[3] = -1000.2f; /* 47.6 -> 48 */
+    scp_derived_params p = {.source_path = src,
+                            .series_uid = "1.2.826.0.1.3680043.9.7.2",
+                            .sop_uid = "1.2.826.0.1.3680043.9.7.2.1",
+                            .series_description = "LOW DOSE [DN]",
+                            .series_number = 1003,
+                            .derivation_description = "nlm3d h=1.0 (ldct-node)",
+                            .values = v,
+                            .transfer_syntax_uid = ts};
+    ck_assert_msg(scp_derived_write(&p, out, err, sizeof err) == 0, "derived: %s", err);
+}
+
+static float expected_hu(float v)
+{
+    double s = nearbyint((v + 1024.0) / 0.5);
+    s = s < -32768 ? -32768 : s > 32767 ? 32767 : s;
+    return (float)(s * 0.5 - 1024.0);
+}
+
+START_TEST(derived_instance_has_new_identity_and_rounded_clamped_values)
+{
+    char src[128], out[128], err[256] = "";
+    static float v[ROWS * COLS], hu[ROWS * COLS];
+    path_of(src, sizeof src, "src.dcm");
+    path_of(out, sizeof out, "derived.dcm");
+    write_ct(src, JPEG_LS, "1.2.826.0.1.3680043.9.7.1.1.1");
+    write_derived(src, out, _i ? RLE : NULL, v);
+
+    scp_slice_info in;
+    ck_assert_int_eq(scp_slice_read_info(out, &in, err, sizeof err), 0);
+    ck_assert_str_eq(in.series_uid, "1.2.826.0.1.3680043.9.7.2");
+    ck_assert_str_eq(in.sop_instance_uid, "1.2.826.0.1.3680043.9.7.2.1");
+    ck_assert_str_eq(in.study_uid, "1.2.826.0.1.3680043.9.7.1");
+    ck_assert_str_eq(in.frame_of_reference_uid, "1.2.826.0.1.3680043.9.7.1.2");
+    ck_assert_double_eq_tol(in.position[2], 33.5, 1e-9);
+    ck_assert_double_eq_tol(in.pixel_spacing[0], 0.7, 1e-9);
+    ck_assert_double_eq(in.rescale_slope, 0.5);
+    ck_assert_double_eq(in.rescale_intercept, -1024);
+    scp_slice_info_free(&in);
+
+    ck_assert_int_eq(scp_slice_read_hu(out, hu, ROWS * COLS, err, sizeof err), 0);
+    for (int i = 0; i < ROWS * COLS; i++)
+        ck_assert_float_eq(hu[i], expected_hu(v[i]));
+    ck_assert_float_eq(hu[0], 32767 * 0.5f - 1024);
+    ck_assert_float_eq(hu[1], -32768 * 0.5f - 1024);
+    ck_assert_float_eq(hu[2], 47 * 0.5f - 1024);
+    ck_assert_float_eq(hu[3], 48 * 0.5f - 1024);
+
+    ck_assert(dump_has(out, "[DERIVED\\SECONDARY\\AXIAL]"));
+    ck_assert(dump_has(out, "(0002,0003) UI [1.2.826.0.1.3680043.9.7.2.1]"));
+    ck_assert(dump_has(out, "(0008,1155) UI [1.2.826.0.1.3680043.9.7.1.1.1]"));
+    ck_assert(dump_has(out, "(0008,0100) SH [121322]"));
+    ck_assert(dump_has(out, "(0008,103e) LO [LOW DOSE [DN]]"));
+    ck_assert(dump_has(out, "(0020,0011) IS [1003]"));
+    ck_assert(dump_has(out, "(0008,2111) ST [nlm3d h=1.0 (ldct-node)]"));
+    ck_assert(dump_has(out, "(0010,0010) PN [TEST^SCP]"));
+}
+END_TEST
+
+/* Number of "Error" lines dciodvfy prints for path. */
+static int dciodvfy_errors(const char *path)
+{
+    char cmd[512], line[1024];
+    snprintf(cmd, sizeof cmd, "dciodvfy %s 2>&1", path);
+    FILE *f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        n += strncmp(line, "Error", 5) == 0;
+    pclose(f);
+    return n;
+}
+
+START_TEST(derived_instance_adds_no_dciodvfy_error)
+{
+    if (system("command -v dciodvfy >/dev/null 2>&1") != 0)
+        return; /* dicom3tools not installed: nothing to check */
+    char src[128], out[128];
+    static float v[ROWS * COLS];
+    path_of(src, sizeof src, "src.dcm");
+    path_of(out, sizeof out, "derived.dcm");
+    write_ct(src, NULL, NULL);
+    write_derived(src, out, NULL, v);
+    ck_assert_int_le(dciodvfy_errors(out), dciodvfy_errors(src));
+}
+END_TEST
+
+/* ---- SCU ---------------------------------------------------------------- */
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static int port_open(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
+}
+
+static pid_t start_storescp(const char *outdir, int port)
+{
+    char ports[16];
+    snprintf(ports, sizeof ports, "%d", port);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        execlp("storescp", "storescp", "-od", outdir, ports, (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 100 && !port_open(port); i++)
+        usleep(50000);
+    return pid;
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+START_TEST(send_files_to_storescp_succeeds_converting_compressed_files)
+{
+    char p0[128], p1[128], p2[128], rcv[128], err[256] = "";
+    path_of(p0, sizeof p0, "a.dcm");
+    path_of(p1, sizeof p1, "b.dcm");
+    path_of(p2, sizeof p2, "c.dcm");
+    path_of(rcv, sizeof rcv, "rcv");
+    ck_assert_int_eq(mkdir(rcv, 0700), 0);
+    write_ct(p0, NULL, "1.2.826.0.1.3680043.9.7.1.1.10");
+    write_ct(p1, JPEG_LS, "1.2.826.0.1.3680043.9.7.1.1.11");
+    write_ct(p2, RLE, "1.2.826.0.1.3680043.9.7.1.1.12");
+    int port = free_port();
+    pid_t pid = start_storescp(rcv, port);
+    const char *paths[] = {p0, p1, p2};
+    unsigned st[3];
+    scp_send_options o = {.host = "127.0.0.1",
+                          .port = port,
+                          .called_ae = "STORESCP",
+                          .calling_ae = "LDCTNODE",
+                          .connect_timeout_s = 5,
+                          .dimse_timeout_s = 10};
+    int rc = scp_send_files(&o, paths, 3, st, err, sizeof err);
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+    ck_assert_msg(rc == 0, "send: %d %s", rc, err);
+    for (int i = 0; i < 3; i++)
+        ck_assert_uint_eq(st[i], 0);
+    char got[256];
+    snprintf(got, sizeof got, "%s/CT.1.2.826.0.1.3680043.9.7.1.1.11", rcv);
+    ck_assert_int_eq(access(got, R_OK), 0);
+    static float hu[ROWS * COLS];
+    ck_assert_int_eq(scp_slice_read_hu(got, hu, ROWS * COLS, err, sizeof err), 0);
+    ck_assert_float_eq(hu[5], pixels[5] * 0.5f - 1024.0f);
+}
+END_TEST
+
+START_TEST(send_files_to_a_closed_port_is_enet_quickly)
+{
+    char p0[128], err[256] = "";
+    path_of(p0, sizeof p0, "a.dcm");
+    write_ct(p0, NULL, NULL);
+    const char *paths[] = {p0};
+    unsigned st[1] = {0};
+    scp_send_options o = {.host = "127.0.0.1",
+                          .port = free_port(),
+                          .called_ae = "PACS",
+                          .calling_ae = "LDCTNODE",
+                          .connect_timeout_s = 2,
+                          .dimse_timeout_s = 2};
+    double t0 = now_s();
+    ck_assert_int_eq(scp_send_files(&o, paths, 1, st, err, sizeof err), LDCT_ENET);
+    ck_assert_double_lt(now_s() - t0, 3.0);
+    ck_assert_uint_eq(st[0], 0xFFFF);
+    ck_assert(err[0]);
+}
+END_TEST
+
+static scp_assoc_verdict refuse(void *ctx, const scp_assoc_info *a)
+{
+    (void)ctx;
+    (void)a;
+    return SCP_ASSOC_REJECT_CALLING_AE;
+}
+
+static unsigned never_begin(void *ctx, const scp_assoc_info *a, char *p, size_t pl, char *c,
+                            size_t cl)
+{
+    (void)ctx, (void)a, (void)p, (void)pl, (void)c, (void)cl;
+    return SCP_STATUS_OUT_OF_RESOURCES;
+}
+
+static unsigned never_end(void *ctx, const scp_assoc_info *a, const scp_instance *i, char *c,
+                          size_t cl)
+{
+    (void)ctx, (void)a, (void)i, (void)c, (void)cl;
+    return SCP_STATUS_OUT_OF_RESOURCES;
+}
+
+START_TEST(send_files_rejected_is_epeer_with_the_reason)
+{
+    char p0[128], err[256] = "";
+    path_of(p0, sizeof p0, "a.dcm");
+    write_ct(p0, NULL, NULL);
+    int port = free_port();
+    scp_server_options so = {.ae_title = "PACS", .port = port, .max_associations = 2};
+    scp_handlers h = {
+        .check_association = refuse, .store_begin = never_begin, .store_end = never_end};
+    scp_server *srv;
+    ck_assert_int_eq(scp_server_new(&so, &h, &srv), 0);
+    ck_assert_int_eq(scp_server_start(srv), 0);
+    const char *paths[] = {p0};
+    unsigned st[1];
+    scp_send_options o = {.host = "127.0.0.1",
+                          .port = port,
+                          .called_ae = "PACS",
+                          .calling_ae = "NOBODY",
+                          .connect_timeout_s = 2,
+                          .dimse_timeout_s = 5};
+    int rc = scp_send_files(&o, paths, 1, st, err, sizeof err);
+    scp_server_free(srv);
+    ck_assert_int_eq(rc, LDCT_EPEER);
+    ck_assert_msg(strstr(err, "Calling AE Title Not Recognized") != NULL, "message: %s", err);
+    ck_assert_uint_eq(st[0], 0xFFFF);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("scp");
+    TCase *tc = tcase_create("scp");
+    tcase_set_timeout(tc, 60);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_loop_test(tc, read_back_matches_written_pixels_in_every_syntax, 0,
+                        (int)(sizeof SYNTAXES / sizeof SYNTAXES[0]));
+    tcase_add_test(tc, read_hu_refuses_a_wrong_count_and_non_dicom);
+    tcase_add_loop_test(tc, derived_instance_has_new_identity_and_rounded_clamped_values, 0, 2);
+    tcase_add_test(tc, derived_instance_adds_no_dciodvfy_error);
+    tcase_add_test(tc, send_files_to_storescp_succeeds_converting_compressed_files);
+    tcase_add_test(tc, send_files_to_a_closed_port_is_enet_quickly);
+    tcase_add_test(tc, send_files_rejected_is_epeer_with_the_reason);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
