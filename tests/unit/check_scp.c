@@ -243,6 +243,140 @@ START_TEST(derived_instance_adds_no_dciodvfy_error)
 }
 END_TEST
 
+/* ---- Enhanced CT (multi-frame, functional groups) ----------------------- */
+
+#define EF 3
+#define ER 8
+#define EC 6
+
+static int16_t enh_stored(int f, int i)
+{
+    return (int16_t)((f * 100 + i) % 500 - 200);
+}
+
+static void seq_open(FILE *f, const char *tag)
+{
+    fprintf(f, "(%s) SQ (Sequence)\n(fffe,e000) na (Item)\n", tag);
+}
+
+static void seq_close(FILE *f)
+{
+    fputs("(fffe,e00d) na (ItemDelimitationItem)\n(fffe,e0dd) na (SequenceDelimitationItem)\n", f);
+}
+
+/* Writes a 3-frame Enhanced CT (12 bits stored, signed) with dump2dcm:
+ * shared rescale -1024/1, frame 3 its own -1000/2; z = 5, 7.5, 10. */
+static void write_enhanced(const char *path)
+{
+    char raw[128], dump[128], cmd[512];
+    path_of(raw, sizeof raw, "px.raw");
+    path_of(dump, sizeof dump, "enh.dump");
+    FILE *f = fopen(raw, "wb");
+    for (int fr = 0; fr < EF; fr++)
+        for (int i = 0; i < ER * EC; i++) {
+            int16_t v = enh_stored(fr, i);
+            fwrite(&v, 2, 1, f); /* little-endian host */
+        }
+    fclose(f);
+    f = fopen(dump, "w");
+    fputs(
+        "(0002,0010) UI =LittleEndianExplicit\n"
+        "(0008,0008) CS [ORIGINAL\\PRIMARY\\VOLUME\\NONE]\n"
+        "(0008,0016) UI =EnhancedCTImageStorage\n"
+        "(0008,0018) UI [1.2.826.0.1.3680043.9.7.5.1]\n(0008,0060) CS [CT]\n"
+        "(0020,000d) UI [1.2.826.0.1.3680043.9.7.5]\n(0020,000e) UI [1.2.826.0.1.3680043.9.7.5.2]\n"
+        "(0028,0002) US 1\n(0028,0004) CS [MONOCHROME2]\n(0028,0008) IS [3]\n"
+        "(0028,0010) US 8\n(0028,0011) US 6\n(0028,0100) US 16\n(0028,0101) US 12\n"
+        "(0028,0102) US 11\n(0028,0103) US 1\n",
+        f);
+    seq_open(f, "5200,9229");
+    seq_open(f, "0028,9110");
+    fputs("(0028,0030) DS [0.5\\0.6]\n(0018,0050) DS [2]\n", f);
+    seq_close(f);
+    seq_open(f, "0020,9116");
+    fputs("(0020,0037) DS [1\\0\\0\\0\\1\\0]\n", f);
+    seq_close(f);
+    seq_open(f, "0028,9145");
+    fputs("(0028,1052) DS [-1024]\n(0028,1053) DS [1]\n(0028,1054) LO [HU]\n", f);
+    seq_close(f);
+    seq_open(f, "0018,9329");
+    fputs("(0008,9007) CS [ORIGINAL\\PRIMARY\\VOLUME\\NONE]\n", f);
+    seq_close(f);
+    seq_close(f);
+    fputs("(5200,9230) SQ (Sequence)\n", f);
+    for (int fr = 0; fr < EF; fr++) {
+        fputs("(fffe,e000) na (Item)\n", f);
+        seq_open(f, "0020,9113");
+        fprintf(f, "(0020,0032) DS [-10\\-20\\%g]\n", 5 + 2.5 * fr);
+        seq_close(f);
+        if (fr == 2) {
+            seq_open(f, "0028,9145");
+            fputs("(0028,1052) DS [-1000]\n(0028,1053) DS [2]\n", f);
+            seq_close(f);
+        }
+        fputs("(fffe,e00d) na (ItemDelimitationItem)\n", f);
+    }
+    fputs("(fffe,e0dd) na (SequenceDelimitationItem)\n", f);
+    fprintf(f, "(7fe0,0010) OW =%s\n", raw);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "dump2dcm -q +E %s %s", dump, path);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static double enh_slope(int fr)
+{
+    return fr == 2 ? 2 : 1;
+}
+
+static double enh_icpt(int fr)
+{
+    return fr == 2 ? -1000 : -1024;
+}
+
+START_TEST(enhanced_ct_geometry_and_per_frame_rescale)
+{
+    char src[128], out[128], err[256] = "";
+    static float hu[EF * ER * EC], v[EF * ER * EC];
+    path_of(src, sizeof src, "enh.dcm");
+    path_of(out, sizeof out, "enh-derived.dcm");
+    write_enhanced(src);
+    scp_slice_info in;
+    ck_assert_msg(scp_slice_read_info(src, &in, err, sizeof err) == 0, "info: %s", err);
+    ck_assert_int_eq(in.frames, EF);
+    ck_assert(in.has_position && in.has_orientation && in.has_spacing);
+    ck_assert_ptr_nonnull(in.frame_positions);
+    for (int fr = 0; fr < EF; fr++)
+        ck_assert_double_eq_tol(in.frame_positions[3 * fr + 2], 5 + 2.5 * fr, 1e-9);
+    ck_assert_double_eq_tol(in.pixel_spacing[1], 0.6, 1e-9);
+    ck_assert_double_eq(in.rescale_intercept, -1024);
+    scp_slice_info_free(&in);
+    ck_assert_ptr_null(in.frame_positions);
+
+    ck_assert_int_eq(scp_slice_read_hu(src, hu, EF * ER * EC, err, sizeof err), 0);
+    for (int fr = 0; fr < EF; fr++)
+        for (int i = 0; i < ER * EC; i++)
+            ck_assert_float_eq(hu[fr * ER * EC + i],
+                               (float)(enh_stored(fr, i) * enh_slope(fr) + enh_icpt(fr)));
+
+    for (int i = 0; i < EF * ER * EC; i++)
+        v[i] = hu[i] + 4;
+    v[0] = v[2 * ER * EC] = 1e6f; /* clamp to 2047 (12 bits signed) */
+    scp_derived_params p = {.source_path = src,
+                            .series_uid = "1.2.826.0.1.3680043.9.7.6",
+                            .sop_uid = "1.2.826.0.1.3680043.9.7.6.1",
+                            .series_number = 2,
+                            .values = v};
+    ck_assert_msg(scp_derived_write(&p, out, err, sizeof err) == 0, "derived: %s", err);
+    ck_assert_int_eq(scp_slice_read_hu(out, hu, EF * ER * EC, err, sizeof err), 0);
+    ck_assert_float_eq(hu[0], 2047 - 1024);
+    ck_assert_float_eq(hu[2 * ER * EC], 2047 * 2 - 1000);
+    ck_assert_float_eq(hu[5], (float)(enh_stored(0, 5) - 1024 + 4));
+    ck_assert_float_eq(hu[2 * ER * EC + 5], (float)(enh_stored(2, 5) * 2 - 1000 + 4));
+    ck_assert(dump_has(out, "(0008,0008) CS [DERIVED\\PRIMARY\\VOLUME\\NONE]"));
+    ck_assert(dump_has(out, "(0008,9007) CS [DERIVED\\PRIMARY\\VOLUME\\NONE]"));
+}
+END_TEST
+
 /* ---- SCU ---------------------------------------------------------------- */
 
 static int free_port(void)
@@ -406,6 +540,7 @@ int main(void)
     tcase_add_test(tc, read_hu_refuses_a_wrong_count_and_non_dicom);
     tcase_add_loop_test(tc, derived_instance_has_new_identity_and_rounded_clamped_values, 0, 2);
     tcase_add_test(tc, derived_instance_adds_no_dciodvfy_error);
+    tcase_add_test(tc, enhanced_ct_geometry_and_per_frame_rescale);
     tcase_add_test(tc, send_files_to_storescp_succeeds_converting_compressed_files);
     tcase_add_test(tc, send_files_to_a_closed_port_is_enet_quickly);
     tcase_add_test(tc, send_files_rejected_is_epeer_with_the_reason);
