@@ -549,5 +549,6 @@ int main(void)
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
+    scp_global_cleanup(); /* leak-clean under CK_FORK=no */
     return failed ? 1 : 0;
 }
