@@ -310,6 +310,15 @@ int send_one(scu *s, size_t i, unsigned *status)
 
 int run(scu *s, unsigned *statuses)
 {
+    bool any = false;
+    for (const file_entry &f : s->files)
+        any = any || f.ok;
+    if (!any) { /* nothing to propose: no association at all */
+        if (s->failed)
+            scp__set_err(s->err, s->err_len, "no readable file; first: %s",
+                         s->first_failure.c_str());
+        return 0;
+    }
     int rc = associate(s);
     if (rc < 0)
         return rc;

@@ -480,6 +480,37 @@ START_TEST(send_files_to_a_closed_port_is_enet_quickly)
 }
 END_TEST
 
+START_TEST(send_files_to_a_silent_peer_ends_within_the_timeout)
+{
+    char p0[128], err[256] = "";
+    path_of(p0, sizeof p0, "a.dcm");
+    write_ct(p0, NULL, NULL);
+    /* A socket that listens (the kernel completes the connect) but whose
+     * owner never reads or answers. */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    ck_assert_int_eq(listen(fd, 4), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    const char *paths[] = {p0};
+    unsigned st[1];
+    scp_send_options o = {.host = "127.0.0.1",
+                          .port = ntohs(a.sin_port),
+                          .called_ae = "PACS",
+                          .calling_ae = "LDCTNODE",
+                          .connect_timeout_s = 2,
+                          .dimse_timeout_s = 2};
+    double t0 = now_s();
+    int rc = scp_send_files(&o, paths, 1, st, err, sizeof err);
+    double took = now_s() - t0;
+    close(fd);
+    ck_assert_int_eq(rc, LDCT_ENET);
+    ck_assert_msg(took < 4.0, "took %.1f s", took);
+    ck_assert_uint_eq(st[0], 0xFFFF);
+}
+END_TEST
+
 static scp_assoc_verdict refuse(void *ctx, const scp_assoc_info *a)
 {
     (void)ctx;
@@ -543,6 +574,7 @@ int main(void)
     tcase_add_test(tc, enhanced_ct_geometry_and_per_frame_rescale);
     tcase_add_test(tc, send_files_to_storescp_succeeds_converting_compressed_files);
     tcase_add_test(tc, send_files_to_a_closed_port_is_enet_quickly);
+    tcase_add_test(tc, send_files_to_a_silent_peer_ends_within_the_timeout);
     tcase_add_test(tc, send_files_rejected_is_epeer_with_the_reason);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
