@@ -16,9 +16,13 @@
  * plane, row differences go through shared memory, plane sums (2P+1 rows)
  * land in a per-thread ring of 2P+1 registers, and the ring's sum is the 3D
  * patch distance. Accumulators for the chunk stay in registers (the z loop
- * is unrolled). The full window is visited: pairing o with o-d across the
- * sliding window needs a ring of weight planes plus a halo of |d| around
- * the tile, which cost more than the halved offsets saved (docs/NOTES-gpu.md).
+ * is unrolled). nlm3d_v2_kernel (the default) double-buffers the row
+ * differences (one barrier per plane step) and handles NDX = 4 consecutive
+ * dx offsets per sweep, loading the shared U rows once: 2x faster than
+ * nlm3d_kernel. Both visit the full window: symmetric pairs (each pair's
+ * weight computed once, applied at o and o+d) are not ruled out, only not
+ * implemented yet; in this z sweep they need a ring of weight planes and a
+ * halo of |d| around the tile (plan in docs/NOTES-gpu.md).
  *
  * Callers: any host thread; work is queued on dev->stream and waited for.
  */
@@ -171,7 +175,7 @@ __global__ void __launch_bounds__(B2X *B2Y)
 
 /* ---- nlm3d ---------------------------------------------------------------- */
 
-constexpr int T3X = 32, B3Y = 8, RS3 = 4;
+constexpr int T3X = 32, B3Y = 8, RS3 = RS2, XSPARE = 8; /* spare padded columns for dx groups */
 
 template <int P, int RY, int LZ>
 __global__ void __launch_bounds__(T3X *B3Y)
@@ -272,19 +276,157 @@ __global__ void __launch_bounds__(T3X *B3Y)
         }
 }
 
-/* 3D configurations (RY rows per thread, LZ planes per block); chosen by
- * measurement, see docs/PERFORMANCE.md. LDCT_NLM3D_CFG selects one. */
+/* nlm3d, second version: the z sweep of nlm3d_kernel with (1) XS double
+ * buffered, so one barrier per plane step instead of two, (2) NDX consecutive
+ * dx offsets per sweep: phase (a) loads each U(o) row and the overlapping
+ * U(o+d) rows once for all of them, and the barrier count drops NDX times,
+ * (3) RS outputs per phase-(a) item, so XH * (32 / RS) items fit one round
+ * of the block. Offsets of the last dx group past S, and d = 0, get weight 0
+ * (their reads stay inside the padded plane: PXp has RS3 spare columns). */
+template <int P, int RY, int LZ, int RS, int NDX, int MINB>
+__global__ void __launch_bounds__(T3X *B3Y, MINB)
+    nlm3d_v2_kernel(const float *__restrict__ pad, float *__restrict__ out, int nx, int ny,
+                    int nzs, int PXp, int PY, int S, float kh)
+{
+    static_assert((LZ + 2 * P) % 2 == 0, "buffer parity must alternate across offsets");
+    static_assert(NDX >= 1 && NDX <= RS3 + 1 + XSPARE, "dx group reads past the padded plane");
+    constexpr int TY = B3Y * RY;
+    constexpr int XH = TY + 2 * P;
+    constexpr int NSEG = T3X / RS;
+    constexpr int K = 2 * P + 1;
+    __shared__ float XS[2][NDX][XH][T3X + 1];
+    const int R = S + P;
+    const int tid = threadIdx.y * T3X + threadIdx.x, NT = T3X * B3Y;
+    const int x0 = blockIdx.x * T3X, y0 = blockIdx.y * TY, z0 = blockIdx.z * LZ;
+    const size_t pp = (size_t)PY * PXp;
+    const float *base = pad + (size_t)R * pp + (size_t)R * PXp + R;
+    const int tx = threadIdx.x, ty0 = threadIdx.y * RY;
+
+    float aw[RY][LZ], av[RY][LZ];
+#pragma unroll
+    for (int j = 0; j < RY; j++)
+#pragma unroll
+        for (int z = 0; z < LZ; z++) {
+            aw[j][z] = 1.0f;
+            av[j][z] = base[(size_t)(z0 + z) * pp + (size_t)(y0 + ty0 + j) * PXp + x0 + tx];
+        }
+
+    for (int dz = -S; dz <= S; dz++)
+        for (int dy = -S; dy <= S; dy++)
+            for (int dx0 = -S; dx0 <= S; dx0 += NDX) {
+                const ptrdiff_t doff = (ptrdiff_t)dz * pp + (ptrdiff_t)dy * PXp + dx0;
+                float wm[NDX]; /* 1 for real offsets, 0 for d = 0 and dx > S */
+#pragma unroll
+                for (int q = 0; q < NDX; q++)
+                    wm[q] = (dx0 + q <= S && !(dz == 0 && dy == 0 && dx0 + q == 0)) ? 1.0f : 0.0f;
+                float ring[NDX][RY][K];
+#pragma unroll
+                for (int s = 0; s < LZ + 2 * P; s++) {
+                    const int buf = s & 1;
+                    const int q0 = z0 - P + s;
+                    const float *pa = base + (ptrdiff_t)q0 * pp;
+                    for (int it = tid; it < XH * NSEG; it += NT) {
+                        int r = it / NSEG, c0 = (it % NSEG) * RS;
+                        const float *a = pa + (ptrdiff_t)(y0 - P + r) * PXp + x0 + c0 - P;
+                        const float *b = a + doff;
+                        float ua[RS + 2 * P], ub[RS + 2 * P + NDX - 1];
+#pragma unroll
+                        for (int k = 0; k < RS + 2 * P; k++)
+                            ua[k] = __ldg(a + k);
+#pragma unroll
+                        for (int k = 0; k < RS + 2 * P + NDX - 1; k++)
+                            ub[k] = __ldg(b + k);
+#pragma unroll
+                        for (int q = 0; q < NDX; q++) {
+                            float d2[RS + 2 * P];
+#pragma unroll
+                            for (int k = 0; k < RS + 2 * P; k++) {
+                                float t = ua[k] - ub[k + q];
+                                d2[k] = t * t;
+                            }
+#pragma unroll
+                            for (int m = 0; m < RS; m++) {
+                                float v = 0.0f;
+#pragma unroll
+                                for (int k = 0; k < K; k++)
+                                    v = fmaf(c_g[0][k], d2[m + k], v);
+                                XS[buf][q][r][c0 + m] = v;
+                            }
+                        }
+                    }
+                    __syncthreads();
+#pragma unroll
+                    for (int q = 0; q < NDX; q++) {
+                        float xv[RY + 2 * P];
+#pragma unroll
+                        for (int k = 0; k < RY + 2 * P; k++)
+                            xv[k] = XS[buf][q][ty0 + k][tx];
+#pragma unroll
+                        for (int j = 0; j < RY; j++) {
+                            float v = 0.0f;
+#pragma unroll
+                            for (int k = 0; k < K; k++)
+                                v = fmaf(c_g[1][k], xv[j + k], v);
+                            ring[q][j][s % K] = v;
+                        }
+                        if (s >= 2 * P) {
+                            const int z = s - 2 * P;
+#pragma unroll
+                            for (int j = 0; j < RY; j++) {
+                                float D = 0.0f;
+#pragma unroll
+                                for (int k = 0; k < K; k++)
+                                    D = fmaf(c_g[2][k], ring[q][j][(s - 2 * P + k) % K], D);
+                                float w = wm[q] * exp2f(-D * kh);
+                                float u = __ldg(base + (ptrdiff_t)(z0 + z) * pp +
+                                                (ptrdiff_t)(y0 + ty0 + j) * PXp + x0 + tx + doff +
+                                                q);
+                                aw[j][z] += w;
+                                av[j][z] = fmaf(w, u, av[j][z]);
+                            }
+                        }
+                    }
+                }
+            }
+#pragma unroll
+    for (int j = 0; j < RY; j++)
+#pragma unroll
+        for (int z = 0; z < LZ; z++) {
+            int x = x0 + tx, y = y0 + ty0 + j, zz = z0 + z;
+            if (x < nx && y < ny && zz < nzs)
+                out[((size_t)zz * ny + y) * nx + x] = av[j][z] / aw[j][z];
+        }
+}
+
+/* 3D configurations (RY rows per thread, LZ planes per block); 0-3 run
+ * nlm3d_kernel, 4-14 nlm3d_v2_kernel (RS, NDX and min blocks per SM in the
+ * launch3_p switch). Chosen by measurement, see docs/PERFORMANCE.md;
+ * LDCT_NLM3D_CFG selects one. */
 struct cfg3 {
     int ry, lz;
 };
-const cfg3 k_cfg3[] = {{4, 8}, {2, 16}, {2, 8}, {4, 4}};
+const cfg3 k_cfg3[] = {{4, 8}, {2, 16}, {2, 8}, {4, 4}, {4, 8}, {4, 8}, {2, 8}, {4, 8}, {2, 16},
+                      {2, 8}, {4, 8}, {2, 8}, {2, 4}, {4, 4}, {2, 8}};
 constexpr int k_ncfg3 = sizeof k_cfg3 / sizeof k_cfg3[0];
+/* 7: nlm3d_v2_kernel RY 4, LZ 8, RS 8, NDX 4 (fastest measured, 2026-11-21). */
+constexpr int k_cfg3_default = 7;
 
 int cfg3_pick(void)
 {
     const char *e = getenv("LDCT_NLM3D_CFG");
-    int i = e ? atoi(e) : 0;
-    return i >= 0 && i < k_ncfg3 ? i : 0;
+    int i = e ? atoi(e) : k_cfg3_default;
+    return i >= 0 && i < k_ncfg3 ? i : k_cfg3_default;
+}
+
+template <int P, int RY, int LZ, int RS, int NDX, int MINB = 1>
+cudaError_t launch3_v2(const float *pad, float *out, int nx, int ny, int nzs, int PXp, int PY,
+                       int S, float kh, cudaStream_t st)
+{
+    dim3 block(T3X, B3Y),
+        grid((nx + T3X - 1) / T3X, (ny + B3Y * RY - 1) / (B3Y * RY), (nzs + LZ - 1) / LZ);
+    nlm3d_v2_kernel<P, RY, LZ, RS, NDX, MINB>
+        <<<grid, block, 0, st>>>(pad, out, nx, ny, nzs, PXp, PY, S, kh);
+    return cudaGetLastError();
 }
 
 template <int P, int RY, int LZ>
@@ -308,6 +450,28 @@ cudaError_t launch3_p(int cfg, const float *pad, float *out, int nx, int ny, int
         return launch3_t<P, 2, 8>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
     case 3:
         return launch3_t<P, 4, 4>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+    case 4:
+        return launch3_v2<P, 4, 8, 8, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+    case 5:
+        return launch3_v2<P, 4, 8, 8, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+    case 6:
+        return launch3_v2<P, 2, 8, 4, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+    case 7:
+        return launch3_v2<P, 4, 8, 8, 4>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+    case 8:
+        return launch3_v2<P, 2, 16, 8, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+    case 9:
+        return launch3_v2<P, 2, 8, 8, 4, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+    case 10:
+        return launch3_v2<P, 4, 8, 8, 4, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+    case 11:
+        return launch3_v2<P, 2, 8, 8, 6, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+    case 12:
+        return launch3_v2<P, 2, 4, 8, 4, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+    case 13:
+        return launch3_v2<P, 4, 4, 8, 4, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+    case 14:
+        return launch3_v2<P, 2, 8, 8, 6, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
     default:
         return launch3_t<P, 4, 8>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
     }
@@ -416,7 +580,8 @@ int run_cuda(const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *out, con
     const int ty = dim == 3 ? B3Y * k_cfg3[cfg].ry : T2Y, tx = dim == 3 ? T3X : T2X;
     const int lz = dim == 3 ? k_cfg3[cfg].lz : 1;
     /* Padded plane: every tile's reads stay inside it (tiles round up). */
-    const int PXp = ((nx + tx - 1) / tx * tx + 2 * R + RS2 + 31) / 32 * 32;
+    const int PXp =
+        ((nx + tx - 1) / tx * tx + 2 * R + RS2 + (dim == 3 ? XSPARE : 0) + 31) / 32 * 32;
     const int PY = (ny + ty - 1) / ty * ty + 2 * R;
     const int zh = dim == 3 ? R : 0;
     const size_t oplane = (size_t)nx * ny, pplane = (size_t)PXp * PY;

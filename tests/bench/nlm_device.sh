@@ -2,9 +2,12 @@
 # Runs on the GPU machine (device `run` tool): NLM unit tests (CUDA against
 # the CPU reference), then the NLM benchmarks of issue 3, JSON lines under
 # $OUT. Usage: tests/bench/nlm_device.sh [DIR-with-check_gpu_nlm-and-gpu_bench] [what]
-#   what: all (default) | test | bench3 | bench2 | sweep
+#   what: all (default) | test | test3 | bench3 | bench2 | sweep
+#   CFGS: nlm3d block configurations to test and bench (default 0 and 7:
+#         the old kernel and the default; all: 0..14, see gpu/nlm.cu)
 B=${1:-build/gpucarry}
 WHAT=${2:-all}
+CFGS=${CFGS:-0 7}
 OUT=${OUT:-/tmp/nlm_out}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,memory.total \
@@ -13,9 +16,16 @@ if [ "$WHAT" = all ] || [ "$WHAT" = test ]; then
     echo "== unit tests"
     "$B/check_gpu_nlm" 2>&1 | tee "$OUT/check.log"
 fi
+if [ "$WHAT" = all ] || [ "$WHAT" = test3 ]; then
+    echo "== unit tests per nlm3d configuration"
+    for cfg in $CFGS; do
+        echo "cfg $cfg"
+        LDCT_NLM3D_CFG=$cfg "$B/check_gpu_nlm" 2>&1 | tail -3 | tee -a "$OUT/check3.log"
+    done
+fi
 if [ "$WHAT" = all ] || [ "$WHAT" = bench3 ] || [ "$WHAT" = sweep ]; then
-    echo "== nlm3d 512^3 S=5 P=2, block configurations 0..3"
-    for cfg in 0 1 2 3; do
+    echo "== nlm3d 512^3 S=5 P=2, block configurations $CFGS"
+    for cfg in $CFGS; do
         LDCT_NLM3D_CFG=$cfg "$B/gpu_bench" bench nlm3d --size 512x512x512 --search-radius 5 \
             --patch-radius 2 --device gpu --repeat 5 --json | sed "s/^{/{\"cfg\":$cfg,/" |
             tee -a "$OUT/bench3.jsonl"
