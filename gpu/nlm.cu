@@ -285,8 +285,8 @@ __global__ void __launch_bounds__(T3X *B3Y)
  * (their reads stay inside the padded plane: PXp has RS3 spare columns). */
 template <int P, int RY, int LZ, int RS, int NDX, int MINB>
 __global__ void __launch_bounds__(T3X *B3Y, MINB)
-    nlm3d_v2_kernel(const float *__restrict__ pad, float *__restrict__ out, int nx, int ny,
-                    int nzs, int PXp, int PY, int S, float kh)
+    nlm3d_v2_kernel(const float *__restrict__ pad, float *__restrict__ out, int nx, int ny, int nzs,
+                    int PXp, int PY, int S, float kh)
 {
     static_assert((LZ + 2 * P) % 2 == 0, "buffer parity must alternate across offsets");
     static_assert(NDX >= 1 && NDX <= RS3 + 1 + XSPARE, "dx group reads past the padded plane");
@@ -378,9 +378,9 @@ __global__ void __launch_bounds__(T3X *B3Y, MINB)
                                 for (int k = 0; k < K; k++)
                                     D = fmaf(c_g[2][k], ring[q][j][(s - 2 * P + k) % K], D);
                                 float w = wm[q] * exp2f(-D * kh);
-                                float u = __ldg(base + (ptrdiff_t)(z0 + z) * pp +
-                                                (ptrdiff_t)(y0 + ty0 + j) * PXp + x0 + tx + doff +
-                                                q);
+                                float u =
+                                    __ldg(base + (ptrdiff_t)(z0 + z) * pp +
+                                          (ptrdiff_t)(y0 + ty0 + j) * PXp + x0 + tx + doff + q);
                                 aw[j][z] += w;
                                 av[j][z] = fmaf(w, u, av[j][z]);
                             }
@@ -405,8 +405,8 @@ __global__ void __launch_bounds__(T3X *B3Y, MINB)
 struct cfg3 {
     int ry, lz;
 };
-const cfg3 k_cfg3[] = {{4, 8}, {2, 16}, {2, 8}, {4, 4}, {4, 8}, {4, 8}, {2, 8}, {4, 8}, {2, 16},
-                      {2, 8}, {4, 8}, {2, 8}, {2, 4}, {4, 4}, {2, 8}};
+const cfg3 k_cfg3[] = {{4, 8},  {2, 16}, {2, 8}, {4, 4}, {4, 8}, {4, 8}, {2, 8}, {4, 8},
+                       {2, 16}, {2, 8},  {4, 8}, {2, 8}, {2, 4}, {4, 4}, {2, 8}};
 constexpr int k_ncfg3 = sizeof k_cfg3 / sizeof k_cfg3[0];
 /* 7: nlm3d_v2_kernel RY 4, LZ 8, RS 8, NDX 4 (fastest measured, 2026-11-21). */
 constexpr int k_cfg3_default = 7;
