@@ -178,9 +178,5 @@ int main(void)
     tcase_add_test(tc, resend_into_another_series_moves_the_instance);
     tcase_add_test(tc, series_becomes_stable_after_quiet_and_reopens);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tu_run_suite(s);
 }

@@ -102,9 +102,5 @@ int main(void)
     tcase_add_test(tc, absent_value_never_satisfies_a_range);
     tcase_add_test(tc, auto_picks_by_slice_thickness);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tu_run_suite(s);
 }

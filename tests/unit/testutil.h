@@ -2,6 +2,7 @@
 #ifndef LDCT_TESTS_TESTUTIL_H
 #define LDCT_TESTS_TESTUTIL_H
 
+#include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,16 @@ static inline void tu_write(const char *dir, const char *name, const char *text,
         abort();
     fputs(text, f);
     fclose(f);
+}
+
+/* Runs a suite; returns the process exit code (0 when every test passed). */
+static inline int tu_run_suite(Suite *s)
+{
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
 }
 
 #endif
