@@ -83,9 +83,25 @@ static const opt_def OPTIONS[] = {
          "how long SIGTERM waits for running associations"),
     NODE("log_level", T_LOGLEVEL, 0, 0, "info", log_level,
          "error | warning | notice | info | debug"),
+    NODE("uid_root", T_STR, 0, 0, "1.2.276.0.7230010.3.1.4", uid_root,
+         "UID root for derived series (use your organisation's)"),
+    NODE("devices", T_STR, 0, 0, "auto", devices, "auto | cpu | gpu:N list: one worker per device"),
+    NODE("results_dir", T_STR, 0, 0, "", results_dir,
+         "where results go when a rule has no destination; empty = state_dir/results"),
+    NODE("sender_threads", T_INT, 1, 64, "4", sender_threads, "parallel C-STORE senders"),
+    NODE("retention_hours", T_INT, 0, 87600, "72", retention_hours,
+         "unmatched and discarded series are removed after this; 0 = at once"),
+    NODE("job_max_attempts", T_INT, 1, 100, "3", job_max_attempts,
+         "tries of a job that fails for a passing reason"),
     DEST("host", T_STR, 0, 0, "", host, "host name or address"),
     DEST("port", T_INT, 1, 65535, "104", port, "TCP port"),
     DEST("ae_title", T_AE, 0, 0, "", ae_title, "the destination's AE title"),
+    DEST("timeout", T_INT, 1, 3600, "30", timeout, "seconds per network step"),
+    DEST("retry_initial_seconds", T_INT, 1, 86400, "10", retry_initial_seconds, ""),
+    DEST("retry_multiplier", T_DOUBLE, 1, 10, "2", retry_multiplier, ""),
+    DEST("retry_max_seconds", T_INT, 1, 604800, "600", retry_max_seconds, ""),
+    DEST("retry_max_attempts", T_INT, 1, 10000, "20", retry_max_attempts,
+         "then the send is dead (ldct retry requeues it)"),
     RULE("match.modality", T_STR, 0, 0, "", modality, "wildcard on Modality"),
     RULE("match.calling_ae", T_STR, 0, 0, "", calling_ae, "wildcard on the sender's AE"),
     RULE("match.called_ae", T_STR, 0, 0, "", called_ae, "wildcard on the AE it was sent to"),
@@ -438,6 +454,49 @@ static char *counting_reader(char *str, int num, void *stream)
     return s;
 }
 
+/* A UID root leaves room for the suffix scp_uid_new appends (~40 chars). */
+static int uid_root_valid(const char *r)
+{
+    size_t n = strlen(r);
+    if (n == 0 || n > 24 || r[0] == '.' || r[n - 1] == '.' || strstr(r, ".."))
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        if (r[i] != '.' && !isdigit((unsigned char)r[i]))
+            return 0;
+        if (r[i] == '0' && (i == 0 || r[i - 1] == '.') && i + 1 < n && r[i + 1] != '.')
+            return 0; /* no leading zero in a component */
+    }
+    return 1;
+}
+
+/* "auto", "cpu", or a comma list of "gpu" / "gpu:N" / "cpu". */
+static int devices_valid(const char *v)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", v);
+    char *save = NULL;
+    int n = 0;
+    for (char *t = strtok_r(buf, ", ", &save); t; t = strtok_r(NULL, ", ", &save), n++) {
+        char *end = NULL;
+        if (strcmp(t, "auto") == 0 || strcmp(t, "cpu") == 0 || strcmp(t, "gpu") == 0)
+            continue;
+        if (strncmp(t, "gpu:", 4) != 0 || !isdigit((unsigned char)t[4]) ||
+            (strtol(t + 4, &end, 10), *end))
+            return 0;
+    }
+    return n > 0;
+}
+
+static void validate_rule(ldct_config *cfg, const cfg_rule *r)
+{
+    for (int k = 0; k < r->ndest; k++)
+        if (!config_destination_find(cfg, r->destinations[k]))
+            add_error(cfg, r->line, "rule '%s': no [destination %s]", r->name, r->destinations[k]);
+    if ((r->action == RULE_ROUTE || r->action == RULE_BOTH) && r->ndest == 0)
+        add_error(cfg, r->line, "rule '%s': action %s needs destinations", r->name,
+                  ACTIONS[r->action]);
+}
+
 static void validate(ldct_config *cfg)
 {
     for (int i = 0; i < cfg->ndest; i++) {
@@ -447,15 +506,35 @@ static void validate(ldct_config *cfg)
         if (!d->ae_title[0])
             add_error(cfg, d->line, "destination '%s' needs ae_title", d->name);
     }
-    for (int i = 0; i < cfg->nrule; i++) {
-        const cfg_rule *r = &cfg->rule[i];
-        for (int k = 0; k < r->ndest; k++)
-            if (!config_destination_find(cfg, r->destinations[k]))
-                add_error(cfg, r->line, "rule '%s': no [destination %s]", r->name,
-                          r->destinations[k]);
-    }
+    for (int i = 0; i < cfg->nrule; i++)
+        validate_rule(cfg, &cfg->rule[i]);
     if (!cfg->node.state_dir[0])
         add_error(cfg, 0, "state_dir must not be empty");
+    if (!uid_root_valid(cfg->node.uid_root))
+        add_error(cfg, 0, "uid_root '%s' is not a UID root (digits and dots, at most 24)",
+                  cfg->node.uid_root);
+    if (!devices_valid(cfg->node.devices))
+        add_error(cfg, 0, "devices = %s: expected auto, cpu or a list like gpu:0, gpu:1",
+                  cfg->node.devices);
+}
+
+/* Without any [rule], CT series are processed into the results folder. */
+static void add_default_rule(ldct_config *cfg)
+{
+    cfg_rule *r = &cfg->rule[cfg->nrule];
+    memset(r, 0, sizeof *r);
+    apply_defaults(S_RULE, r);
+    snprintf(r->name, sizeof r->name, "%s", CFG_DEFAULT_RULE);
+    snprintf(r->modality, sizeof r->modality, "CT");
+    r->order = cfg->nrule++;
+}
+
+void config_results_dir(const ldct_config *cfg, char *out, size_t len)
+{
+    if (cfg->node.results_dir[0])
+        snprintf(out, len, "%s", cfg->node.results_dir);
+    else
+        snprintf(out, len, "%s/results", cfg->node.state_dir);
 }
 
 int config_new_defaults(ldct_config **out)
@@ -464,6 +543,7 @@ int config_new_defaults(ldct_config **out)
     if (!cfg)
         return -ENOMEM;
     apply_defaults(S_NODE, &cfg->node);
+    add_default_rule(cfg);
     *out = cfg;
     return 0;
 }
@@ -481,6 +561,7 @@ int config_load(const char *path, ldct_config **out)
         return rc;
     }
     snprintf(cfg->path, sizeof cfg->path, "%s", path);
+    cfg->nrule = 0; /* the file's rules replace the default one */
     parse_ctx pc = {.cfg = cfg, .f = f, .valid_section = 0};
     int syntax = ini_parse_stream(counting_reader, &pc, on_entry, &pc);
     fclose(f);
@@ -488,6 +569,8 @@ int config_load(const char *path, ldct_config **out)
         add_error(cfg, syntax, "syntax error (expected [section] or name = value)");
     else if (syntax < 0)
         add_error(cfg, 0, "cannot parse the file");
+    if (cfg->nrule == 0)
+        add_default_rule(cfg);
     validate(cfg);
     *out = cfg;
     return cfg->nerr ? LDCT_EINVAL_CONFIG : 0;

@@ -48,7 +48,13 @@ typedef struct cfg_node {
     int min_free_mb;   /* refuse C-STOREs (0xA700) below this free space */
     int stable_seconds;
     int shutdown_grace_seconds;
-    int log_level; /* LOG_LVL_* */
+    int log_level;                  /* LOG_LVL_* */
+    char uid_root[65];              /* root of the UIDs we make (derived series) */
+    char devices[256];              /* "auto", "cpu" or a list of "gpu:N": one worker each */
+    char results_dir[CFG_PATH_MAX]; /* "" = <state_dir>/results */
+    int sender_threads;
+    int retention_hours;  /* unmatched / discarded series are removed after this */
+    int job_max_attempts; /* a job failing for a passing reason is retried this often */
 } cfg_node;
 
 typedef struct cfg_destination {
@@ -57,6 +63,11 @@ typedef struct cfg_destination {
     char host[CFG_HOST_MAX + 1];
     int port;
     char ae_title[CFG_AE_MAX + 1];
+    int timeout;               /* seconds: TCP connect, then each DIMSE step */
+    int retry_initial_seconds; /* first retry delay */
+    double retry_multiplier;   /* each further delay is this much longer */
+    int retry_max_seconds;     /* cap on one delay */
+    int retry_max_attempts;    /* then the send is dead */
 } cfg_destination;
 
 /* A numeric match: inclusive bounds; a side left open is +-infinity. */
@@ -133,6 +144,14 @@ int config_rules_ordered(const ldct_config *cfg, const cfg_rule **out, int max);
 
 /* Case-insensitive shell-wildcard match (* and ?); "" matches anything. */
 int config_glob_match(const char *pattern, const char *text);
+
+/* Name of the rule config_load adds when a file defines none (and that
+ * the embedded defaults hold): CT series are processed with algorithm auto
+ * and written to the results folder. */
+#define CFG_DEFAULT_RULE "default"
+
+/* The results folder: node.results_dir, or <state_dir>/results. */
+void config_results_dir(const ldct_config *cfg, char *out, size_t len);
 
 /* Finds a destination by name; NULL if absent. */
 const cfg_destination *config_destination_find(const ldct_config *cfg, const char *name);

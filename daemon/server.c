@@ -7,7 +7,11 @@
 #include "common/log.h"
 #include "config/config.h"
 #include "db/db.h"
+#include "db/queue.h"
 #include "pipeline/ingest.h"
+#include "pipeline/schedule.h"
+#include "pipeline/sender.h"
+#include "pipeline/worker.h"
 #include "scp/scp.h"
 
 #include <pthread.h>
@@ -18,17 +22,20 @@
 #include <uv.h>
 
 #define STABLE_CHECK_MS 1000
+#define EXPIRE_CHECK_MS 60000
 
 typedef struct server {
     uv_loop_t loop;
     uv_signal_t sig_term, sig_int, sig_hup;
-    uv_timer_t stable_timer, watchdog_timer;
+    uv_timer_t stable_timer, watchdog_timer, expire_timer;
     const char *config_path;
     pthread_mutex_t cfg_lock; /* guards cfg: read by association threads */
     ldct_config *cfg;
     ingest *ingest;
     db *db; /* the loop thread's own connection */
     scp_server *scp;
+    worker_pool *workers;
+    sender_pool *senders;
     int exit_code;
 } server;
 
@@ -67,8 +74,13 @@ static unsigned store_end(void *ctx, const scp_assoc_info *a, const scp_instance
 
 static void on_series_stable(void *ctx, const char *series_uid, int instances)
 {
-    (void)ctx;
+    server *s = ctx;
     log_info("series %s is stable with %d instance(s)", series_uid, instances);
+    int rc = schedule_series(s->db, s->cfg, series_uid);
+    if (rc == SCHED_JOB) {
+        worker_pool_notify(s->workers);
+        sender_pool_notify(s->senders);
+    }
 }
 
 static void on_stable_timer(uv_timer_t *t)
@@ -77,6 +89,42 @@ static void on_stable_timer(uv_timer_t *t)
     int rc = db_series_mark_stable(s->db, ldct_now_ms(), on_series_stable, s);
     if (rc < 0)
         log_warn("stability check failed: %s (will retry)", ldct_strerror(rc));
+}
+
+static void on_expire_timer(uv_timer_t *t)
+{
+    server *s = t->data;
+    int rc = schedule_expire(s->db, s->cfg, ldct_now_ms());
+    if (rc < 0)
+        log_warn("retention check failed: %s (will retry)", ldct_strerror(rc));
+}
+
+/* ---- callbacks of worker and sender threads ---- */
+
+static void worker_settings_get(void *ctx, worker_settings *out)
+{
+    server *s = ctx;
+    pthread_mutex_lock(&s->cfg_lock);
+    snprintf(out->uid_root, sizeof out->uid_root, "%s", s->cfg->node.uid_root);
+    config_results_dir(s->cfg, out->results_dir, sizeof out->results_dir);
+    out->job_max_attempts = s->cfg->node.job_max_attempts;
+    pthread_mutex_unlock(&s->cfg_lock);
+}
+
+static void job_finished(void *ctx)
+{
+    sender_pool_notify(((server *)ctx)->senders);
+}
+
+static int destination_get(void *ctx, const char *name, cfg_destination *out)
+{
+    server *s = ctx;
+    pthread_mutex_lock(&s->cfg_lock);
+    const cfg_destination *d = config_destination_find(s->cfg, name);
+    if (d)
+        *out = *d;
+    pthread_mutex_unlock(&s->cfg_lock);
+    return d ? 0 : LDCT_ENOTFOUND;
 }
 
 static void on_watchdog(uv_timer_t *t)
@@ -88,7 +136,7 @@ static void on_watchdog(uv_timer_t *t)
 static ingest_policy policy_of(const ldct_config *cfg)
 {
     return (ingest_policy){.min_free_mb = cfg->node.min_free_mb,
-                           .stable_seconds = cfg->node.stable_seconds};
+                           .stable_seconds = schedule_quiet_seconds(cfg)};
 }
 
 static void log_config_errors(const ldct_config *cfg)
@@ -105,9 +153,10 @@ static void warn_restart_needed(const cfg_node *old, const cfg_node *new)
     if (old->port != new->port || strcmp(old->state_dir, new->state_dir) != 0 ||
         old->max_associations != new->max_associations || old->max_pdu != new->max_pdu ||
         old->acse_timeout != new->acse_timeout || old->dimse_timeout != new->dimse_timeout ||
-        strcmp(old->ae_title, new->ae_title) != 0)
-        log_warn("reload: port, ae_title, state_dir, max_associations, max_pdu and timeouts "
-                 "take effect after a restart");
+        strcmp(old->ae_title, new->ae_title) != 0 || strcmp(old->devices, new->devices) != 0 ||
+        old->sender_threads != new->sender_threads)
+        log_warn("reload: port, ae_title, state_dir, max_associations, max_pdu, timeouts, "
+                 "devices and sender_threads take effect after a restart");
 }
 
 static void reload(server *s)
@@ -203,6 +252,9 @@ static void start_loop_handles(server *s)
     uv_timer_init(&s->loop, &s->stable_timer);
     s->stable_timer.data = s;
     uv_timer_start(&s->stable_timer, on_stable_timer, STABLE_CHECK_MS, STABLE_CHECK_MS);
+    uv_timer_init(&s->loop, &s->expire_timer);
+    s->expire_timer.data = s;
+    uv_timer_start(&s->expire_timer, on_expire_timer, 0, EXPIRE_CHECK_MS);
     uv_timer_init(&s->loop, &s->watchdog_timer);
     uint64_t usec = 0;
     if (sd_watchdog_enabled(0, &usec) > 0 && usec >= 2000) {
@@ -228,6 +280,10 @@ static void shutdown_all(server *s)
         scp_server_stop(s->scp, s->cfg->node.shutdown_grace_seconds);
         scp_server_free(s->scp);
     }
+    if (s->workers && worker_pool_busy(s->workers))
+        log_notice("waiting up to %d s for running jobs", s->cfg->node.shutdown_grace_seconds);
+    worker_pool_stop(s->workers, s->workers ? s->cfg->node.shutdown_grace_seconds : 0);
+    sender_pool_stop(s->senders);
     uv_walk(&s->loop, close_handle, NULL);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     uv_loop_close(&s->loop);
@@ -245,7 +301,45 @@ static int open_state(server *s)
         return rc;
     char path[1100];
     ingest_db_path(s->cfg->node.state_dir, path, sizeof path);
-    return db_open(path, 0, &s->db);
+    if ((rc = db_open(path, 0, &s->db)))
+        return rc;
+    int jobs = 0, sends = 0;
+    rc = db_recover(s->db, s->cfg->node.job_max_attempts, ldct_now_ms(), &jobs, &sends);
+    if (!rc && (jobs || sends))
+        log_notice("recovered after an unclean stop: %d job(s) and %d send(s) queued again", jobs,
+                   sends);
+    return rc;
+}
+
+static int start_pipeline(server *s)
+{
+    char state[1100], db_path[1100], outbox[1100], err[256];
+    const cfg_node *n = &s->cfg->node;
+    snprintf(state, sizeof state, "%s", n->state_dir);
+    ingest_db_path(state, db_path, sizeof db_path);
+    snprintf(outbox, sizeof outbox, "%s/outbox", state);
+    worker_pool_opts w = {.db_path = db_path,
+                          .outbox_dir = outbox,
+                          .settings = worker_settings_get,
+                          .job_done = job_finished,
+                          .ctx = s};
+    int rc = worker_devices_parse(n->devices, w.dev, WORKER_MAX, err, sizeof err);
+    if (rc < 0) {
+        log_err("devices = %s: %s", n->devices, err);
+        return rc;
+    }
+    w.ndev = rc;
+    sender_pool_opts so = {.db_path = db_path,
+                           .threads = n->sender_threads,
+                           .calling_ae = n->ae_title,
+                           .destination = destination_get,
+                           .ctx = s};
+    if ((rc = sender_pool_start(&so, &s->senders)) || (rc = worker_pool_start(&w, &s->workers))) {
+        log_err("cannot start the workers: %s", ldct_strerror(rc));
+        return rc;
+    }
+    rc = schedule_pending(s->db, s->cfg);
+    return rc < 0 ? rc : 0;
 }
 
 int server_run(const char *config_path)
@@ -258,6 +352,8 @@ int server_run(const char *config_path)
         log_err("DICOM initialisation failed: %s", ldct_strerror(rc));
     if (!rc && (rc = open_state(&s)))
         log_err("cannot open the state in %s: %s", s.cfg->node.state_dir, ldct_strerror(rc));
+    if (!rc)
+        rc = start_pipeline(&s);
     if (!rc)
         rc = start_dicom(&s);
     if (rc) {

@@ -3,6 +3,7 @@
 
 #include "common/err.h"
 #include "common/log.h"
+#include "db/internal.h"
 #include "db/schema.h"
 
 #include <sqlite3.h>
@@ -21,6 +22,7 @@ enum {
     ST_INSTANCE_PATH,
     ST_COUNT
 };
+_Static_assert(ST_COUNT <= DB__ST_MAX, "raise DB__ST_MAX");
 
 static const char *const SQL[ST_COUNT] = {
     [ST_SERIES_UPSERT] =
@@ -59,24 +61,19 @@ static const char *const SQL[ST_COUNT] = {
     [ST_INSTANCE_PATH] = "SELECT path FROM instances WHERE sop_instance_uid = ?1",
 };
 
-struct db {
-    sqlite3 *h;
-    sqlite3_stmt *st[ST_COUNT];
-};
-
 int db_schema_version(void)
 {
     return DB_NMIGRATIONS;
 }
 
-static int fail(db *d, const char *what)
+int db__fail(db *d, const char *what)
 {
     log_err("database: %s: %s", what, sqlite3_errmsg(d->h));
     int code = sqlite3_errcode(d->h);
     return code == SQLITE_BUSY || code == SQLITE_LOCKED ? LDCT_EBUSY_DB : LDCT_EDB;
 }
 
-static int exec(db *d, const char *sql)
+int db__exec(db *d, const char *sql)
 {
     char *msg = NULL;
     if (sqlite3_exec(d->h, sql, NULL, NULL, &msg) == SQLITE_OK)
@@ -90,7 +87,7 @@ int db_user_version(db *d, int *version)
 {
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(d->h, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK)
-        return fail(d, "user_version");
+        return db__fail(d, "user_version");
     int rc = sqlite3_step(st) == SQLITE_ROW ? 0 : LDCT_EDB;
     *version = sqlite3_column_int(st, 0);
     sqlite3_finalize(st);
@@ -110,9 +107,9 @@ static int migrate(db *d)
     for (; v < DB_NMIGRATIONS; v++) {
         char bump[64];
         snprintf(bump, sizeof bump, "PRAGMA user_version = %d", v + 1);
-        if ((rc = exec(d, "BEGIN IMMEDIATE")) || (rc = exec(d, DB_MIGRATIONS[v])) ||
-            (rc = exec(d, bump)) || (rc = exec(d, "COMMIT"))) {
-            (void)exec(d, "ROLLBACK");
+        if ((rc = db__exec(d, "BEGIN IMMEDIATE")) || (rc = db__exec(d, DB_MIGRATIONS[v])) ||
+            (rc = db__exec(d, bump)) || (rc = db__exec(d, "COMMIT"))) {
+            (void)db__exec(d, "ROLLBACK");
             return rc;
         }
         log_info("database migrated to schema version %d", v + 1);
@@ -125,7 +122,7 @@ static int prepare_all(db *d)
     for (int i = 0; i < ST_COUNT; i++)
         if (sqlite3_prepare_v3(d->h, SQL[i], -1, SQLITE_PREPARE_PERSISTENT, &d->st[i], NULL) !=
             SQLITE_OK)
-            return fail(d, "prepare");
+            return db__fail(d, "prepare");
     return 0;
 }
 
@@ -143,8 +140,8 @@ int db_open(const char *path, int readonly, db **out)
         goto fail;
     }
     sqlite3_busy_timeout(d->h, 10000);
-    if (!readonly && (rc = exec(d, "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;"
-                                   "PRAGMA foreign_keys = ON;")))
+    if (!readonly && (rc = db__exec(d, "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;"
+                                       "PRAGMA foreign_keys = ON;")))
         goto fail;
     if (!readonly && (rc = migrate(d)))
         goto fail;
@@ -170,6 +167,8 @@ void db_close(db *d)
         return;
     for (int i = 0; i < ST_COUNT; i++)
         sqlite3_finalize(d->st[i]);
+    for (int i = 0; i < DB__QST_MAX; i++)
+        sqlite3_finalize(d->qst[i]);
     sqlite3_close(d->h);
     free(d);
 }
@@ -182,12 +181,25 @@ static sqlite3_stmt *stmt(db *d, int which)
     return s;
 }
 
-static void bind_text(sqlite3_stmt *s, int i, const char *v)
+sqlite3_stmt *db__stmt(db *d, int slot, const char *sql)
+{
+    sqlite3_stmt **s = &d->qst[slot];
+    if (!*s && sqlite3_prepare_v3(d->h, sql, -1, SQLITE_PREPARE_PERSISTENT, s, NULL) != SQLITE_OK) {
+        (void)db__fail(d, "prepare");
+        *s = NULL;
+        return NULL;
+    }
+    sqlite3_reset(*s);
+    sqlite3_clear_bindings(*s);
+    return *s;
+}
+
+void db__bind_text(sqlite3_stmt *s, int i, const char *v)
 {
     sqlite3_bind_text(s, i, v ? v : "", -1, SQLITE_TRANSIENT);
 }
 
-static const char *col_text(sqlite3_stmt *s, int i)
+const char *db__col_text(sqlite3_stmt *s, int i)
 {
     const unsigned char *t = sqlite3_column_text(s, i);
     return t ? (const char *)t : "";
@@ -196,31 +208,31 @@ static const char *col_text(sqlite3_stmt *s, int i)
 static int series_upsert(db *d, const db_instance_rec *r, int64_t *id)
 {
     sqlite3_stmt *s = stmt(d, ST_SERIES_UPSERT);
-    bind_text(s, 1, r->study_uid);
-    bind_text(s, 2, r->series_uid);
-    bind_text(s, 3, r->modality);
-    bind_text(s, 4, r->series_description);
-    bind_text(s, 5, r->calling_ae);
-    bind_text(s, 6, r->called_ae);
+    db__bind_text(s, 1, r->study_uid);
+    db__bind_text(s, 2, r->series_uid);
+    db__bind_text(s, 3, r->modality);
+    db__bind_text(s, 4, r->series_description);
+    db__bind_text(s, 5, r->calling_ae);
+    db__bind_text(s, 6, r->called_ae);
     sqlite3_bind_int64(s, 7, r->received_ms);
     sqlite3_bind_int(s, 8, r->stable_seconds);
     if (sqlite3_step(s) != SQLITE_ROW)
-        return fail(d, "series upsert");
+        return db__fail(d, "series upsert");
     *id = sqlite3_column_int64(s, 0);
-    return sqlite3_step(s) == SQLITE_DONE ? 0 : fail(d, "series upsert");
+    return sqlite3_step(s) == SQLITE_DONE ? 0 : db__fail(d, "series upsert");
 }
 
 /* Path and series id of an existing instance row, if any. */
 static int instance_old(db *d, const char *sop, char *old_path, size_t old_len, int64_t *series)
 {
     sqlite3_stmt *s = stmt(d, ST_INSTANCE_OLD);
-    bind_text(s, 1, sop);
+    db__bind_text(s, 1, sop);
     int rc = sqlite3_step(s);
     if (rc == SQLITE_DONE)
         return 0;
     if (rc != SQLITE_ROW)
-        return fail(d, "instance lookup");
-    snprintf(old_path, old_len, "%s", col_text(s, 0));
+        return db__fail(d, "instance lookup");
+    snprintf(old_path, old_len, "%s", db__col_text(s, 0));
     *series = sqlite3_column_int64(s, 1);
     return 0;
 }
@@ -229,14 +241,14 @@ static int instance_upsert(db *d, const db_instance_rec *r, int64_t series_id)
 {
     sqlite3_stmt *s = stmt(d, ST_INSTANCE_UPSERT);
     sqlite3_bind_int64(s, 1, series_id);
-    bind_text(s, 2, r->sop_instance_uid);
-    bind_text(s, 3, r->sop_class_uid);
-    bind_text(s, 4, r->transfer_syntax_uid);
-    bind_text(s, 5, r->path);
+    db__bind_text(s, 2, r->sop_instance_uid);
+    db__bind_text(s, 3, r->sop_class_uid);
+    db__bind_text(s, 4, r->transfer_syntax_uid);
+    db__bind_text(s, 5, r->path);
     sqlite3_bind_int64(s, 6, (sqlite3_int64)r->size);
     sqlite3_bind_int64(s, 7, r->received_ms);
-    bind_text(s, 8, r->calling_ae);
-    return sqlite3_step(s) == SQLITE_DONE ? 0 : fail(d, "instance upsert");
+    db__bind_text(s, 8, r->calling_ae);
+    return sqlite3_step(s) == SQLITE_DONE ? 0 : db__fail(d, "instance upsert");
 }
 
 static int series_recount(db *d, int64_t a, int64_t b)
@@ -244,21 +256,21 @@ static int series_recount(db *d, int64_t a, int64_t b)
     sqlite3_stmt *s = stmt(d, ST_SERIES_COUNT);
     sqlite3_bind_int64(s, 1, a);
     sqlite3_bind_int64(s, 2, b);
-    return sqlite3_step(s) == SQLITE_DONE ? 0 : fail(d, "series count");
+    return sqlite3_step(s) == SQLITE_DONE ? 0 : db__fail(d, "series count");
 }
 
 int db_instance_put(db *d, const db_instance_rec *rec, char *old_path, size_t old_len)
 {
     char prev[1024] = "";
     int64_t series_id = 0, prev_series = 0;
-    int rc = exec(d, "BEGIN IMMEDIATE");
+    int rc = db__exec(d, "BEGIN IMMEDIATE");
     if (rc)
         return rc;
     /* A resend may move an instance to another series: both counts change. */
     if ((rc = instance_old(d, rec->sop_instance_uid, prev, sizeof prev, &prev_series)) ||
         (rc = series_upsert(d, rec, &series_id)) || (rc = instance_upsert(d, rec, series_id)) ||
-        (rc = series_recount(d, series_id, prev_series)) || (rc = exec(d, "COMMIT"))) {
-        (void)exec(d, "ROLLBACK");
+        (rc = series_recount(d, series_id, prev_series)) || (rc = db__exec(d, "COMMIT"))) {
+        (void)db__exec(d, "ROLLBACK");
         return rc;
     }
     snprintf(old_path, old_len, "%s", strcmp(prev, rec->path) ? prev : "");
@@ -272,7 +284,7 @@ int db_series_mark_stable(db *d, int64_t now_ms, db_series_cb cb, void *ctx)
         int n;
     } hit;
     hit found[256] = {{"", 0}};
-    int n = 0, rc = exec(d, "BEGIN IMMEDIATE");
+    int n = 0, rc = db__exec(d, "BEGIN IMMEDIATE");
     if (rc)
         return rc;
     sqlite3_stmt *s = stmt(d, ST_STABLE);
@@ -280,15 +292,15 @@ int db_series_mark_stable(db *d, int64_t now_ms, db_series_cb cb, void *ctx)
     int step;
     while ((step = sqlite3_step(s)) == SQLITE_ROW) {
         if (n < (int)(sizeof found / sizeof found[0])) {
-            snprintf(found[n].uid, sizeof found[n].uid, "%s", col_text(s, 0));
+            snprintf(found[n].uid, sizeof found[n].uid, "%s", db__col_text(s, 0));
             found[n].n = sqlite3_column_int(s, 1);
         }
         n++;
     }
     sqlite3_reset(s);
-    if (step != SQLITE_DONE || (rc = exec(d, "COMMIT"))) {
-        rc = rc ? rc : fail(d, "mark stable");
-        (void)exec(d, "ROLLBACK");
+    if (step != SQLITE_DONE || (rc = db__exec(d, "COMMIT"))) {
+        rc = rc ? rc : db__fail(d, "mark stable");
+        (void)db__exec(d, "ROLLBACK");
         return rc;
     }
     for (int i = 0; cb && i < n && i < (int)(sizeof found / sizeof found[0]); i++)
@@ -303,11 +315,11 @@ int db_series_list(db *d, void (*cb)(void *ctx, const db_series_row *row), void 
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
         db_series_row row = {
             .id = sqlite3_column_int64(s, 0),
-            .study_uid = col_text(s, 1),
-            .series_uid = col_text(s, 2),
-            .modality = col_text(s, 3),
-            .state = col_text(s, 4),
-            .calling_ae = col_text(s, 5),
+            .study_uid = db__col_text(s, 1),
+            .series_uid = db__col_text(s, 2),
+            .modality = db__col_text(s, 3),
+            .state = db__col_text(s, 4),
+            .calling_ae = db__col_text(s, 5),
             .instances = sqlite3_column_int(s, 6),
             .first_received_ms = sqlite3_column_int64(s, 7),
             .last_received_ms = sqlite3_column_int64(s, 8),
@@ -316,14 +328,14 @@ int db_series_list(db *d, void (*cb)(void *ctx, const db_series_row *row), void 
         cb(ctx, &row);
     }
     sqlite3_reset(s);
-    return rc == SQLITE_DONE ? 0 : fail(d, "series list");
+    return rc == SQLITE_DONE ? 0 : db__fail(d, "series list");
 }
 
 int db_totals_get(db *d, db_totals *t)
 {
     sqlite3_stmt *s = stmt(d, ST_TOTALS);
     if (sqlite3_step(s) != SQLITE_ROW)
-        return fail(d, "totals");
+        return db__fail(d, "totals");
     t->series = sqlite3_column_int64(s, 0);
     t->instances = sqlite3_column_int64(s, 1);
     t->receiving = sqlite3_column_int64(s, 2);
@@ -337,10 +349,10 @@ int db_totals_get(db *d, db_totals *t)
 int db_instance_path(db *d, const char *sop_uid, char *path, size_t len)
 {
     sqlite3_stmt *s = stmt(d, ST_INSTANCE_PATH);
-    bind_text(s, 1, sop_uid);
+    db__bind_text(s, 1, sop_uid);
     int rc = sqlite3_step(s);
     if (rc == SQLITE_ROW)
-        snprintf(path, len, "%s", col_text(s, 0));
+        snprintf(path, len, "%s", db__col_text(s, 0));
     sqlite3_reset(s);
-    return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? LDCT_ENOTFOUND : fail(d, "instance path");
+    return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? LDCT_ENOTFOUND : db__fail(d, "instance path");
 }

@@ -73,6 +73,12 @@ static const char *const DB_MIGRATIONS[] = {
     "  created_ms INTEGER NOT NULL,"
     "  finished_ms INTEGER);"
     "CREATE INDEX sends_due ON sends(state, next_attempt_ms);",
+    /* 1 -> 2: what a job needs at run time, fixed when it is created, so a
+     * configuration reload never changes a queued job halfway. */
+    "ALTER TABLE jobs ADD COLUMN destinations TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE jobs ADD COLUMN description_suffix TEXT NOT NULL DEFAULT '';"
+    "CREATE INDEX jobs_series ON jobs(series_id);"
+    "CREATE INDEX sends_job ON sends(job_id);",
 };
 
 #define DB_NMIGRATIONS ((int)(sizeof DB_MIGRATIONS / sizeof DB_MIGRATIONS[0]))

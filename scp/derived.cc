@@ -28,6 +28,7 @@ extern "C" {
 
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <string>
@@ -166,9 +167,16 @@ OFCondition put_identity(DcmDataset *ds, const scp_derived_params *p)
     putter w{ds};
     w.str(DCM_SeriesInstanceUID, p->series_uid);
     w.str(DCM_SOPInstanceUID, p->sop_uid);
-    if (p->series_description)
-        w.str(DCM_SeriesDescription, std::string(p->series_description).substr(0, 64));
-    w.str(DCM_SeriesNumber, std::to_string(p->series_number));
+    std::string desc =
+        p->series_description ? std::string(p->series_description) : get(ds, DCM_SeriesDescription);
+    if (!p->series_description && p->series_description_suffix)
+        desc += p->series_description_suffix;
+    if (!desc.empty())
+        w.str(DCM_SeriesDescription, desc.substr(0, 64));
+    long number = p->series_number;
+    if (p->series_number_is_offset)
+        number += std::atol(get(ds, DCM_SeriesNumber).c_str());
+    w.str(DCM_SeriesNumber, std::to_string(number));
     w.str(DCM_ImageType, derived_type(ds, DCM_ImageType, enh));
     if (p->derivation_description)
         w.str(DCM_DerivationDescription, std::string(p->derivation_description).substr(0, 1024));

@@ -203,6 +203,10 @@ typedef struct scp_slice_info {
     int has_position, has_orientation, has_spacing;
     double position[3], orientation[6], pixel_spacing[2], slice_thickness, rescale_slope,
         rescale_intercept;
+    /* What rules match on ("" / NAN when absent; root level of the dataset). */
+    char series_description[65], protocol_name[65], body_part_examined[17], manufacturer[65];
+    int series_number;
+    double kvp, ctdivol, exposure_mas;
     double *frame_positions; /* frames*3 for multi-frame (Enhanced CT per-frame Plane
                               * Position), else NULL; freed by scp_slice_info_free */
 } scp_slice_info;
@@ -233,10 +237,14 @@ int scp_slice_read_hu(const char *path, float *out, size_t count, char *err, siz
 
 typedef struct scp_derived_params {
     const char *source_path;
-    const char *series_uid;         /* new SeriesInstanceUID (required) */
-    const char *sop_uid;            /* new SOPInstanceUID (required) */
-    const char *series_description; /* NULL: keep the source's */
+    const char *series_uid;                /* new SeriesInstanceUID (required) */
+    const char *sop_uid;                   /* new SOPInstanceUID (required) */
+    const char *series_description;        /* NULL: keep the source's (plus the suffix) */
+    const char *series_description_suffix; /* NULL: none; appended to the source's
+                                            * description when series_description is NULL
+                                            * (the result cut to 64 characters) */
     int series_number;
+    int series_number_is_offset;        /* nonzero: SeriesNumber = the source's + series_number */
     const char *derivation_description; /* NULL: none */
     const float *values;                /* rows*cols*frames, same units as scp_slice_read_hu */
     const char *transfer_syntax_uid;    /* NULL = Explicit VR Little Endian */

@@ -23,6 +23,7 @@ extern "C" {
 #include <dcmtk/dcmdata/dcpixel.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -110,6 +111,30 @@ void read_pixel_fields(DcmItem *ds, scp_slice_info *o)
     o->instance_number = ds->findAndGetSint32(DCM_InstanceNumber, n).good() ? (int)n : 0;
 }
 
+/* The first value of a DS, IS or FD element as a number, or NAN. */
+double get_number(DcmItem *ds, const DcmTagKey &tag)
+{
+    OFString v;
+    if (ds->findAndGetOFString(tag, v).bad() || v.empty())
+        return NAN;
+    char *end = nullptr;
+    double d = strtod(v.c_str(), &end);
+    return end == v.c_str() ? NAN : d;
+}
+
+void read_rule_fields(DcmItem *ds, scp_slice_info *o)
+{
+    Sint32 n;
+    get_str(ds, DCM_SeriesDescription, o->series_description, sizeof o->series_description);
+    get_str(ds, DCM_ProtocolName, o->protocol_name, sizeof o->protocol_name);
+    get_str(ds, DCM_BodyPartExamined, o->body_part_examined, sizeof o->body_part_examined);
+    get_str(ds, DCM_Manufacturer, o->manufacturer, sizeof o->manufacturer);
+    o->series_number = ds->findAndGetSint32(DCM_SeriesNumber, n).good() ? (int)n : 0;
+    o->kvp = get_number(ds, DCM_KVP);
+    o->ctdivol = get_number(ds, DCM_CTDIvol);
+    o->exposure_mas = get_number(ds, DCM_Exposure);
+}
+
 int read_info(const char *path, scp_slice_info *o, char *err, size_t len)
 {
     if (access(path, R_OK) != 0) {
@@ -138,6 +163,7 @@ int read_info(const char *path, scp_slice_info *o, char *err, size_t len)
         return LDCT_EINPUT;
     }
     read_pixel_fields(ds, o);
+    read_rule_fields(ds, o);
     scp__frame_rescale(ds, 0, &o->rescale_slope, &o->rescale_intercept);
     if (!has_functional_groups(ds)) {
         read_plain_geometry(ds, o);

@@ -1,0 +1,35 @@
+/* db internals shared by the files of the db module (db.c: instances and
+ * series; queue.c: jobs and sends). Not for other modules. */
+#ifndef LDCT_DB_INTERNAL_H
+#define LDCT_DB_INTERNAL_H
+
+#include "db/db.h"
+
+#include <sqlite3.h>
+
+#define DB__ST_MAX 16  /* statements prepared at open (db.c) */
+#define DB__QST_MAX 48 /* statements prepared on first use (queue.c) */
+
+struct db {
+    sqlite3 *h;
+    sqlite3_stmt *st[DB__ST_MAX];
+    sqlite3_stmt *qst[DB__QST_MAX];
+};
+
+/* Logs the connection's last error with `what`; returns LDCT_EBUSY_DB or LDCT_EDB. */
+int db__fail(db *d, const char *what);
+
+/* Runs SQL without results; returns 0 or LDCT_EDB (logged). */
+int db__exec(db *d, const char *sql);
+
+/* The statement in cache slot `slot` (prepared from `sql` on first use),
+ * reset and unbound; NULL on a prepare error (logged). */
+sqlite3_stmt *db__stmt(db *d, int slot, const char *sql);
+
+/* Binds a string (NULL as ""), copied. */
+void db__bind_text(sqlite3_stmt *s, int i, const char *v);
+
+/* Column text, "" for NULL. */
+const char *db__col_text(sqlite3_stmt *s, int i);
+
+#endif

@@ -1,0 +1,769 @@
+/* Jobs, derived instances and sends in SQLite; see queue.h for the state
+ * machine and db.h for the threading contract. Every multi-row change runs
+ * in one BEGIN IMMEDIATE transaction. */
+#include "db/queue.h"
+
+#include "common/err.h"
+#include "common/log.h"
+#include "db/internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Statement cache slots (db__stmt). */
+enum {
+    Q_SERIES_GET,
+    Q_SERIES_PATHS,
+    Q_SERIES_STABLE,
+    Q_SERIES_DEFER,
+    Q_SERIES_STATE,
+    Q_SERIES_EXPIRED,
+    Q_SERIES_DEL_INSTANCES,
+    Q_SERIES_REMOVED,
+    Q_JOB_INSERT,
+    Q_SEND_INSERT,
+    Q_SERIES_AFTER_CREATE,
+    Q_JOB_CLAIM,
+    Q_DERIVED_INSERT,
+    Q_DERIVED_GET,
+    Q_DERIVED_PATH,
+    Q_JOB_DONE,
+    Q_SERIES_DONE,
+    Q_SERIES_OF_JOB,
+    Q_JOB_FAILED,
+    Q_JOB_EXISTS,
+    Q_JOB_RETRY,
+    Q_SENDS_RETRY,
+    Q_RECOVER_FAIL,
+    Q_RECOVER_JOBS,
+    Q_RECOVER_SENDS,
+    Q_JOBS_LIST,
+    Q_JOB_SENDS,
+    Q_TOTALS,
+    Q_SEND_CLAIM,
+    Q_SEND_PATHS_DERIVED,
+    Q_SEND_PATHS_ORIGINAL,
+    Q_SEND_DONE,
+    Q_SEND_FAILED,
+    Q_COUNT
+};
+_Static_assert(Q_COUNT <= DB__QST_MAX, "raise DB__QST_MAX");
+
+static void copy(char *dst, size_t len, const char *src)
+{
+    snprintf(dst, len, "%s", src ? src : "");
+}
+
+#define COPY_COL(dst, s, i) copy((dst), sizeof(dst), db__col_text((s), (i)))
+
+void db_strings_free(db_strings *s)
+{
+    if (!s)
+        return;
+    for (int i = 0; i < s->n; i++)
+        free(s->v[i]);
+    free(s->v);
+    s->v = NULL;
+    s->n = 0;
+}
+
+static int strings_push(db_strings *s, const char *v, int *cap)
+{
+    if (s->n == *cap) {
+        int ncap = *cap ? *cap * 2 : 64;
+        char **nv = realloc(s->v, (size_t)ncap * sizeof *nv);
+        if (!nv)
+            return -ENOMEM;
+        s->v = nv;
+        *cap = ncap;
+    }
+    if (!(s->v[s->n] = strdup(v)))
+        return -ENOMEM;
+    s->n++;
+    return 0;
+}
+
+/* Collects column 0 of every row of a bound statement. */
+static int collect_strings(db *d, sqlite3_stmt *s, db_strings *out, const char *what)
+{
+    int cap = 0, rc = 0, step;
+    *out = (db_strings){0, NULL};
+    while ((step = sqlite3_step(s)) == SQLITE_ROW && !rc)
+        rc = strings_push(out, db__col_text(s, 0), &cap);
+    sqlite3_reset(s);
+    if (!rc && step != SQLITE_DONE)
+        rc = db__fail(d, what);
+    if (rc)
+        db_strings_free(out);
+    return rc;
+}
+
+/* Runs a bound statement that returns no rows. */
+static int run(db *d, sqlite3_stmt *s, const char *what)
+{
+    if (!s)
+        return LDCT_EDB;
+    int rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    return rc == SQLITE_DONE ? 0 : db__fail(d, what);
+}
+
+static int begin(db *d)
+{
+    return db__exec(d, "BEGIN IMMEDIATE");
+}
+
+/* Commits when rc == 0, else rolls back; returns rc or the commit's error. */
+static int end(db *d, int rc)
+{
+    if (!rc && !(rc = db__exec(d, "COMMIT")))
+        return 0;
+    (void)db__exec(d, "ROLLBACK");
+    return rc;
+}
+
+/* ---- series --------------------------------------------------------------- */
+
+int db_series_get(db *d, const char *series_uid, db_series_info *out)
+{
+    sqlite3_stmt *s = db__stmt(d, Q_SERIES_GET,
+                               "SELECT id, study_uid, series_uid, modality, calling_ae, called_ae,"
+                               " state, instance_count, stable_seconds, last_received_ms,"
+                               " coalesce(stable_ms, 0) FROM series WHERE series_uid = ?1");
+    if (!s)
+        return LDCT_EDB;
+    db__bind_text(s, 1, series_uid);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        out->id = sqlite3_column_int64(s, 0);
+        COPY_COL(out->study_uid, s, 1);
+        COPY_COL(out->series_uid, s, 2);
+        COPY_COL(out->modality, s, 3);
+        COPY_COL(out->calling_ae, s, 4);
+        COPY_COL(out->called_ae, s, 5);
+        COPY_COL(out->state, s, 6);
+        out->instances = sqlite3_column_int(s, 7);
+        out->stable_seconds = sqlite3_column_int(s, 8);
+        out->last_received_ms = sqlite3_column_int64(s, 9);
+        out->stable_ms = sqlite3_column_int64(s, 10);
+    }
+    sqlite3_reset(s);
+    return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? LDCT_ENOTFOUND : db__fail(d, "series get");
+}
+
+int db_series_paths(db *d, int64_t series_id, db_strings *paths)
+{
+    sqlite3_stmt *s = db__stmt(d, Q_SERIES_PATHS,
+                               "SELECT path FROM instances WHERE series_id = ?1 ORDER BY path");
+    if (!s)
+        return LDCT_EDB;
+    sqlite3_bind_int64(s, 1, series_id);
+    return collect_strings(d, s, paths, "series paths");
+}
+
+int db_series_stable_uids(db *d, db_strings *uids)
+{
+    sqlite3_stmt *s = db__stmt(d, Q_SERIES_STABLE,
+                               "SELECT series_uid FROM series WHERE state = 'stable'"
+                               " ORDER BY stable_ms, id");
+    if (!s)
+        return LDCT_EDB;
+    return collect_strings(d, s, uids, "stable series");
+}
+
+int db_series_defer(db *d, int64_t series_id, int stable_seconds)
+{
+    sqlite3_stmt *s = db__stmt(d, Q_SERIES_DEFER,
+                               "UPDATE series SET state = 'receiving', stable_ms = NULL,"
+                               " stable_seconds = ?2 WHERE id = ?1 AND state = 'stable'");
+    if (!s)
+        return LDCT_EDB;
+    sqlite3_bind_int64(s, 1, series_id);
+    sqlite3_bind_int(s, 2, stable_seconds);
+    return run(d, s, "series defer");
+}
+
+int db_series_set_state(db *d, int64_t series_id, const char *state)
+{
+    sqlite3_stmt *s = db__stmt(d, Q_SERIES_STATE,
+                               "UPDATE series SET state = ?2 WHERE id = ?1 AND state = 'stable'");
+    if (!s)
+        return LDCT_EDB;
+    sqlite3_bind_int64(s, 1, series_id);
+    db__bind_text(s, 2, state);
+    return run(d, s, "series state");
+}
+
+int db_series_expired(db *d, int64_t before_ms, db_expired_cb cb, void *ctx)
+{
+    sqlite3_stmt *s = db__stmt(d, Q_SERIES_EXPIRED,
+                               "SELECT id, series_uid, state FROM series WHERE state IN"
+                               " ('unmatched','discarded') AND stable_ms <= ?1 LIMIT 100");
+    if (!s)
+        return LDCT_EDB;
+    sqlite3_bind_int64(s, 1, before_ms);
+    /* Copy first: the callback removes rows, which must not happen while
+     * this statement is still stepping over them. */
+    typedef struct {
+        int64_t id;
+        char uid[DB_UID_LEN], state[16];
+    } row;
+    row rows[100];
+    int n = 0, rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW && n < 100) {
+        rows[n].id = sqlite3_column_int64(s, 0);
+        COPY_COL(rows[n].uid, s, 1);
+        COPY_COL(rows[n].state, s, 2);
+        n++;
+    }
+    sqlite3_reset(s);
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+        return db__fail(d, "series expired");
+    for (int i = 0; i < n; i++)
+        cb(ctx, rows[i].id, rows[i].uid, rows[i].state);
+    return n;
+}
+
+int db_series_remove(db *d, int64_t series_id)
+{
+    int rc = begin(d);
+    if (rc)
+        return rc;
+    sqlite3_stmt *s =
+        db__stmt(d, Q_SERIES_DEL_INSTANCES, "DELETE FROM instances WHERE series_id = ?1");
+    if (s)
+        sqlite3_bind_int64(s, 1, series_id);
+    rc = run(d, s, "remove instances");
+    if (!rc) {
+        s = db__stmt(d, Q_SERIES_REMOVED,
+                     "UPDATE series SET state = 'removed', instance_count = 0 WHERE id = ?1");
+        if (s)
+            sqlite3_bind_int64(s, 1, series_id);
+        rc = run(d, s, "series removed");
+    }
+    return end(d, rc);
+}
+
+/* ---- jobs ----------------------------------------------------------------- */
+
+static int send_insert(db *d, int64_t job_id, int64_t series_id, const char *what, const char *dest,
+                       int64_t now_ms)
+{
+    sqlite3_stmt *s = db__stmt(d, Q_SEND_INSERT,
+                               "INSERT INTO sends (job_id, series_id, what, destination,"
+                               " created_ms) VALUES (?1, ?2, ?3, ?4, ?5)");
+    if (!s)
+        return LDCT_EDB;
+    sqlite3_bind_int64(s, 1, job_id);
+    sqlite3_bind_int64(s, 2, series_id);
+    db__bind_text(s, 3, what);
+    db__bind_text(s, 4, dest);
+    sqlite3_bind_int64(s, 5, now_ms);
+    return run(d, s, "send insert");
+}
+
+/* One send row per name of a comma-separated destination list. */
+static int sends_for_list(db *d, int64_t job_id, int64_t series_id, const char *what,
+                          const char *list, int64_t now_ms)
+{
+    char buf[DB_DEST_LIST_LEN];
+    copy(buf, sizeof buf, list);
+    char *save = NULL;
+    int rc = 0;
+    for (char *t = strtok_r(buf, ",", &save); t && !rc; t = strtok_r(NULL, ",", &save))
+        if (*t)
+            rc = send_insert(d, job_id, series_id, what, t, now_ms);
+    return rc;
+}
+
+static int job_insert(db *d, const db_job_spec *j, int64_t now_ms, int64_t *job_id)
+{
+    sqlite3_stmt *s =
+        db__stmt(d, Q_JOB_INSERT,
+                 "INSERT INTO jobs (series_id, rule, action, algorithm, params, priority, state,"
+                 " derived_series_uid, destinations, description_suffix, created_ms, finished_ms)"
+                 " SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12"
+                 " WHERE EXISTS (SELECT 1 FROM series WHERE id = ?1 AND state = 'stable')"
+                 " RETURNING id");
+    if (!s)
+        return LDCT_EDB;
+    sqlite3_bind_int64(s, 1, j->series_id);
+    db__bind_text(s, 2, j->rule);
+    db__bind_text(s, 3, j->action);
+    db__bind_text(s, 4, j->algorithm);
+    db__bind_text(s, 5, j->params);
+    sqlite3_bind_int(s, 6, j->priority);
+    db__bind_text(s, 7, j->process ? "pending" : "done");
+    if (j->derived_series_uid)
+        db__bind_text(s, 8, j->derived_series_uid);
+    db__bind_text(s, 9, j->destinations);
+    db__bind_text(s, 10, j->description_suffix);
+    sqlite3_bind_int64(s, 11, now_ms);
+    if (!j->process)
+        sqlite3_bind_int64(s, 12, now_ms);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW)
+        *job_id = sqlite3_column_int64(s, 0);
+    sqlite3_reset(s);
+    return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? LDCT_ENOTFOUND : db__fail(d, "job insert");
+}
+
+int db_job_create(db *d, const db_job_spec *spec, int64_t now_ms, int64_t *job_id)
+{
+    int rc = begin(d);
+    if (rc)
+        return rc;
+    rc = job_insert(d, spec, now_ms, job_id);
+    if (!rc && spec->send_original)
+        rc = sends_for_list(d, *job_id, spec->series_id, "original", spec->destinations, now_ms);
+    if (!rc) {
+        sqlite3_stmt *s =
+            db__stmt(d, Q_SERIES_AFTER_CREATE, "UPDATE series SET state = ?2 WHERE id = ?1");
+        if (s) {
+            sqlite3_bind_int64(s, 1, spec->series_id);
+            db__bind_text(s, 2, spec->process ? "queued" : "done");
+        }
+        rc = run(d, s, "series queued");
+    }
+    return end(d, rc);
+}
+
+static void job_from_row(sqlite3_stmt *s, db_job *j)
+{
+    j->id = sqlite3_column_int64(s, 0);
+    j->series_id = sqlite3_column_int64(s, 1);
+    COPY_COL(j->rule, s, 2);
+    COPY_COL(j->action, s, 3);
+    COPY_COL(j->algorithm, s, 4);
+    COPY_COL(j->params, s, 5);
+    COPY_COL(j->derived_series_uid, s, 6);
+    COPY_COL(j->destinations, s, 7);
+    COPY_COL(j->description_suffix, s, 8);
+    j->priority = sqlite3_column_int(s, 9);
+    j->attempts = sqlite3_column_int(s, 10);
+}
+
+static int job_series_uids(db *d, db_job *j)
+{
+    sqlite3_stmt *s =
+        db__stmt(d, Q_SERIES_OF_JOB, "SELECT series_uid, study_uid FROM series WHERE id = ?1");
+    if (!s)
+        return LDCT_EDB;
+    sqlite3_bind_int64(s, 1, j->series_id);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        COPY_COL(j->series_uid, s, 0);
+        COPY_COL(j->study_uid, s, 1);
+    }
+    sqlite3_reset(s);
+    return rc == SQLITE_ROW ? 0 : db__fail(d, "series of job");
+}
+
+int db_job_claim(db *d, const char *worker, int64_t now_ms, db_job *out)
+{
+    int rc = begin(d);
+    if (rc)
+        return rc;
+    sqlite3_stmt *s = db__stmt(
+        d, Q_JOB_CLAIM,
+        "UPDATE jobs SET state = 'running', attempts = attempts + 1, worker = ?1,"
+        " started_ms = ?2, finished_ms = NULL WHERE id = (SELECT id FROM jobs WHERE"
+        " state = 'pending' ORDER BY priority DESC, created_ms, id LIMIT 1)"
+        " RETURNING id, series_id, rule, action, algorithm, params,"
+        " coalesce(derived_series_uid, ''), destinations, description_suffix, priority, attempts");
+    if (!s)
+        return end(d, LDCT_EDB);
+    db__bind_text(s, 1, worker);
+    sqlite3_bind_int64(s, 2, now_ms);
+    int step = sqlite3_step(s);
+    if (step == SQLITE_ROW)
+        job_from_row(s, out);
+    sqlite3_reset(s);
+    if (step == SQLITE_DONE)
+        return end(d, LDCT_ENOTFOUND);
+    if (step != SQLITE_ROW)
+        return end(d, db__fail(d, "job claim"));
+    return end(d, job_series_uids(d, out));
+}
+
+static int derived_uid_one(db *d, int64_t job_id, const char *src, char *uid)
+{
+    sqlite3_stmt *s = db__stmt(d, Q_DERIVED_INSERT,
+                               "INSERT INTO derived_instances (job_id, source_sop_uid,"
+                               " derived_sop_uid) VALUES (?1, ?2, ?3)"
+                               " ON CONFLICT (job_id, source_sop_uid) DO NOTHING");
+    if (!s)
+        return LDCT_EDB;
+    sqlite3_bind_int64(s, 1, job_id);
+    db__bind_text(s, 2, src);
+    db__bind_text(s, 3, uid);
+    int rc = run(d, s, "derived uid insert");
+    if (rc)
+        return rc;
+    s = db__stmt(d, Q_DERIVED_GET,
+                 "SELECT derived_sop_uid FROM derived_instances WHERE job_id = ?1"
+                 " AND source_sop_uid = ?2");
+    if (!s)
+        return LDCT_EDB;
+    sqlite3_bind_int64(s, 1, job_id);
+    db__bind_text(s, 2, src);
+    rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW)
+        copy(uid, DB_UID_LEN, db__col_text(s, 0));
+    sqlite3_reset(s);
+    return rc == SQLITE_ROW ? 0 : db__fail(d, "derived uid get");
+}
+
+int db_job_derived_uids(db *d, int64_t job_id, int n, const char *const *source_sops,
+                        char (*uids)[DB_UID_LEN])
+{
+    int rc = begin(d);
+    for (int i = 0; i < n && !rc; i++)
+        rc = derived_uid_one(d, job_id, source_sops[i], uids[i]);
+    return end(d, rc);
+}
+
+static int derived_path_set(db *d, int64_t job_id, const char *src, const char *path)
+{
+    sqlite3_stmt *s = db__stmt(d, Q_DERIVED_PATH,
+                               "UPDATE derived_instances SET path = ?3 WHERE job_id = ?1"
+                               " AND source_sop_uid = ?2");
+    if (!s)
+        return LDCT_EDB;
+    sqlite3_bind_int64(s, 1, job_id);
+    db__bind_text(s, 2, src);
+    db__bind_text(s, 3, path);
+    int rc = run(d, s, "derived path");
+    return rc ? rc : sqlite3_changes(d->h) == 1 ? 0 : LDCT_ENOTFOUND;
+}
+
+/* Marks the job done and its series done; returns its destinations and series. */
+static int job_mark_done(db *d, int64_t job_id, int64_t now_ms, char *dests, int64_t *series_id)
+{
+    sqlite3_stmt *s = db__stmt(d, Q_JOB_DONE,
+                               "UPDATE jobs SET state = 'done', finished_ms = ?2, last_error = ''"
+                               " WHERE id = ?1 AND state = 'running'"
+                               " RETURNING destinations, series_id");
+    if (!s)
+        return LDCT_EDB;
+    sqlite3_bind_int64(s, 1, job_id);
+    sqlite3_bind_int64(s, 2, now_ms);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        copy(dests, DB_DEST_LIST_LEN, db__col_text(s, 0));
+        *series_id = sqlite3_column_int64(s, 1);
+    }
+    sqlite3_reset(s);
+    if (rc != SQLITE_ROW)
+        return rc == SQLITE_DONE ? LDCT_ENOTFOUND : db__fail(d, "job done");
+    s = db__stmt(d, Q_SERIES_DONE, "UPDATE series SET state = 'done' WHERE id = ?1");
+    if (!s)
+        return LDCT_EDB;
+    sqlite3_bind_int64(s, 1, *series_id);
+    return run(d, s, "series done");
+}
+
+int db_job_done(db *d, int64_t job_id, int64_t now_ms, int n, const char *const *source_sops,
+                const char *const *paths)
+{
+    char dests[DB_DEST_LIST_LEN] = "";
+    int64_t series_id = 0;
+    int rc = begin(d);
+    for (int i = 0; i < n && !rc; i++)
+        rc = derived_path_set(d, job_id, source_sops[i], paths[i]);
+    if (!rc)
+        rc = job_mark_done(d, job_id, now_ms, dests, &series_id);
+    if (!rc)
+        rc = sends_for_list(d, job_id, series_id, "derived", dests, now_ms);
+    return end(d, rc);
+}
+
+int db_job_failed(db *d, int64_t job_id, int64_t now_ms, const char *error, int retry)
+{
+    sqlite3_stmt *s = db__stmt(d, Q_JOB_FAILED,
+                               "UPDATE jobs SET state = ?2, last_error = ?3, finished_ms = ?4"
+                               " WHERE id = ?1 RETURNING series_id");
+    if (!s)
+        return LDCT_EDB;
+    int rc = begin(d);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(s, 1, job_id);
+    db__bind_text(s, 2, retry ? "pending" : "failed");
+    db__bind_text(s, 3, error);
+    if (!retry)
+        sqlite3_bind_int64(s, 4, now_ms);
+    int step = sqlite3_step(s);
+    int64_t series_id = step == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
+    sqlite3_reset(s);
+    if (step != SQLITE_ROW)
+        return end(d, step == SQLITE_DONE ? LDCT_ENOTFOUND : db__fail(d, "job failed"));
+    sqlite3_stmt *u =
+        db__stmt(d, Q_SERIES_AFTER_CREATE, "UPDATE series SET state = ?2 WHERE id = ?1");
+    if (u) {
+        sqlite3_bind_int64(u, 1, series_id);
+        db__bind_text(u, 2, retry ? "queued" : "failed");
+    }
+    return end(d, run(d, u, "series failed"));
+}
+
+static int job_exists(db *d, int64_t job_id)
+{
+    sqlite3_stmt *s = db__stmt(d, Q_JOB_EXISTS, "SELECT 1 FROM jobs WHERE id = ?1");
+    if (!s)
+        return LDCT_EDB;
+    sqlite3_bind_int64(s, 1, job_id);
+    int rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? LDCT_ENOTFOUND : db__fail(d, "job lookup");
+}
+
+/* Runs a statement bound with one job id and adds its changes to *changed. */
+static int run_counted(db *d, sqlite3_stmt *s, int64_t job_id, int *changed, const char *what)
+{
+    if (s)
+        sqlite3_bind_int64(s, 1, job_id);
+    int rc = run(d, s, what);
+    if (!rc)
+        *changed += sqlite3_changes(d->h);
+    return rc;
+}
+
+int db_job_retry(db *d, int64_t job_id, int *changed)
+{
+    *changed = 0;
+    int rc = begin(d);
+    if (!rc)
+        rc = job_exists(d, job_id);
+    if (!rc)
+        rc = run_counted(d,
+                         db__stmt(d, Q_JOB_RETRY,
+                                  "UPDATE jobs SET state = 'pending', attempts = 0,"
+                                  " last_error = '', finished_ms = NULL"
+                                  " WHERE id = ?1 AND state = 'failed'"),
+                         job_id, changed, "job retry");
+    if (!rc)
+        rc = run_counted(d,
+                         db__stmt(d, Q_SENDS_RETRY,
+                                  "UPDATE sends SET state = 'pending', attempts = 0,"
+                                  " next_attempt_ms = 0, finished_ms = NULL"
+                                  " WHERE job_id = ?1 AND state = 'dead'"),
+                         job_id, changed, "sends retry");
+    if (!rc && *changed)
+        rc = db__exec(d, "UPDATE series SET state = 'queued' WHERE state = 'failed' AND id IN"
+                         " (SELECT series_id FROM jobs WHERE state = 'pending')");
+    return end(d, rc);
+}
+
+/* Binds ?1 = max_attempts and ?2 = now_ms where the statement has them
+ * (binding an absent parameter is a harmless SQLITE_RANGE). */
+static int recover_step(db *d, int slot, const char *sql, int max_attempts, int64_t now_ms,
+                        int *count)
+{
+    sqlite3_stmt *s = db__stmt(d, slot, sql);
+    if (s) {
+        sqlite3_bind_int(s, 1, max_attempts);
+        sqlite3_bind_int64(s, 2, now_ms);
+    }
+    int rc = run(d, s, "recover");
+    if (!rc && count)
+        *count = sqlite3_changes(d->h);
+    return rc;
+}
+
+int db_recover(db *d, int max_attempts, int64_t now_ms, int *jobs, int *sends)
+{
+    int failed = 0, rc = begin(d);
+    if (!rc)
+        rc = recover_step(d, Q_RECOVER_FAIL,
+                          "UPDATE jobs SET state = 'failed', finished_ms = ?2, last_error ="
+                          " 'the daemon stopped while running this job ' || attempts ||"
+                          " ' times; not retried automatically (ldct retry)'"
+                          " WHERE state = 'running' AND attempts >= ?1",
+                          max_attempts, now_ms, &failed);
+    if (!rc && failed)
+        rc = db__exec(d, "UPDATE series SET state = 'failed' WHERE state = 'queued' AND id IN"
+                         " (SELECT series_id FROM jobs WHERE state = 'failed')");
+    if (!rc)
+        rc = recover_step(d, Q_RECOVER_JOBS,
+                          "UPDATE jobs SET state = 'pending' WHERE state = 'running'", max_attempts,
+                          now_ms, jobs);
+    if (!rc)
+        rc = recover_step(d, Q_RECOVER_SENDS,
+                          "UPDATE sends SET state = 'pending', next_attempt_ms = ?2"
+                          " WHERE state = 'sending'",
+                          max_attempts, now_ms, sends);
+    if (!rc && failed)
+        log_warn("%d job(s) failed: the daemon stopped while running them %d times", failed,
+                 max_attempts);
+    return end(d, rc);
+}
+
+/* ---- listing ---------------------------------------------------------------- */
+
+static void list_sends(db *d, int64_t job_id, void (*cb)(void *, const db_send_row *), void *ctx)
+{
+    sqlite3_stmt *s = db__stmt(d, Q_JOB_SENDS,
+                               "SELECT id, job_id, what, destination, state, last_error,"
+                               " attempts, next_attempt_ms, created_ms, coalesce(finished_ms, 0)"
+                               " FROM sends WHERE job_id = ?1 ORDER BY id");
+    if (!s)
+        return;
+    sqlite3_bind_int64(s, 1, job_id);
+    while (sqlite3_step(s) == SQLITE_ROW) {
+        db_send_row r = {
+            .id = sqlite3_column_int64(s, 0),
+            .job_id = sqlite3_column_int64(s, 1),
+            .what = db__col_text(s, 2),
+            .destination = db__col_text(s, 3),
+            .state = db__col_text(s, 4),
+            .last_error = db__col_text(s, 5),
+            .attempts = sqlite3_column_int(s, 6),
+            .next_attempt_ms = sqlite3_column_int64(s, 7),
+            .created_ms = sqlite3_column_int64(s, 8),
+            .finished_ms = sqlite3_column_int64(s, 9),
+        };
+        cb(ctx, &r);
+    }
+    sqlite3_reset(s);
+}
+
+int db_jobs_list(db *d, int limit, void (*cb_job)(void *ctx, const db_job_row *j),
+                 void (*cb_send)(void *ctx, const db_send_row *s), void *ctx)
+{
+    sqlite3_stmt *s =
+        db__stmt(d, Q_JOBS_LIST,
+                 "SELECT j.id, s.series_uid, j.rule, j.action, j.algorithm, j.state, j.worker,"
+                 " coalesce(j.derived_series_uid, ''), j.last_error, s.instance_count, j.attempts,"
+                 " j.priority, j.created_ms, coalesce(j.started_ms, 0), coalesce(j.finished_ms, 0)"
+                 " FROM jobs j JOIN series s ON s.id = j.series_id ORDER BY j.id DESC LIMIT ?1");
+    if (!s)
+        return LDCT_EDB;
+    sqlite3_bind_int(s, 1, limit > 0 ? limit : -1);
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        db_job_row j = {
+            .id = sqlite3_column_int64(s, 0),
+            .series_uid = db__col_text(s, 1),
+            .rule = db__col_text(s, 2),
+            .action = db__col_text(s, 3),
+            .algorithm = db__col_text(s, 4),
+            .state = db__col_text(s, 5),
+            .worker = db__col_text(s, 6),
+            .derived_series_uid = db__col_text(s, 7),
+            .last_error = db__col_text(s, 8),
+            .instances = sqlite3_column_int(s, 9),
+            .attempts = sqlite3_column_int(s, 10),
+            .priority = sqlite3_column_int(s, 11),
+            .created_ms = sqlite3_column_int64(s, 12),
+            .started_ms = sqlite3_column_int64(s, 13),
+            .finished_ms = sqlite3_column_int64(s, 14),
+        };
+        if (cb_job)
+            cb_job(ctx, &j);
+        if (cb_send)
+            list_sends(d, j.id, cb_send, ctx);
+    }
+    sqlite3_reset(s);
+    return rc == SQLITE_DONE ? 0 : db__fail(d, "jobs list");
+}
+
+int db_queue_totals_get(db *d, db_queue_totals *t)
+{
+    sqlite3_stmt *s = db__stmt(d, Q_TOTALS,
+                               "SELECT (SELECT count(*) FROM jobs WHERE state = 'pending'),"
+                               " (SELECT count(*) FROM jobs WHERE state = 'running'),"
+                               " (SELECT count(*) FROM jobs WHERE state = 'done'),"
+                               " (SELECT count(*) FROM jobs WHERE state = 'failed'),"
+                               " (SELECT count(*) FROM sends WHERE state = 'pending'),"
+                               " (SELECT count(*) FROM sends WHERE state = 'sending'),"
+                               " (SELECT count(*) FROM sends WHERE state = 'done'),"
+                               " (SELECT count(*) FROM sends WHERE state = 'dead')");
+    if (!s || sqlite3_step(s) != SQLITE_ROW)
+        return s ? db__fail(d, "queue totals") : LDCT_EDB;
+    int64_t *f[] = {&t->jobs_pending,  &t->jobs_running,  &t->jobs_done,  &t->jobs_failed,
+                    &t->sends_pending, &t->sends_sending, &t->sends_done, &t->sends_dead};
+    for (int i = 0; i < 8; i++)
+        *f[i] = sqlite3_column_int64(s, i);
+    sqlite3_reset(s);
+    return 0;
+}
+
+/* ---- sends ------------------------------------------------------------------ */
+
+int db_send_claim(db *d, int64_t now_ms, db_send *out)
+{
+    int rc = begin(d);
+    if (rc)
+        return rc;
+    sqlite3_stmt *s =
+        db__stmt(d, Q_SEND_CLAIM,
+                 "UPDATE sends SET state = 'sending', attempts = attempts + 1 WHERE id ="
+                 " (SELECT id FROM sends WHERE state = 'pending' AND next_attempt_ms <= ?1"
+                 "  AND destination NOT IN (SELECT destination FROM sends WHERE state = 'sending')"
+                 "  ORDER BY next_attempt_ms, id LIMIT 1)"
+                 " RETURNING id, coalesce(job_id, 0), series_id, what, destination, attempts");
+    if (!s)
+        return end(d, LDCT_EDB);
+    sqlite3_bind_int64(s, 1, now_ms);
+    int step = sqlite3_step(s);
+    if (step == SQLITE_ROW) {
+        out->id = sqlite3_column_int64(s, 0);
+        out->job_id = sqlite3_column_int64(s, 1);
+        out->series_id = sqlite3_column_int64(s, 2);
+        COPY_COL(out->what, s, 3);
+        COPY_COL(out->destination, s, 4);
+        out->attempts = sqlite3_column_int(s, 5);
+    }
+    sqlite3_reset(s);
+    if (step == SQLITE_DONE)
+        return end(d, LDCT_ENOTFOUND);
+    return end(d, step == SQLITE_ROW ? 0 : db__fail(d, "send claim"));
+}
+
+int db_send_paths(db *d, const db_send *snd, db_strings *paths)
+{
+    int derived = strcmp(snd->what, "derived") == 0;
+    sqlite3_stmt *s =
+        derived ? db__stmt(d, Q_SEND_PATHS_DERIVED,
+                           "SELECT path FROM derived_instances WHERE job_id = ?1 AND path <> ''"
+                           " ORDER BY path")
+                : db__stmt(d, Q_SEND_PATHS_ORIGINAL,
+                           "SELECT path FROM instances WHERE series_id = ?1 ORDER BY path");
+    if (!s)
+        return LDCT_EDB;
+    sqlite3_bind_int64(s, 1, derived ? snd->job_id : snd->series_id);
+    return collect_strings(d, s, paths, "send paths");
+}
+
+int db_send_done(db *d, int64_t send_id, int64_t now_ms)
+{
+    sqlite3_stmt *s = db__stmt(d, Q_SEND_DONE,
+                               "UPDATE sends SET state = 'done', finished_ms = ?2, last_error = ''"
+                               " WHERE id = ?1");
+    if (!s)
+        return LDCT_EDB;
+    sqlite3_bind_int64(s, 1, send_id);
+    sqlite3_bind_int64(s, 2, now_ms);
+    return run(d, s, "send done");
+}
+
+int db_send_failed(db *d, int64_t send_id, int64_t now_ms, int64_t next_attempt_ms,
+                   const char *error)
+{
+    sqlite3_stmt *s = db__stmt(d, Q_SEND_FAILED,
+                               "UPDATE sends SET state = ?2, next_attempt_ms = ?3,"
+                               " last_error = ?4, finished_ms = ?5 WHERE id = ?1");
+    if (!s)
+        return LDCT_EDB;
+    int dead = next_attempt_ms < 0;
+    sqlite3_bind_int64(s, 1, send_id);
+    db__bind_text(s, 2, dead ? "dead" : "pending");
+    sqlite3_bind_int64(s, 3, dead ? 0 : next_attempt_ms);
+    db__bind_text(s, 4, error);
+    if (dead)
+        sqlite3_bind_int64(s, 5, now_ms);
+    return run(d, s, "send failed");
+}

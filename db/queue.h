@@ -1,0 +1,179 @@
+/* db/queue.h: what a stable series turns into: its decision (unmatched,
+ * discarded, deferred), jobs (claimed by workers, with the derived UIDs fixed
+ * once per job), derived instances, and sends (one row per destination and
+ * per what is sent, retried with backoff until done or dead).
+ *
+ * State machine (every transition is one transaction):
+ *   series  receiving -> stable -> queued -> done | failed      (process, both)
+ *                                  stable -> done               (route)
+ *                                  stable -> unmatched | discarded -> removed
+ *   job     pending -> running -> done | failed; running -> pending (crash, retry)
+ *   send    pending -> sending -> done | pending (backoff) | dead; sending -> pending (crash)
+ * Threading as db.h: one handle per thread.
+ */
+#ifndef LDCT_DB_QUEUE_H
+#define LDCT_DB_QUEUE_H
+
+#include "db/db.h"
+
+#include <stdint.h>
+
+#define DB_UID_LEN 65
+#define DB_DEST_LIST_LEN 600 /* comma-separated destination names */
+
+/* A list of strings owned by the list; free with db_strings_free. */
+typedef struct db_strings {
+    int n;
+    char **v;
+} db_strings;
+void db_strings_free(db_strings *s);
+
+/* ---- series --------------------------------------------------------------- */
+
+typedef struct db_series_info {
+    int64_t id;
+    char study_uid[DB_UID_LEN], series_uid[DB_UID_LEN], modality[17];
+    char calling_ae[17], called_ae[17], state[16];
+    int instances, stable_seconds;
+    int64_t last_received_ms, stable_ms;
+} db_series_info;
+
+/* Looks a series up by UID; LDCT_ENOTFOUND if absent. */
+int db_series_get(db *d, const char *series_uid, db_series_info *out);
+
+/* Spool paths of the series' instances (ordered by path); free with db_strings_free. */
+int db_series_paths(db *d, int64_t series_id, db_strings *paths);
+
+/* UIDs of the series in state stable (not yet decided), oldest first. */
+int db_series_stable_uids(db *d, db_strings *uids);
+
+/* A stable series whose rule asks for a longer quiet time goes back to
+ * receiving with that stable_seconds (no-op unless the series is stable). */
+int db_series_defer(db *d, int64_t series_id, int stable_seconds);
+
+/* stable -> "unmatched" or "discarded" (no-op from any other state). */
+int db_series_set_state(db *d, int64_t series_id, const char *state);
+
+/* Unmatched and discarded series that became stable at or before
+ * before_ms: cb for each (after the query; strings valid during the call). */
+typedef void (*db_expired_cb)(void *ctx, int64_t series_id, const char *series_uid,
+                              const char *state);
+int db_series_expired(db *d, int64_t before_ms, db_expired_cb cb, void *ctx);
+
+/* Deletes the instance rows of a series and marks it removed (the caller
+ * has removed the files). */
+int db_series_remove(db *d, int64_t series_id);
+
+/* ---- jobs ----------------------------------------------------------------- */
+
+typedef struct db_job_spec {
+    int64_t series_id;
+    const char *rule, *action, *algorithm, *params;
+    const char *description_suffix;
+    int priority;
+    const char *derived_series_uid; /* NULL when nothing is processed (route) */
+    const char *destinations;       /* comma-separated names; "" = results folder */
+    int send_original;              /* both, route: the original goes out now */
+    int process;                    /* 0 (route): the job is done at once */
+} db_job_spec;
+
+/* Creates the job of a stable series (and, with send_original, its original
+ * sends), moving the series to queued (process) or done (route), in one
+ * transaction. LDCT_ENOTFOUND unless the series is stable. */
+int db_job_create(db *d, const db_job_spec *spec, int64_t now_ms, int64_t *job_id);
+
+/* A claimed job: everything a worker needs to run it. */
+typedef struct db_job {
+    int64_t id, series_id;
+    char series_uid[DB_UID_LEN], study_uid[DB_UID_LEN];
+    char rule[65], action[16], algorithm[16], params[256], derived_series_uid[DB_UID_LEN];
+    char destinations[DB_DEST_LIST_LEN], description_suffix[65];
+    int priority, attempts; /* attempts counts this one */
+} db_job;
+
+/* Claims the pending job with the highest priority, then the oldest, for
+ * `worker` (pending -> running, attempts + 1) in one transaction.
+ * LDCT_ENOTFOUND when there is none. */
+int db_job_claim(db *d, const char *worker, int64_t now_ms, db_job *out);
+
+/* Derived SOP Instance UIDs of a job, made once: for each of the n source
+ * SOP Instance UIDs, uids[i] holds a fresh candidate on input and, on
+ * output, the UID stored for that source (the candidate the first time,
+ * the earlier one when the job is redone). One transaction. */
+int db_job_derived_uids(db *d, int64_t job_id, int n, const char *const *source_sops,
+                        char (*uids)[DB_UID_LEN]);
+
+/* Finishes a job: records the derived files' paths, creates one derived
+ * send per destination, job and series done. One transaction. */
+int db_job_done(db *d, int64_t job_id, int64_t now_ms, int n, const char *const *source_sops,
+                const char *const *paths);
+
+/* Records a failure. retry != 0: back to pending (the worker gives up the
+ * claim); else failed, and the series failed. */
+int db_job_failed(db *d, int64_t job_id, int64_t now_ms, const char *error, int retry);
+
+/* `ldct retry`: a failed job goes back to pending (attempts 0) and its dead
+ * sends to pending (attempts 0, due now). *changed = rows requeued.
+ * LDCT_ENOTFOUND if there is no such job. */
+int db_job_retry(db *d, int64_t job_id, int *changed);
+
+/* At start-up: running jobs and sending sends go back to pending; a job
+ * that was running `max_attempts` times already fails instead (it keeps
+ * stopping the daemon). Counts into *jobs and *sends (may be NULL). */
+int db_recover(db *d, int max_attempts, int64_t now_ms, int *jobs, int *sends);
+
+/* ---- listing (ldct jobs) -------------------------------------------------- */
+
+typedef struct db_job_row {
+    int64_t id;
+    const char *series_uid, *rule, *action, *algorithm, *state, *worker, *derived_series_uid,
+        *last_error;
+    int instances, attempts, priority;
+    int64_t created_ms, started_ms, finished_ms; /* 0 when not yet */
+} db_job_row;
+
+typedef struct db_send_row {
+    int64_t id, job_id;
+    const char *what, *destination, *state, *last_error;
+    int attempts;
+    int64_t next_attempt_ms, created_ms, finished_ms;
+} db_send_row;
+
+/* Jobs newest first (at most `limit`, 0 = all); for each, cb_job then
+ * cb_send for each of its sends. Either callback may be NULL. */
+int db_jobs_list(db *d, int limit, void (*cb_job)(void *ctx, const db_job_row *j),
+                 void (*cb_send)(void *ctx, const db_send_row *s), void *ctx);
+
+/* Counts of jobs and sends by state, for `ldct status` and metrics. */
+typedef struct db_queue_totals {
+    int64_t jobs_pending, jobs_running, jobs_done, jobs_failed;
+    int64_t sends_pending, sends_sending, sends_done, sends_dead;
+} db_queue_totals;
+int db_queue_totals_get(db *d, db_queue_totals *t);
+
+/* ---- sends ---------------------------------------------------------------- */
+
+typedef struct db_send {
+    int64_t id, job_id, series_id;
+    char what[16], destination[65];
+    int attempts; /* counts this one */
+} db_send;
+
+/* Claims a due pending send (pending, next_attempt_ms <= now) whose
+ * destination has no send in flight, so a slow or failing destination
+ * holds at most one sender; pending -> sending, attempts + 1.
+ * LDCT_ENOTFOUND when none is due. */
+int db_send_claim(db *d, int64_t now_ms, db_send *out);
+
+/* The files a send delivers: the derived instances of its job, or the
+ * original instances of its series. Free with db_strings_free. */
+int db_send_paths(db *d, const db_send *s, db_strings *paths);
+
+int db_send_done(db *d, int64_t send_id, int64_t now_ms);
+
+/* A failed attempt: back to pending, due at next_attempt_ms; or, when
+ * next_attempt_ms < 0, dead. */
+int db_send_failed(db *d, int64_t send_id, int64_t now_ms, int64_t next_attempt_ms,
+                   const char *error);
+
+#endif

@@ -1,0 +1,242 @@
+/* Processing of one series (assemble, denoise, derive); see process.h. */
+#include "pipeline/process.h"
+
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "pipeline/rules.h"
+#include "scp/scp.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static const char *const ALGO_NAMES[] = {
+    [ALGO_AUTO] = "auto", [ALGO_NLM2D] = "nlm2d", [ALGO_NLM3D] = "nlm3d"};
+
+const char *process_algorithm_name(int algorithm)
+{
+    if (algorithm < 0 || algorithm >= (int)(sizeof ALGO_NAMES / sizeof ALGO_NAMES[0]))
+        return "unknown";
+    return ALGO_NAMES[algorithm];
+}
+
+int process_algorithm_parse(const char *name)
+{
+    for (int i = 0; i < (int)(sizeof ALGO_NAMES / sizeof ALGO_NAMES[0]); i++)
+        if (strcasecmp(name, ALGO_NAMES[i]) == 0)
+            return i;
+    return -1;
+}
+
+void process_params_format(const cfg_rule *r, char *out, size_t len)
+{
+    snprintf(out, len, "search_radius=%d patch_radius=%d h=%g strength=%g series_number_offset=%d",
+             r->search_radius, r->patch_radius, r->h, r->strength, r->series_number_offset);
+}
+
+static int params_set(process_opts *o, const char *key, double v)
+{
+    if (strcmp(key, "search_radius") == 0)
+        o->nlm.search_radius = v > 0 ? (int)v : o->nlm.search_radius;
+    else if (strcmp(key, "patch_radius") == 0)
+        o->nlm.patch_radius = v > 0 ? (int)v : o->nlm.patch_radius;
+    else if (strcmp(key, "h") == 0) {
+        o->nlm.h_auto = !(v > 0);
+        o->nlm.h = v > 0 ? (float)v : o->nlm.h;
+    } else if (strcmp(key, "strength") == 0)
+        o->nlm.strength = (float)v;
+    else if (strcmp(key, "series_number_offset") == 0)
+        o->series_number_offset = (int)v;
+    else
+        return LDCT_EINPUT;
+    return 0;
+}
+
+int process_params_parse(const char *params, process_opts *o)
+{
+    gpu_nlm_params_default(&o->nlm);
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", params);
+    char *save = NULL;
+    for (char *t = strtok_r(buf, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+        char *eq = strchr(t, '=');
+        if (!eq)
+            return LDCT_EINPUT;
+        *eq = '\0';
+        char *end;
+        double v = strtod(eq + 1, &end);
+        if (*end || params_set(o, t, v))
+            return LDCT_EINPUT;
+    }
+    return 0;
+}
+
+int process_error_permanent(int rc)
+{
+    return rc == LDCT_EINPUT || rc == LDCT_EUNSUPPORTED;
+}
+
+void process_result_free(process_result *r)
+{
+    if (!r)
+        return;
+    free(r->source_sops);
+    free(r->derived_sops);
+    free(r->paths);
+    memset(r, 0, sizeof *r);
+}
+
+static double seconds_since(int64_t t0_ms)
+{
+    return (double)(ldct_now_ms() - t0_ms) / 1000.0;
+}
+
+static int result_alloc(process_result *r, int n)
+{
+    r->n = n;
+    r->source_sops = calloc((size_t)n, sizeof *r->source_sops);
+    r->derived_sops = calloc((size_t)n, sizeof *r->derived_sops);
+    r->paths = calloc((size_t)n, sizeof *r->paths);
+    return r->source_sops && r->derived_sops && r->paths ? 0 : -ENOMEM;
+}
+
+/* Fresh UIDs for the series and every source, then the caller's stored ones. */
+static int make_uids(const asm_series *s, const process_opts *o, process_result *r)
+{
+    int rc = 0;
+    if (o->series_uid)
+        snprintf(r->series_uid, sizeof r->series_uid, "%s", o->series_uid);
+    else
+        rc = scp_uid_new(o->uid_root, r->series_uid, sizeof r->series_uid);
+    for (int i = 0; i < s->nsrc && !rc; i++) {
+        snprintf(r->source_sops[i], DERIVE_UID_LEN, "%s", s->src[i].sop_instance_uid);
+        rc = scp_uid_new(o->uid_root, r->derived_sops[i], DERIVE_UID_LEN);
+    }
+    if (rc || !o->uids)
+        return rc;
+    const char **src = malloc((size_t)s->nsrc * sizeof *src);
+    if (!src)
+        return -ENOMEM;
+    for (int i = 0; i < s->nsrc; i++)
+        src[i] = r->source_sops[i];
+    rc = o->uids(o->uids_ctx, s->nsrc, src, r->derived_sops);
+    free(src);
+    return rc;
+}
+
+static int run_filter(int algo, const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *out,
+                      const gpu_device *dev)
+{
+    return algo == ALGO_NLM2D ? gpu_nlm2d(p, in, out, dev) : gpu_nlm3d(p, in, out, dev);
+}
+
+static int gpu_failure(int rc)
+{
+    return rc == LDCT_ECUDA || rc == LDCT_ENOMEM_GPU || rc == LDCT_ENOGPU;
+}
+
+/* Denoises s->vol into out on o->dev, or on the CPU when the GPU fails. */
+static int denoise(const asm_series *s, const process_opts *o, int algo, gpu_volume *out,
+                   process_result *r, char *err, size_t err_len)
+{
+    const gpu_device cpu = {.kind = GPU_DEVICE_CPU};
+    const gpu_device *dev = o->dev ? o->dev : &cpu;
+    gpu_nlm_params p = o->nlm;
+    int rc = gpu_nlm_resolve_h(&p, &s->vol, &r->h);
+    if (rc)
+        return snprintf(err, err_len, "cannot estimate the noise of the series"), rc;
+    (void)gpu_noise_sigma(&s->vol, &r->noise_sigma);
+    p.h = r->h;
+    p.h_auto = 0;
+    gpu_device_name(dev, r->device, sizeof r->device);
+    rc = run_filter(algo, &p, &s->vol, out, dev);
+    if (rc && dev->kind == GPU_DEVICE_CUDA && gpu_failure(rc)) {
+        log_warn("series %s: %s on %s failed (%s); running it on the CPU", s->series_uid,
+                 process_algorithm_name(algo), r->device, ldct_strerror(rc));
+        r->gpu_fallback = 1;
+        snprintf(r->device, sizeof r->device, "cpu");
+        rc = run_filter(algo, &p, &s->vol, out, &cpu);
+    }
+    if (rc)
+        snprintf(err, err_len, "%s failed: %s", process_algorithm_name(algo), ldct_strerror(rc));
+    return rc;
+}
+
+static void derivation_text(const process_result *r, const process_opts *o, char *out, size_t len)
+{
+    const char *dims = strcmp(r->algorithm, "nlm2d") == 0 ? "2D" : "3D";
+    if (o->nlm.h_auto)
+        snprintf(out, len,
+                 "ldct-node %s: non-local means %s, search radius %d, patch radius %d, h %.1f"
+                 " (noise %.1f x strength %.2f)",
+                 r->algorithm, dims, o->nlm.search_radius, o->nlm.patch_radius, r->h,
+                 r->noise_sigma, o->nlm.strength);
+    else
+        snprintf(out, len,
+                 "ldct-node %s: non-local means %s, search radius %d, patch radius %d, h %.1f",
+                 r->algorithm, dims, o->nlm.search_radius, o->nlm.patch_radius, r->h);
+}
+
+static int filter_and_write(const asm_series *s, const process_opts *o, process_result *r,
+                            char *err, size_t err_len)
+{
+    int algo = o->algorithm == ALGO_AUTO
+                   ? (int)rules_algorithm(&(cfg_rule){.algorithm = ALGO_AUTO}, s->slice_thickness)
+                   : o->algorithm;
+    snprintf(r->algorithm, sizeof r->algorithm, "%s", process_algorithm_name(algo));
+    gpu_volume out = {0};
+    int rc = gpu_volume_init(&out, s->vol.nx, s->vol.ny, s->vol.nz, 1);
+    if (rc)
+        return snprintf(err, err_len, "out of memory for the result volume"), rc;
+    out.spacing[0] = s->vol.spacing[0];
+    out.spacing[1] = s->vol.spacing[1];
+    out.spacing[2] = s->vol.spacing[2];
+    int64_t t0 = ldct_now_ms();
+    rc = denoise(s, o, algo, &out, r, err, err_len);
+    r->filter_s = seconds_since(t0);
+    if (!rc) {
+        char derivation[512];
+        derivation_text(r, o, derivation, sizeof derivation);
+        derive_params dp = {.series_uid = r->series_uid,
+                            .description_suffix = o->description_suffix,
+                            .series_number_offset = o->series_number_offset,
+                            .derivation = derivation,
+                            .out_dir = o->out_dir};
+        t0 = ldct_now_ms();
+        rc = derive_series_write(s, &out, &dp, r->derived_sops, r->paths, err, err_len);
+        r->write_s = seconds_since(t0);
+    }
+    gpu_volume_close(&out);
+    return rc;
+}
+
+int process_series(const char *const *paths, int n, const process_opts *o, process_result *r,
+                   char *err, size_t err_len)
+{
+    memset(r, 0, sizeof *r);
+    err[0] = '\0';
+    asm_series s;
+    int64_t t0 = ldct_now_ms();
+    int rc = asm_series_load(paths, n, &s, err, err_len);
+    r->load_s = seconds_since(t0);
+    if (rc)
+        return rc;
+    r->nx = s.vol.nx;
+    r->ny = s.vol.ny;
+    r->nz = s.vol.nz;
+    if ((rc = result_alloc(r, s.nsrc)) || (rc = make_uids(&s, o, r)))
+        snprintf(err, err_len, "cannot make the derived UIDs: %s", ldct_strerror(rc));
+    else
+        rc = filter_and_write(&s, o, r, err, err_len);
+    asm_series_close(&s);
+    if (rc) {
+        process_result_free(r);
+        if (!err[0])
+            snprintf(err, err_len, "%s", ldct_strerror(rc));
+    }
+    return rc;
+}

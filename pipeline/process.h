@@ -1,0 +1,78 @@
+/* process: the processing of one series, shared by the daemon's workers and
+ * `ldct filter`: assemble the files into a volume (assemble.h), denoise it
+ * on the given device (falling back to the CPU reference when the GPU fails:
+ * out of memory after slabbing, launch failure, no device), and write the
+ * derived series (derive.h).
+ *
+ * Thread-safety: any thread; concurrent calls share nothing but the GPU
+ * they name (calls on one GPU serialise on its stream).
+ */
+#ifndef LDCT_PIPELINE_PROCESS_H
+#define LDCT_PIPELINE_PROCESS_H
+
+#include "config/config.h"
+#include "gpu/device.h"
+#include "gpu/nlm.h"
+#include "pipeline/derive.h"
+
+/* Fixes the derived SOP Instance UIDs: uids[i] holds a fresh candidate for
+ * source_sops[i] on input and must hold the UID to use on output (the
+ * daemon stores them once per job). Returns 0 or an error. */
+typedef int (*process_uids_fn)(void *ctx, int n, const char *const *source_sops,
+                               char (*uids)[DERIVE_UID_LEN]);
+
+typedef struct process_opts {
+    int algorithm;          /* cfg_algorithm; ALGO_AUTO is resolved with the thickness */
+    gpu_nlm_params nlm;     /* radii, h or h_auto with strength */
+    const gpu_device *dev;  /* NULL: the CPU */
+    const char *uid_root;   /* root of the fresh UIDs */
+    const char *series_uid; /* derived series UID; NULL: a fresh one */
+    const char *description_suffix;
+    int series_number_offset;
+    const char *out_dir;
+    process_uids_fn uids; /* NULL: fresh UIDs are used as they are */
+    void *uids_ctx;
+} process_opts;
+
+typedef struct process_result {
+    int n; /* derived files written, one per source */
+    char (*source_sops)[DERIVE_UID_LEN];
+    char (*derived_sops)[DERIVE_UID_LEN];
+    char (*paths)[DERIVE_PATH_LEN];
+    char series_uid[DERIVE_UID_LEN];
+    char algorithm[16], device[16]; /* what ran, where ("cpu" after a fallback) */
+    int nx, ny, nz;
+    float h;            /* the filtering parameter used (HU) */
+    double noise_sigma; /* estimated noise of the input (HU) */
+    int gpu_fallback;   /* 1 when the GPU failed and the CPU did the work */
+    double load_s, filter_s, write_s;
+} process_result;
+
+/* Processes the n files into out_dir. Returns 0 and fills *r (free with
+ * process_result_free), or an error with one sentence in err:
+ * LDCT_EINPUT / LDCT_EUNSUPPORTED for a series that cannot be processed as
+ * it is (process_error_permanent says so), others for passing trouble. */
+int process_series(const char *const *paths, int n, const process_opts *o, process_result *r,
+                   char *err, size_t err_len);
+
+void process_result_free(process_result *r);
+
+/* 1 when retrying cannot help (the input itself is the problem). */
+int process_error_permanent(int rc);
+
+/* A job's parameters as stored in its row: the rule's algorithm options
+ * ("search_radius=5 patch_radius=2 h=0 strength=1 series_number_offset=1000";
+ * 0 radius = the algorithm's default, h 0 = from the noise). */
+void process_params_format(const cfg_rule *r, char *out, size_t len);
+
+/* Fills o->nlm and o->series_number_offset from a stored parameter string
+ * (missing keys keep the defaults). LDCT_EINPUT on an unknown key. */
+int process_params_parse(const char *params, process_opts *o);
+
+/* "nlm2d" / "nlm3d" / "auto". */
+const char *process_algorithm_name(int algorithm);
+
+/* Parses an algorithm name; -1 if unknown. */
+int process_algorithm_parse(const char *name);
+
+#endif

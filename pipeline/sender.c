@@ -1,0 +1,212 @@
+/* C-STORE sender threads with backoff; see sender.h. */
+#include "pipeline/sender.h"
+
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "db/queue.h"
+#include "scp/scp.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define IDLE_POLL_MS 500
+#define SENDER_MAX 64
+
+typedef struct sender {
+    struct sender_pool *pool;
+    pthread_t thread;
+    int started;
+    db *db;
+} sender;
+
+struct sender_pool {
+    sender_pool_opts o;
+    char calling_ae[17];
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    int stop, n;
+    sender s[SENDER_MAX];
+};
+
+int64_t sender_backoff_ms(const cfg_destination *d, int attempts)
+{
+    if (attempts >= d->retry_max_attempts)
+        return -1;
+    double s = d->retry_initial_seconds * pow(d->retry_multiplier, attempts > 0 ? attempts - 1 : 0);
+    if (s > d->retry_max_seconds)
+        s = d->retry_max_seconds;
+    return (int64_t)(s * 1000.0);
+}
+
+/* Summarises failed statuses: "3 of 200 file(s) refused (0xA700 ...)". */
+static int statuses_ok(const unsigned *st, int n, char *err, size_t len)
+{
+    int bad = 0, first = -1;
+    for (int i = 0; i < n; i++)
+        if (st[i] != 0 && (st[i] & 0xF000) != 0xB000) {
+            bad++;
+            if (first < 0)
+                first = i;
+        }
+    if (bad)
+        snprintf(err, len, "%d of %d file(s) not stored (first status 0x%04X)", bad, n, st[first]);
+    return bad == 0;
+}
+
+static int deliver(sender *s, const db_send *snd, const cfg_destination *d, char *err, size_t len)
+{
+    db_strings paths = {0, NULL};
+    int rc = db_send_paths(s->db, snd, &paths);
+    if (rc)
+        return snprintf(err, len, "database: %s", ldct_strerror(rc)), rc;
+    if (paths.n == 0) {
+        db_strings_free(&paths);
+        return snprintf(err, len, "nothing to send"), LDCT_ENOTFOUND;
+    }
+    unsigned *st = calloc((size_t)paths.n, sizeof *st);
+    scp_send_options o = {.host = d->host,
+                          .port = d->port,
+                          .called_ae = d->ae_title,
+                          .calling_ae = s->pool->calling_ae,
+                          .connect_timeout_s = d->timeout,
+                          .dimse_timeout_s = d->timeout};
+    rc = st ? scp_send_files(&o, (const char *const *)paths.v, paths.n, st, err, len) : -ENOMEM;
+    if (rc == 0 && !statuses_ok(st, paths.n, err, len))
+        rc = LDCT_EPEER;
+    free(st);
+    db_strings_free(&paths);
+    return rc;
+}
+
+static void finish(sender *s, const db_send *snd, const cfg_destination *d, int rc, const char *err)
+{
+    int64_t now = ldct_now_ms();
+    if (rc == 0) {
+        log_notice("send %lld done: %s series of job %lld to %s (attempt %d)", (long long)snd->id,
+                   snd->what, (long long)snd->job_id, snd->destination, snd->attempts);
+        rc = db_send_done(s->db, snd->id, now);
+    } else {
+        int64_t delay = d ? sender_backoff_ms(d, snd->attempts) : -1;
+        if (delay < 0)
+            log_err("send %lld to %s is dead after %d attempt(s): %s", (long long)snd->id,
+                    snd->destination, snd->attempts, err);
+        else
+            log_warn("send %lld to %s failed (attempt %d): %s; next try in %.0f s",
+                     (long long)snd->id, snd->destination, snd->attempts, err, delay / 1000.0);
+        rc = db_send_failed(s->db, snd->id, now, delay < 0 ? -1 : now + delay, err);
+    }
+    if (rc)
+        log_err("send %lld: cannot record the outcome: %s", (long long)snd->id, ldct_strerror(rc));
+}
+
+/* A destination missing from the configuration makes the send dead at once
+ * (ldct retry requeues it once the destination is back). */
+static void send_one(sender *s, const db_send *snd)
+{
+    cfg_destination d;
+    char err[512] = "";
+    if (s->pool->o.destination(s->pool->o.ctx, snd->destination, &d) != 0) {
+        snprintf(err, sizeof err, "destination '%s' is not configured", snd->destination);
+        finish(s, snd, NULL, LDCT_ENOTFOUND, err);
+        return;
+    }
+    int rc = deliver(s, snd, &d, err, sizeof err);
+    finish(s, snd, &d, rc, err[0] ? err : ldct_strerror(rc));
+}
+
+static int wait_for_work(sender_pool *p, int ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += (long)ms * 1000000L;
+    ts.tv_sec += ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    pthread_mutex_lock(&p->lock);
+    if (!p->stop)
+        pthread_cond_timedwait(&p->wake, &p->lock, &ts);
+    int stop = p->stop;
+    pthread_mutex_unlock(&p->lock);
+    return stop;
+}
+
+static void *sender_main(void *arg)
+{
+    sender *s = arg;
+    sender_pool *p = s->pool;
+    for (;;) {
+        pthread_mutex_lock(&p->lock);
+        int stop = p->stop;
+        pthread_mutex_unlock(&p->lock);
+        if (stop)
+            break;
+        db_send snd;
+        int rc = db_send_claim(s->db, ldct_now_ms(), &snd);
+        if (rc == 0) {
+            send_one(s, &snd);
+            continue;
+        }
+        if (rc != LDCT_ENOTFOUND)
+            log_warn("sender: cannot claim a send: %s", ldct_strerror(rc));
+        if (wait_for_work(p, IDLE_POLL_MS))
+            break;
+    }
+    return NULL;
+}
+
+int sender_pool_start(const sender_pool_opts *o, sender_pool **out)
+{
+    *out = NULL;
+    sender_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return -ENOMEM;
+    p->o = *o;
+    snprintf(p->calling_ae, sizeof p->calling_ae, "%s", o->calling_ae);
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->wake, NULL);
+    int rc = 0;
+    for (int i = 0; i < o->threads && i < SENDER_MAX && !rc; i++, p->n++) {
+        sender *s = &p->s[i];
+        s->pool = p;
+        if ((rc = db_open(o->db_path, 0, &s->db)) == 0) {
+            rc = -pthread_create(&s->thread, NULL, sender_main, s);
+            s->started = rc == 0;
+        }
+    }
+    if (rc) {
+        sender_pool_stop(p);
+        return rc;
+    }
+    *out = p;
+    return 0;
+}
+
+void sender_pool_notify(sender_pool *p)
+{
+    pthread_mutex_lock(&p->lock);
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->lock);
+}
+
+void sender_pool_stop(sender_pool *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->lock);
+    p->stop = 1;
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->lock);
+    for (int i = 0; i < p->n; i++) {
+        if (p->s[i].started)
+            pthread_join(p->s[i].thread, NULL);
+        db_close(p->s[i].db);
+    }
+    pthread_cond_destroy(&p->wake);
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+}

@@ -1,0 +1,310 @@
+/* Job worker threads; see worker.h. */
+#include "pipeline/worker.h"
+
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "db/queue.h"
+#include "pipeline/process.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define IDLE_POLL_MS 1000   /* jobs queued by another process (ldct retry) */
+#define RETRY_PAUSE_MS 5000 /* after a passing failure */
+
+typedef struct worker {
+    struct worker_pool *pool;
+    pthread_t thread;
+    int started;
+    gpu_device dev;
+    char name[32];
+    db *db;
+} worker;
+
+struct worker_pool {
+    worker_pool_opts o;
+    pthread_mutex_t lock;
+    pthread_cond_t wake, idle;
+    int stop, busy, nworkers;
+    worker w[WORKER_MAX];
+};
+
+int worker_devices_parse(const char *spec, gpu_device *dev, int max, char *err, size_t err_len)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", spec);
+    int n = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+        if (strcmp(t, "auto") == 0) {
+            int g = gpu_device_count();
+            for (int i = 0; i < g && n < max; i++)
+                dev[n++] = (gpu_device){.kind = GPU_DEVICE_CUDA, .index = i};
+            if (g == 0 && n < max)
+                dev[n++] = (gpu_device){.kind = GPU_DEVICE_CPU};
+            continue;
+        }
+        if (n == max)
+            return snprintf(err, err_len, "more than %d devices", max), LDCT_EINPUT;
+        int rc = gpu_device_parse(t, &dev[n]);
+        if (rc)
+            return snprintf(err, err_len, "device '%s': %s", t, ldct_strerror(rc)), rc;
+        n++;
+    }
+    if (n == 0)
+        return snprintf(err, err_len, "no device in '%s'", spec), LDCT_EINPUT;
+    return n;
+}
+
+/* Waits for a notification, the poll interval or stop; returns stop. */
+static int wait_for_work(worker_pool *p, int ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&p->lock);
+    if (!p->stop)
+        pthread_cond_timedwait(&p->wake, &p->lock, &ts);
+    int stop = p->stop;
+    pthread_mutex_unlock(&p->lock);
+    return stop;
+}
+
+static void set_busy(worker_pool *p, int delta)
+{
+    pthread_mutex_lock(&p->lock);
+    p->busy += delta;
+    pthread_cond_broadcast(&p->idle);
+    pthread_mutex_unlock(&p->lock);
+}
+
+typedef struct uid_ctx {
+    db *db;
+    int64_t job_id;
+} uid_ctx;
+
+/* The derived UIDs of a job are made once and stored (process_uids_fn). */
+static int store_uids(void *ctx, int n, const char *const *source_sops,
+                      char (*uids)[DERIVE_UID_LEN])
+{
+    const uid_ctx *u = ctx;
+    return db_job_derived_uids(u->db, u->job_id, n, source_sops, uids);
+}
+
+static void out_dir_of(const worker *w, const db_job *j, const worker_settings *st, char *out,
+                       size_t len)
+{
+    if (j->destinations[0])
+        snprintf(out, len, "%s/%lld", w->pool->o.outbox_dir, (long long)j->id);
+    else
+        snprintf(out, len, "%s/%s", st->results_dir, j->derived_series_uid);
+}
+
+static void log_done(const worker *w, const db_job *j, const process_result *r)
+{
+    log_notice("job %lld done: series %s -> %s, %d file(s) %dx%dx%d, %s on %s%s, h %.1f;"
+               " load %.2f s, filter %.2f s, write %.2f s",
+               (long long)j->id, j->series_uid, r->series_uid, r->n, r->nx, r->ny, r->nz,
+               r->algorithm, r->device, r->gpu_fallback ? " (GPU failed)" : "", r->h, r->load_s,
+               r->filter_s, r->write_s);
+    (void)w;
+}
+
+/* Records the outcome of a failed run. Returns 1 when the worker should pause. */
+static int record_failure(worker *w, const db_job *j, int rc, const char *err,
+                          const worker_settings *st)
+{
+    int permanent = process_error_permanent(rc);
+    int retry = !permanent && j->attempts < st->job_max_attempts;
+    if (permanent)
+        log_err("job %lld failed: series %s: %s", (long long)j->id, j->series_uid, err);
+    else
+        log_warn("job %lld attempt %d of %d failed: series %s: %s%s", (long long)j->id, j->attempts,
+                 st->job_max_attempts, j->series_uid, err, retry ? " (will retry)" : "");
+    int dbrc = db_job_failed(w->db, j->id, ldct_now_ms(), err, retry);
+    if (dbrc)
+        log_err("job %lld: cannot record the failure: %s", (long long)j->id, ldct_strerror(dbrc));
+    return retry;
+}
+
+static int run_paths(worker *w, const db_job *j, const db_strings *paths, const worker_settings *st,
+                     process_result *r, char *err, size_t len)
+{
+    char out_dir[1200];
+    out_dir_of(w, j, st, out_dir, sizeof out_dir);
+    uid_ctx uctx = {w->db, j->id};
+    process_opts o = {.algorithm = process_algorithm_parse(j->algorithm),
+                      .dev = &w->dev,
+                      .uid_root = st->uid_root,
+                      .series_uid = j->derived_series_uid,
+                      .description_suffix = j->description_suffix,
+                      .out_dir = out_dir,
+                      .uids = store_uids,
+                      .uids_ctx = &uctx};
+    if (o.algorithm < 0 || process_params_parse(j->params, &o))
+        return snprintf(err, len, "job has an unknown algorithm or parameters (%s: %s)",
+                        j->algorithm, j->params),
+               LDCT_EINPUT;
+    return process_series((const char *const *)paths->v, paths->n, &o, r, err, len);
+}
+
+/* Runs one claimed job to its end state; returns 1 to pause before the next. */
+static int run_job(worker *w, const db_job *j)
+{
+    worker_settings st;
+    w->pool->o.settings(w->pool->o.ctx, &st);
+    log_info("job %lld: series %s, %s on %s (attempt %d)", (long long)j->id, j->series_uid,
+             j->algorithm, w->name, j->attempts);
+    char err[512] = "";
+    db_strings paths = {0, NULL};
+    process_result r;
+    int rc = db_series_paths(w->db, j->series_id, &paths);
+    if (!rc && paths.n == 0)
+        rc = LDCT_EINPUT, snprintf(err, sizeof err, "the series has no instances");
+    if (!rc)
+        rc = run_paths(w, j, &paths, &st, &r, err, sizeof err);
+    db_strings_free(&paths);
+    if (rc)
+        return record_failure(w, j, rc, err[0] ? err : ldct_strerror(rc), &st);
+    const char **src = malloc((size_t)r.n * sizeof *src), **dst = malloc((size_t)r.n * sizeof *dst);
+    for (int i = 0; src && dst && i < r.n; i++) {
+        src[i] = r.source_sops[i];
+        dst[i] = r.paths[i];
+    }
+    rc = src && dst ? db_job_done(w->db, j->id, ldct_now_ms(), r.n, src, dst) : -ENOMEM;
+    free(src);
+    free(dst);
+    if (!rc)
+        log_done(w, j, &r);
+    process_result_free(&r);
+    if (rc)
+        return record_failure(w, j, rc, "cannot record the result in the database", &st);
+    if (w->pool->o.job_done)
+        w->pool->o.job_done(w->pool->o.ctx);
+    return 0;
+}
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    worker_pool *p = w->pool;
+    for (;;) {
+        pthread_mutex_lock(&p->lock);
+        int stop = p->stop;
+        if (!stop)
+            p->busy++;
+        pthread_mutex_unlock(&p->lock);
+        if (stop)
+            break;
+        db_job j;
+        int rc = db_job_claim(w->db, w->name, ldct_now_ms(), &j);
+        int pause = rc == 0 ? run_job(w, &j) : 0;
+        set_busy(p, -1);
+        if (rc && rc != LDCT_ENOTFOUND)
+            log_warn("%s: cannot claim a job: %s", w->name, ldct_strerror(rc));
+        if (rc == 0 && !pause)
+            continue;
+        if (wait_for_work(p, pause ? RETRY_PAUSE_MS : IDLE_POLL_MS))
+            break;
+    }
+    return NULL;
+}
+
+static int start_one(worker_pool *p, int i)
+{
+    worker *w = &p->w[i];
+    w->pool = p;
+    w->dev = p->o.dev[i];
+    char dn[16];
+    snprintf(w->name, sizeof w->name, "worker-%d/%s", i, gpu_device_name(&w->dev, dn, sizeof dn));
+    int rc = db_open(p->o.db_path, 0, &w->db);
+    if (rc)
+        return rc;
+    rc = -pthread_create(&w->thread, NULL, worker_main, w);
+    w->started = rc == 0;
+    return rc;
+}
+
+int worker_pool_start(const worker_pool_opts *o, worker_pool **out)
+{
+    *out = NULL;
+    worker_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return -ENOMEM;
+    p->o = *o;
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->wake, NULL);
+    pthread_cond_init(&p->idle, NULL);
+    int rc = 0;
+    for (int i = 0; i < o->ndev && i < WORKER_MAX && !rc; i++, p->nworkers++)
+        rc = start_one(p, i);
+    if (rc) {
+        worker_pool_stop(p, 0);
+        return rc;
+    }
+    for (int i = 0; i < p->nworkers; i++)
+        log_info("%s started", p->w[i].name);
+    *out = p;
+    return 0;
+}
+
+void worker_pool_notify(worker_pool *p)
+{
+    pthread_mutex_lock(&p->lock);
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->lock);
+}
+
+int worker_pool_busy(worker_pool *p)
+{
+    pthread_mutex_lock(&p->lock);
+    int b = p->busy;
+    pthread_mutex_unlock(&p->lock);
+    return b;
+}
+
+/* Waits until no job runs or the deadline passes; returns the jobs still running. */
+static int wait_idle(worker_pool *p, int grace_s)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += grace_s;
+    pthread_mutex_lock(&p->lock);
+    p->stop = 1;
+    pthread_cond_broadcast(&p->wake);
+    while (p->busy > 0 && pthread_cond_timedwait(&p->idle, &p->lock, &ts) != ETIMEDOUT) {
+    }
+    int busy = p->busy;
+    pthread_mutex_unlock(&p->lock);
+    return busy;
+}
+
+void worker_pool_stop(worker_pool *p, int grace_s)
+{
+    if (!p)
+        return;
+    int busy = wait_idle(p, grace_s);
+    if (busy > 0) {
+        log_notice("%d job(s) still running; they run again at the next start", busy);
+        return;
+    }
+    for (int i = 0; i < p->nworkers; i++) {
+        if (p->w[i].started)
+            pthread_join(p->w[i].thread, NULL);
+        db_close(p->w[i].db);
+    }
+    pthread_cond_destroy(&p->wake);
+    pthread_cond_destroy(&p->idle);
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+}

@@ -1,0 +1,64 @@
+/* worker: the threads that run jobs, one per device (GPU, or the CPU when
+ * there is none). Each claims the next pending job from SQLite (priority,
+ * then age), processes its series (process.h) with the derived UIDs stored
+ * once per job, and finishes it in one transaction that also queues its
+ * sends; results of a rule without destinations go to the results folder.
+ *
+ * Failures: a series that cannot be processed (inconsistent, not an image)
+ * fails at once with its reason; passing trouble (disk full, database busy)
+ * is retried up to job_max_attempts; a GPU failure falls back to the CPU
+ * inside process_series. Crash safety comes from the database: a job left
+ * running is put back to pending at the next start (db_recover).
+ *
+ * Threading: worker_pool_* are called from one thread (the daemon's loop);
+ * the settings callback is called from worker threads.
+ */
+#ifndef LDCT_PIPELINE_WORKER_H
+#define LDCT_PIPELINE_WORKER_H
+
+#include "gpu/device.h"
+
+#include <stddef.h>
+
+#define WORKER_MAX 16
+
+/* What a worker reads from the current configuration at the start of each job. */
+typedef struct worker_settings {
+    char uid_root[65];
+    char results_dir[1024];
+    int job_max_attempts;
+} worker_settings;
+
+typedef struct worker_pool_opts {
+    const char *db_path;
+    const char *outbox_dir; /* derived files of jobs with destinations: outbox/<job id>/ */
+    int ndev;
+    gpu_device dev[WORKER_MAX]; /* one worker thread each */
+    void (*settings)(void *ctx, worker_settings *out);
+    void (*job_done)(void *ctx); /* a job finished: sends may be waiting (any thread) */
+    void *ctx;
+} worker_pool_opts;
+
+typedef struct worker_pool worker_pool;
+
+/* Parses a devices setting ("auto", "cpu", "gpu", "gpu:N", comma lists)
+ * into devices. "auto" is one worker per GPU present, or one CPU worker.
+ * Returns the count, or LDCT_EINPUT / LDCT_ENOGPU with a message in err. */
+int worker_devices_parse(const char *spec, gpu_device *dev, int max, char *err, size_t err_len);
+
+/* Starts the threads (each opens its own database connection). */
+int worker_pool_start(const worker_pool_opts *o, worker_pool **out);
+
+/* Wakes idle workers: a job was queued. */
+void worker_pool_notify(worker_pool *p);
+
+/* Number of jobs running now. */
+int worker_pool_busy(worker_pool *p);
+
+/* Stops claiming, waits up to grace_s seconds for running jobs, then joins
+ * and frees. A job still running after the grace time is left to the
+ * database (pending again at the next start); its thread is abandoned and
+ * the pool is not freed (the process is about to exit). NULL is a no-op. */
+void worker_pool_stop(worker_pool *p, int grace_s);
+
+#endif
