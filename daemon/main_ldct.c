@@ -7,6 +7,7 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "config/config.h"
+#include "daemon/cli.h"
 #include "daemon/version.h"
 #include "db/db.h"
 #include "gpu/bench.h"
@@ -16,14 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct cli_opts {
-    const char *config;    /* --config FILE */
-    const char *state_dir; /* --state-dir DIR (overrides the config's) */
-    int json;              /* --json */
-    int argc;              /* positional arguments after the subcommand */
-    char **argv;
-} cli_opts;
-
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -31,48 +24,19 @@ static void usage(FILE *f)
             "commands:\n"
             "  status                 totals of the node's queue\n"
             "  series [--json]        received series with instance counts and state\n"
+            "  jobs [--json] [--limit N]  jobs with their sends, attempts, errors and times\n"
+            "  retry JOB              requeue a failed job and its dead sends\n"
+            "  filter --algo A --in DIR --out DIR [OPTIONS]  process a folder offline\n"
+            "                         (ldct filter --help)\n"
             "  check-config FILE      validate a configuration file, every error with file:line\n"
             "  bench ALGO [OPTIONS]   benchmark a compute algorithm (ldct bench --help)\n"
             "  version                print the version\n");
 }
 
-/* Finds the state directory the daemon uses, from --state-dir or the config. */
-static int state_dir_of(const cli_opts *o, char *out, size_t len)
-{
-    if (o->state_dir) {
-        snprintf(out, len, "%s", o->state_dir);
-        return 0;
-    }
-    ldct_config *cfg = NULL;
-    int rc = o->config ? config_load(o->config, &cfg) : config_new_defaults(&cfg);
-    if (rc) {
-        fprintf(stderr, "ldct: cannot use %s: %s (try ldct check-config %s)\n", o->config,
-                ldct_strerror(rc), o->config);
-        config_free(cfg);
-        return rc;
-    }
-    snprintf(out, len, "%s", cfg->node.state_dir);
-    config_free(cfg);
-    return 0;
-}
-
-static int open_db(const cli_opts *o, db **d)
-{
-    char dir[1024], path[1100];
-    int rc = state_dir_of(o, dir, sizeof dir);
-    if (rc)
-        return rc;
-    ingest_db_path(dir, path, sizeof path);
-    rc = db_open(path, 1, d);
-    if (rc)
-        fprintf(stderr, "ldct: cannot open %s: %s\n", path, ldct_strerror(rc));
-    return rc;
-}
-
 static int cmd_status(cli_opts *o)
 {
     db *d;
-    if (open_db(o, &d))
+    if (cli_open_db(o, 1, &d))
         return 1;
     db_totals t;
     int rc = db_totals_get(d, &t);
@@ -127,7 +91,7 @@ static void print_series_text(void *ctx, const db_series_row *r)
 static int cmd_series(cli_opts *o)
 {
     db *d;
-    if (open_db(o, &d))
+    if (cli_open_db(o, 1, &d))
         return 1;
     int rc, first = 1;
     if (o->json) {
@@ -182,6 +146,8 @@ static const struct {
 } COMMANDS[] = {
     {"status", cmd_status},
     {"series", cmd_series},
+    {"jobs", cli_jobs},
+    {"retry", cli_retry},
     {"check-config", cmd_check_config},
     {"version", cmd_version},
 };
@@ -198,6 +164,8 @@ static int parse_global(int argc, char **argv, cli_opts *o, const char **cmd)
             *(a[2] == 'c' ? &o->config : &o->state_dir) = argv[++i];
         } else if (!strcmp(a, "--json")) {
             o->json = 1;
+        } else if (!strcmp(a, "--limit") && i + 1 < argc) {
+            o->limit = atoi(argv[++i]);
         } else if (!*cmd && a[0] != '-') {
             *cmd = a;
         } else if (*cmd && a[0] != '-' && o->argc < 64) {
@@ -216,6 +184,8 @@ int main(int argc, char **argv)
     /* bench has its own options (see gpu/bench.h). */
     if (argc >= 2 && !strcmp(argv[1], "bench"))
         return gpu_bench_main(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "filter"))
+        return cli_filter(argc - 1, argv + 1);
     cli_opts o = {0};
     const char *cmd;
     if (parse_global(argc, argv, &o, &cmd) || !cmd) {

@@ -1,0 +1,29 @@
+/* The ldct command-line tool's subcommands that live outside main_ldct.c,
+ * and what they share. Single-threaded. */
+#ifndef LDCT_DAEMON_CLI_H
+#define LDCT_DAEMON_CLI_H
+
+#include "db/db.h"
+
+typedef struct cli_opts {
+    const char *config;    /* --config FILE */
+    const char *state_dir; /* --state-dir DIR (overrides the config's) */
+    int json;              /* --json */
+    int limit;             /* --limit N (0 = all) */
+    int argc;              /* positional arguments after the subcommand */
+    char **argv;
+} cli_opts;
+
+/* Opens the daemon's database (read-only or not); prints why on failure. */
+int cli_open_db(const cli_opts *o, int readonly, db **d);
+
+/* ldct jobs [--json] [--limit N] */
+int cli_jobs(cli_opts *o);
+
+/* ldct retry JOB */
+int cli_retry(cli_opts *o);
+
+/* ldct filter ... (argv[0] is "filter"); own option parsing. */
+int cli_filter(int argc, char **argv);
+
+#endif

@@ -1,0 +1,42 @@
+/* Shared pieces of the ldct subcommands: where the daemon's state is and
+ * opening its database. Single-threaded (the ldct process). */
+#include "daemon/cli.h"
+
+#include "common/err.h"
+#include "config/config.h"
+#include "pipeline/ingest.h"
+
+#include <stdio.h>
+
+/* Finds the state directory the daemon uses, from --state-dir or the config. */
+static int state_dir_of(const cli_opts *o, char *out, size_t len)
+{
+    if (o->state_dir) {
+        snprintf(out, len, "%s", o->state_dir);
+        return 0;
+    }
+    ldct_config *cfg = NULL;
+    int rc = o->config ? config_load(o->config, &cfg) : config_new_defaults(&cfg);
+    if (rc) {
+        fprintf(stderr, "ldct: cannot use %s: %s (try ldct check-config %s)\n", o->config,
+                ldct_strerror(rc), o->config);
+        config_free(cfg);
+        return rc;
+    }
+    snprintf(out, len, "%s", cfg->node.state_dir);
+    config_free(cfg);
+    return 0;
+}
+
+int cli_open_db(const cli_opts *o, int readonly, db **d)
+{
+    char dir[1024], path[1100];
+    int rc = state_dir_of(o, dir, sizeof dir);
+    if (rc)
+        return rc;
+    ingest_db_path(dir, path, sizeof path);
+    rc = db_open(path, readonly, d);
+    if (rc)
+        fprintf(stderr, "ldct: cannot open %s: %s\n", path, ldct_strerror(rc));
+    return rc;
+}

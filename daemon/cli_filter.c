@@ -1,0 +1,245 @@
+/* ldct filter: the daemon's processing, offline, on a folder of DICOM files:
+ * files are grouped by series, each series is assembled, denoised and
+ * written as a derived series (fresh UIDs) into the output folder.
+ * Single-threaded driver; the work itself uses OpenMP or the GPU. */
+#include "common/err.h"
+#include "common/log.h"
+#include "config/config.h"
+#include "daemon/cli.h"
+#include "pipeline/process.h"
+#include "scp/scp.h"
+
+#include <dirent.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+typedef struct filter_opts {
+    const char *in, *out, *device, *suffix, *uid_root;
+    int algorithm, number_offset;
+    gpu_nlm_params nlm;
+} filter_opts;
+
+typedef struct input_file {
+    char *path;
+    char series_uid[65];
+} input_file;
+
+typedef struct input_list {
+    int n, cap;
+    input_file *v;
+} input_list;
+
+static void filter_usage(FILE *f)
+{
+    fprintf(f, "usage: ldct filter --algo auto|nlm2d|nlm3d --in DIR --out DIR [options]\n"
+               "  --search-radius N   search window radius (default 5)\n"
+               "  --patch-radius N    patch radius (default 2)\n"
+               "  --h H               filter strength in HU (default: from the noise)\n"
+               "  --strength X        scales the automatic h (default 1.0)\n"
+               "  --device D          cpu | gpu | gpu:N | auto (default auto)\n"
+               "  --suffix S          appended to SeriesDescription (default \" [DN]\")\n"
+               "  --series-number-offset N  added to SeriesNumber (default 1000)\n"
+               "  --uid-root ROOT     root of the new UIDs\n"
+               "Every DICOM image file under --in is read (other files are skipped);\n"
+               "each series becomes one derived series in --out (<SOPInstanceUID>.dcm).\n");
+}
+
+static int list_push(input_list *l, const char *path, const char *series)
+{
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 256;
+        input_file *v = realloc(l->v, (size_t)cap * sizeof *v);
+        if (!v)
+            return -1;
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n].path = strdup(path);
+    snprintf(l->v[l->n].series_uid, sizeof l->v[l->n].series_uid, "%s", series);
+    return l->v[l->n++].path ? 0 : -1;
+}
+
+/* Adds every readable DICOM file under dir (recursively). */
+static int scan(const char *dir, input_list *l, int *skipped)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return fprintf(stderr, "ldct filter: cannot open %s\n", dir), -1;
+    struct dirent *e;
+    int rc = 0;
+    while (!rc && (e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[2048];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (stat(path, &st) != 0)
+            continue;
+        if (S_ISDIR(st.st_mode)) {
+            rc = scan(path, l, skipped);
+            continue;
+        }
+        scp_slice_info info;
+        char err[256];
+        if (!S_ISREG(st.st_mode) || scp_slice_read_info(path, &info, err, sizeof err) != 0) {
+            (*skipped)++;
+            continue;
+        }
+        rc = list_push(l, path, info.series_uid);
+        scp_slice_info_free(&info);
+    }
+    closedir(d);
+    return rc;
+}
+
+static int by_series(const void *a, const void *b)
+{
+    const input_file *x = a, *y = b;
+    int c = strcmp(x->series_uid, y->series_uid);
+    return c ? c : strcmp(x->path, y->path);
+}
+
+static int run_series(const filter_opts *fo, const gpu_device *dev, input_file *files, int n)
+{
+    const char **paths = malloc((size_t)n * sizeof *paths);
+    if (!paths)
+        return -1;
+    for (int i = 0; i < n; i++)
+        paths[i] = files[i].path;
+    process_opts o = {.algorithm = fo->algorithm,
+                      .nlm = fo->nlm,
+                      .dev = dev,
+                      .uid_root = fo->uid_root,
+                      .description_suffix = fo->suffix,
+                      .series_number_offset = fo->number_offset,
+                      .out_dir = fo->out};
+    fprintf(stderr, "series %s: %d file(s)...\n", files[0].series_uid, n);
+    process_result r;
+    char err[512];
+    int rc = process_series(paths, n, &o, &r, err, sizeof err);
+    free(paths);
+    if (rc) {
+        fprintf(stderr, "series %s: %s\n", files[0].series_uid, err);
+        return -1;
+    }
+    printf("series %s -> %s: %d file(s) %dx%dx%d, %s on %s%s, h %.1f (noise %.1f);"
+           " load %.2f s, filter %.2f s, write %.2f s\n",
+           files[0].series_uid, r.series_uid, r.n, r.nx, r.ny, r.nz, r.algorithm, r.device,
+           r.gpu_fallback ? " (GPU failed)" : "", r.h, r.noise_sigma, r.load_s, r.filter_s,
+           r.write_s);
+    process_result_free(&r);
+    return 0;
+}
+
+static int parse_filter(int argc, char **argv, filter_opts *o)
+{
+    static const struct option longopts[] = {{"algo", 1, 0, 'a'},
+                                             {"in", 1, 0, 'i'},
+                                             {"out", 1, 0, 'o'},
+                                             {"search-radius", 1, 0, 'S'},
+                                             {"patch-radius", 1, 0, 'P'},
+                                             {"h", 1, 0, 'H'},
+                                             {"strength", 1, 0, 's'},
+                                             {"device", 1, 0, 'd'},
+                                             {"suffix", 1, 0, 'x'},
+                                             {"series-number-offset", 1, 0, 'n'},
+                                             {"uid-root", 1, 0, 'u'},
+                                             {"help", 0, 0, '?'},
+                                             {0, 0, 0, 0}};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'a':
+            if ((o->algorithm = process_algorithm_parse(optarg)) < 0)
+                return fprintf(stderr, "ldct filter: unknown algorithm '%s'\n", optarg), -1;
+            break;
+        case 'i':
+            o->in = optarg;
+            break;
+        case 'o':
+            o->out = optarg;
+            break;
+        case 'S':
+            o->nlm.search_radius = atoi(optarg);
+            break;
+        case 'P':
+            o->nlm.patch_radius = atoi(optarg);
+            break;
+        case 'H':
+            o->nlm.h = (float)atof(optarg);
+            o->nlm.h_auto = 0;
+            break;
+        case 's':
+            o->nlm.strength = (float)atof(optarg);
+            break;
+        case 'd':
+            o->device = optarg;
+            break;
+        case 'x':
+            o->suffix = optarg;
+            break;
+        case 'n':
+            o->number_offset = atoi(optarg);
+            break;
+        case 'u':
+            o->uid_root = optarg;
+            break;
+        default:
+            return -1;
+        }
+    }
+    if (!o->in || !o->out || optind != argc)
+        return fprintf(stderr, "ldct filter: --algo, --in and --out are required\n"), -1;
+    return 0;
+}
+
+int cli_filter(int argc, char **argv)
+{
+    ldct_config *defaults = NULL;
+    if (config_new_defaults(&defaults))
+        return 1;
+    filter_opts fo = {.device = "auto",
+                      .suffix = defaults->rule[0].series_description_suffix,
+                      .uid_root = defaults->node.uid_root,
+                      .algorithm = ALGO_AUTO,
+                      .number_offset = defaults->rule[0].series_number_offset};
+    gpu_nlm_params_default(&fo.nlm);
+    int rc = 1;
+    input_list in = {0, 0, NULL};
+    gpu_device dev;
+    int skipped = 0, failed = 0;
+    if (parse_filter(argc, argv, &fo)) {
+        filter_usage(stderr);
+        rc = 2;
+        goto done;
+    }
+    if (gpu_device_parse(fo.device, &dev)) {
+        fprintf(stderr, "ldct filter: device '%s' is not available\n", fo.device);
+        goto done;
+    }
+    if (scp_global_init() || scan(fo.in, &in, &skipped))
+        goto done;
+    if (in.n == 0) {
+        fprintf(stderr, "ldct filter: no DICOM image in %s\n", fo.in);
+        goto done;
+    }
+    if (skipped)
+        fprintf(stderr, "ldct filter: skipped %d file(s) that are not DICOM\n", skipped);
+    qsort(in.v, (size_t)in.n, sizeof *in.v, by_series);
+    for (int i = 0, j; i < in.n; i = j) {
+        for (j = i + 1; j < in.n && !strcmp(in.v[j].series_uid, in.v[i].series_uid); j++) {
+        }
+        failed += run_series(&fo, &dev, in.v + i, j - i) != 0;
+    }
+    rc = failed ? 1 : 0;
+done:
+    for (int i = 0; i < in.n; i++)
+        free(in.v[i].path);
+    free(in.v);
+    config_free(defaults);
+    return rc;
+}

@@ -1,0 +1,160 @@
+/* ldct jobs and ldct retry: what the workers and senders did, and putting
+ * failed work back in the queue. Single-threaded (the ldct process). */
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/json.h"
+#include "daemon/cli.h"
+#include "db/queue.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef struct list_ctx {
+    int json, jobs, sends_open; /* JSON: jobs printed, inside a sends array */
+    int64_t now;
+} list_ctx;
+
+static void json_field(const char *name, const char *v, int comma)
+{
+    printf("%s\"%s\":", comma ? "," : "", name);
+    json_write_string(stdout, v);
+}
+
+static void close_job_json(list_ctx *c)
+{
+    if (c->jobs)
+        printf("]}");
+}
+
+static void job_json(list_ctx *c, const db_job_row *j)
+{
+    close_job_json(c);
+    printf("%s{\"id\":%lld", c->jobs ? ",\n" : "", (long long)j->id);
+    json_field("series_uid", j->series_uid, 1);
+    json_field("rule", j->rule, 1);
+    json_field("action", j->action, 1);
+    json_field("algorithm", j->algorithm, 1);
+    json_field("state", j->state, 1);
+    json_field("worker", j->worker, 1);
+    json_field("derived_series_uid", j->derived_series_uid, 1);
+    json_field("last_error", j->last_error, 1);
+    printf(",\"instances\":%d,\"attempts\":%d,\"priority\":%d,\"created_ms\":%lld,"
+           "\"started_ms\":%lld,\"finished_ms\":%lld,\"sends\":[",
+           j->instances, j->attempts, j->priority, (long long)j->created_ms,
+           (long long)j->started_ms, (long long)j->finished_ms);
+    c->sends_open = 0;
+}
+
+static void send_json(list_ctx *c, const db_send_row *s)
+{
+    printf("%s{\"id\":%lld", c->sends_open ? "," : "", (long long)s->id);
+    json_field("what", s->what, 1);
+    json_field("destination", s->destination, 1);
+    json_field("state", s->state, 1);
+    json_field("last_error", s->last_error, 1);
+    printf(",\"attempts\":%d,\"next_attempt_ms\":%lld,\"created_ms\":%lld,\"finished_ms\":%lld}",
+           s->attempts, (long long)s->next_attempt_ms, (long long)s->created_ms,
+           (long long)s->finished_ms);
+    c->sends_open = 1;
+}
+
+static void seconds_text(int64_t from, int64_t to, char *out, size_t len)
+{
+    if (from && to >= from)
+        snprintf(out, len, "%.1f s", (double)(to - from) / 1000.0);
+    else
+        snprintf(out, len, "-");
+}
+
+static void job_text(list_ctx *c, const db_job_row *j)
+{
+    char created[32], run[32];
+    ldct_time_format(j->created_ms, created, sizeof created);
+    seconds_text(j->started_ms, j->finished_ms ? j->finished_ms : c->now, run, sizeof run);
+    printf("job %lld  %-8s %-7s %-6s rule %s, %d instance(s), attempts %d, created %s, ran %s\n",
+           (long long)j->id, j->state, j->action, j->algorithm, j->rule, j->instances, j->attempts,
+           created, run);
+    printf("    series  %s\n", j->series_uid);
+    if (j->derived_series_uid[0])
+        printf("    derived %s\n", j->derived_series_uid);
+    if (j->last_error[0])
+        printf("    error   %s\n", j->last_error);
+}
+
+static void send_text(list_ctx *c, const db_send_row *s)
+{
+    char next[32] = "";
+    if (!s->state[0] || s->state[0] == 'p')
+        snprintf(next, sizeof next, ", next try in %.0f s",
+                 s->next_attempt_ms > c->now ? (double)(s->next_attempt_ms - c->now) / 1000.0
+                                             : 0.0);
+    printf("    send %lld %-8s %s to %s, attempts %d%s%s%s\n", (long long)s->id, s->what, s->state,
+           s->destination, s->attempts, next, s->last_error[0] ? ": " : "", s->last_error);
+}
+
+static void on_job(void *ctx, const db_job_row *j)
+{
+    list_ctx *c = ctx;
+    if (c->json)
+        job_json(c, j);
+    else
+        job_text(c, j);
+    c->jobs++;
+}
+
+static void on_send(void *ctx, const db_send_row *s)
+{
+    list_ctx *c = ctx;
+    if (c->json)
+        send_json(c, s);
+    else
+        send_text(c, s);
+}
+
+int cli_jobs(cli_opts *o)
+{
+    db *d;
+    if (cli_open_db(o, 1, &d))
+        return 1;
+    list_ctx c = {.json = o->json, .now = ldct_now_ms()};
+    if (c.json)
+        printf("[");
+    int rc = db_jobs_list(d, o->limit, on_job, on_send, &c);
+    if (c.json) {
+        close_job_json(&c);
+        printf("]\n");
+    } else if (c.jobs == 0) {
+        printf("no jobs\n");
+    }
+    db_close(d);
+    return rc ? 1 : 0;
+}
+
+int cli_retry(cli_opts *o)
+{
+    char *end = NULL;
+    long long id = o->argc == 1 ? strtoll(o->argv[0], &end, 10) : 0;
+    if (o->argc != 1 || *end || id <= 0) {
+        fprintf(stderr, "usage: ldct retry JOB (a job number from ldct jobs)\n");
+        return 2;
+    }
+    db *d;
+    if (cli_open_db(o, 0, &d))
+        return 1;
+    int changed = 0, rc = db_job_retry(d, id, &changed);
+    db_close(d);
+    if (rc == LDCT_ENOTFOUND) {
+        fprintf(stderr, "ldct: no job %lld\n", id);
+        return 1;
+    }
+    if (rc) {
+        fprintf(stderr, "ldct: retry failed: %s\n", ldct_strerror(rc));
+        return 1;
+    }
+    if (changed == 0) {
+        printf("job %lld has nothing failed or dead to retry\n", id);
+        return 0;
+    }
+    printf("job %lld: %d item(s) queued again\n", id, changed);
+    return 0;
+}
