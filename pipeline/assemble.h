@@ -1,0 +1,69 @@
+/* assemble: turns the files of one received DICOM series into one float
+ * volume in HU, sorted along the slice normal, or refuses the series with
+ * one sentence a PACS administrator understands.
+ *
+ * Invariants: every file is checked before any pixel is read: it is DICOM,
+ * it is a greyscale image, and it agrees with the rest of the series on
+ * series UID, rows, columns, pixel spacing (relative tolerance 1e-3),
+ * orientation (1e-4), frame of reference, bits allocated and stored, pixel
+ * representation and photometric interpretation; its rescale is finite with
+ * a non-zero slope (each slice keeps its own rescale). Frames (one per
+ * classic slice, one per frame of a multi-frame Enhanced CT file, mixed
+ * freely) are sorted by their position projected on the slice normal,
+ * ascending; two frames within 1% of the median step of each other, a step
+ * of more than 1.5x the median (missing slice) or any step more than 10%
+ * off the median refuse the series. A single frame is a valid 1-slice
+ * volume.
+ *
+ * Thread-safety: any thread; no global state. asm_series_load reads the
+ * headers and then the pixels of the files in parallel, with an OpenMP
+ * parallel region per call (OMP_NUM_THREADS bounds it).
+ */
+#ifndef LDCT_PIPELINE_ASSEMBLE_H
+#define LDCT_PIPELINE_ASSEMBLE_H
+
+#include "gpu/volume.h"
+
+#include <stddef.h>
+
+/* One input file of the series. */
+typedef struct asm_source {
+    char path[1024];
+    char sop_instance_uid[65], sop_class_uid[65];
+    int instance_number; /* 0 if absent */
+    int frames;          /* frames in this file (1 for classic single-frame) */
+    int *z;              /* z index in the volume of each of its frames, frames entries */
+} asm_source;
+
+typedef struct asm_series {
+    gpu_volume vol; /* HU; nx = columns, ny = rows, nz = total frames, nt = 1;
+                     * spacing = {column spacing, row spacing, slice distance} (mm);
+                     * slice distance = median step between sorted frames, for a
+                     * single frame the slice thickness (or 1 when absent); pixel
+                     * spacing 1 when the series has none */
+    int nsrc;
+    asm_source *src; /* in input order */
+    char study_uid[65], series_uid[65], modality[17], frame_of_reference_uid[65];
+    double slice_thickness; /* SliceThickness of the first slice (z = 0), NAN if absent or <= 0 */
+    double normal[3];       /* unit slice normal used for sorting (row x column
+                             * direction cosines); 0\0\1 for a single frame
+                             * without orientation */
+} asm_series;
+
+/* Loads the n files (paths[0..n-1]). On success returns 0 and fills *out
+ * (the caller frees it with asm_series_close). On failure returns
+ * LDCT_EINPUT (inconsistent or unusable series, including files that are
+ * not DICOM or not images, and n <= 0), LDCT_EUNSUPPORTED (colour images,
+ * pixel formats the reader cannot decode), -EINVAL (NULL arguments),
+ * -ENOENT / -EACCES (a file cannot be opened), -ENOMEM or LDCT_EDICOM,
+ * writes one readable
+ * sentence into err (size err_len; naming the slice by instance number, or
+ * by file name when the number is absent or not unique) and leaves *out
+ * zeroed. */
+int asm_series_load(const char *const *paths, int n, asm_series *out, char *err, size_t err_len);
+
+/* Frees what asm_series_load allocated and zeroes *s. A zeroed or already
+ * closed struct, and NULL, are fine. */
+void asm_series_close(asm_series *s);
+
+#endif
