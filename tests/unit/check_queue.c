@@ -1,0 +1,355 @@
+/* Unit tests for db/queue: job creation and claiming order, derived UIDs
+ * fixed once per job, finishing with sends, failures and retries, crash
+ * recovery, send claiming (one in flight per destination) and backoff,
+ * retention of unmatched series. */
+#include "common/err.h"
+#include "db/queue.h"
+#include "pipeline/sender.h"
+#include "tests/unit/testutil.h"
+
+#include <check.h>
+#include <string.h>
+
+static db *open_fresh(char *path, size_t len)
+{
+    char dir[64];
+    tu_tmpdir(dir, sizeof dir);
+    snprintf(path, len, "%s/ldct.db", dir);
+    db *d = NULL;
+    ck_assert_int_eq(db_open(path, 0, &d), 0);
+    return d;
+}
+
+/* Puts a series of n instances and marks it stable; returns its id. */
+static int64_t stable_series(db *d, const char *uid, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char sop[64], path[128], old[8];
+        snprintf(sop, sizeof sop, "%s.%d", uid, i + 1);
+        snprintf(path, sizeof path, "/spool/%s/%d.dcm", uid, i + 1);
+        db_instance_rec r = {.study_uid = "1.2",
+                             .series_uid = uid,
+                             .sop_instance_uid = sop,
+                             .sop_class_uid = "1.2.840.10008.5.1.4.1.1.2",
+                             .transfer_syntax_uid = "1.2.840.10008.1.2.1",
+                             .modality = "CT",
+                             .path = path,
+                             .size = 10,
+                             .received_ms = 1000,
+                             .stable_seconds = 1};
+        ck_assert_int_eq(db_instance_put(d, &r, old, sizeof old), 0);
+    }
+    ck_assert_int_ge(db_series_mark_stable(d, 10000, NULL, NULL), 1);
+    db_series_info si;
+    ck_assert_int_eq(db_series_get(d, uid, &si), 0);
+    ck_assert_str_eq(si.state, "stable");
+    return si.id;
+}
+
+static int64_t job(db *d, int64_t series, int priority, const char *dests, int action_both)
+{
+    db_job_spec s = {.series_id = series,
+                     .rule = "r",
+                     .action = action_both ? "both" : "process",
+                     .algorithm = "nlm3d",
+                     .params = "search_radius=5",
+                     .description_suffix = " [DN]",
+                     .priority = priority,
+                     .derived_series_uid = "9.9.1",
+                     .destinations = dests,
+                     .send_original = action_both,
+                     .process = 1};
+    int64_t id = 0;
+    ck_assert_int_eq(db_job_create(d, &s, 2000, &id), 0);
+    return id;
+}
+
+START_TEST(claims_by_priority_then_age)
+{
+    char p[128];
+    db *d = open_fresh(p, sizeof p);
+    int64_t a = job(d, stable_series(d, "1.1", 1), 0, "", 0);
+    int64_t b = job(d, stable_series(d, "1.2", 1), 5, "", 0);
+    int64_t c = job(d, stable_series(d, "1.3", 1), 0, "", 0);
+    db_job j;
+    ck_assert_int_eq(db_job_claim(d, "w", 3000, &j), 0);
+    ck_assert_int_eq(j.id, b);
+    ck_assert_str_eq(j.series_uid, "1.2");
+    ck_assert_int_eq(j.attempts, 1);
+    ck_assert_int_eq(db_job_claim(d, "w", 3000, &j), 0);
+    ck_assert_int_eq(j.id, a);
+    ck_assert_int_eq(db_job_claim(d, "w", 3000, &j), 0);
+    ck_assert_int_eq(j.id, c);
+    ck_assert_int_eq(db_job_claim(d, "w", 3000, &j), LDCT_ENOTFOUND);
+    db_close(d);
+}
+END_TEST
+
+START_TEST(job_needs_a_stable_series_and_queues_it)
+{
+    char p[128];
+    db *d = open_fresh(p, sizeof p);
+    int64_t s = stable_series(d, "1.1", 2);
+    job(d, s, 0, "", 0);
+    db_series_info si;
+    ck_assert_int_eq(db_series_get(d, "1.1", &si), 0);
+    ck_assert_str_eq(si.state, "queued");
+    db_job_spec again = {.series_id = s,
+                         .rule = "r",
+                         .action = "process",
+                         .algorithm = "nlm3d",
+                         .params = "",
+                         .destinations = "",
+                         .process = 1};
+    int64_t id;
+    ck_assert_int_eq(db_job_create(d, &again, 2000, &id), LDCT_ENOTFOUND);
+    db_close(d);
+}
+END_TEST
+
+START_TEST(derived_uids_are_made_once_per_job)
+{
+    char p[128];
+    db *d = open_fresh(p, sizeof p);
+    job(d, stable_series(d, "1.1", 2), 0, "", 0);
+    db_job j;
+    ck_assert_int_eq(db_job_claim(d, "w", 3000, &j), 0);
+    const char *src[2] = {"1.1.1", "1.1.2"};
+    char uids[2][DB_UID_LEN] = {"7.1", "7.2"};
+    ck_assert_int_eq(db_job_derived_uids(d, j.id, 2, src, uids), 0);
+    char again[2][DB_UID_LEN] = {"8.1", "8.2"};
+    ck_assert_int_eq(db_job_derived_uids(d, j.id, 2, src, again), 0);
+    ck_assert_str_eq(again[0], "7.1");
+    ck_assert_str_eq(again[1], "7.2");
+    db_close(d);
+}
+END_TEST
+
+typedef struct {
+    int jobs, sends;
+    char state[8][16], what[8][16], dest[8][16];
+} seen;
+
+static void on_job(void *ctx, const db_job_row *j)
+{
+    (void)j;
+    ((seen *)ctx)->jobs++;
+}
+
+static void on_send(void *ctx, const db_send_row *s)
+{
+    seen *v = ctx;
+    snprintf(v->state[v->sends], 16, "%s", s->state);
+    snprintf(v->what[v->sends], 16, "%s", s->what);
+    snprintf(v->dest[v->sends], 16, "%s", s->destination);
+    v->sends++;
+}
+
+START_TEST(done_creates_one_send_per_destination_and_both_sends_the_original)
+{
+    char p[128];
+    db *d = open_fresh(p, sizeof p);
+    job(d, stable_series(d, "1.1", 1), 0, "pacs,archive", 1);
+    seen v = {0};
+    ck_assert_int_eq(db_jobs_list(d, 0, on_job, on_send, &v), 0);
+    ck_assert_int_eq(v.sends, 2); /* originals, at once */
+    ck_assert_str_eq(v.what[0], "original");
+    db_job j;
+    ck_assert_int_eq(db_job_claim(d, "w", 3000, &j), 0);
+    const char *src[1] = {"1.1.1"}, *paths[1] = {"/outbox/1/7.1.dcm"};
+    char uids[1][DB_UID_LEN] = {"7.1"};
+    ck_assert_int_eq(db_job_derived_uids(d, j.id, 1, src, uids), 0);
+    ck_assert_int_eq(db_job_done(d, j.id, 4000, 1, src, paths), 0);
+    memset(&v, 0, sizeof v);
+    ck_assert_int_eq(db_jobs_list(d, 0, on_job, on_send, &v), 0);
+    ck_assert_int_eq(v.sends, 4);
+    ck_assert_str_eq(v.what[2], "derived");
+    ck_assert_str_eq(v.dest[2], "pacs");
+    ck_assert_str_eq(v.dest[3], "archive");
+    db_send s;
+    ck_assert_int_eq(db_send_claim(d, 5000, &s), 0);
+    ck_assert_str_eq(s.what, "original");
+    db_strings files;
+    ck_assert_int_eq(db_send_paths(d, &s, &files), 0);
+    ck_assert_int_eq(files.n, 1);
+    ck_assert_str_eq(files.v[0], "/spool/1.1/1.dcm");
+    db_strings_free(&files);
+    db_close(d);
+}
+END_TEST
+
+START_TEST(one_send_in_flight_per_destination)
+{
+    char p[128];
+    db *d = open_fresh(p, sizeof p);
+    job(d, stable_series(d, "1.1", 1), 0, "pacs", 1);
+    job(d, stable_series(d, "1.2", 1), 0, "pacs,other", 1);
+    db_send a, b, c;
+    ck_assert_int_eq(db_send_claim(d, 5000, &a), 0);
+    ck_assert_str_eq(a.destination, "pacs");
+    ck_assert_int_eq(db_send_claim(d, 5000, &b), 0);
+    ck_assert_str_eq(b.destination, "other"); /* not the second pacs send */
+    ck_assert_int_eq(db_send_claim(d, 5000, &c), LDCT_ENOTFOUND);
+    ck_assert_int_eq(db_send_done(d, a.id, 6000), 0);
+    ck_assert_int_eq(db_send_claim(d, 6000, &c), 0);
+    ck_assert_str_eq(c.destination, "pacs");
+    db_close(d);
+}
+END_TEST
+
+START_TEST(failed_send_waits_for_its_backoff_then_dies)
+{
+    char p[128];
+    db *d = open_fresh(p, sizeof p);
+    job(d, stable_series(d, "1.1", 1), 0, "pacs", 1);
+    db_send s;
+    ck_assert_int_eq(db_send_claim(d, 5000, &s), 0);
+    ck_assert_int_eq(db_send_failed(d, s.id, 5000, 15000, "refused"), 0);
+    ck_assert_int_eq(db_send_claim(d, 14999, &s), LDCT_ENOTFOUND);
+    ck_assert_int_eq(db_send_claim(d, 15000, &s), 0);
+    ck_assert_int_eq(s.attempts, 2);
+    ck_assert_int_eq(db_send_failed(d, s.id, 15000, -1, "refused"), 0);
+    ck_assert_int_eq(db_send_claim(d, 99999999, &s), LDCT_ENOTFOUND);
+    seen v = {0};
+    ck_assert_int_eq(db_jobs_list(d, 0, on_job, on_send, &v), 0);
+    ck_assert_str_eq(v.state[0], "dead");
+    int changed = 0;
+    ck_assert_int_eq(db_job_retry(d, 1, &changed), 0);
+    ck_assert_int_eq(changed, 1);
+    ck_assert_int_eq(db_send_claim(d, 20000, &s), 0);
+    ck_assert_int_eq(s.attempts, 1);
+    ck_assert_int_eq(db_job_retry(d, 42, &changed), LDCT_ENOTFOUND);
+    db_close(d);
+}
+END_TEST
+
+START_TEST(backoff_grows_to_its_cap_then_gives_up)
+{
+    cfg_destination dest = {.retry_initial_seconds = 10,
+                            .retry_multiplier = 2,
+                            .retry_max_seconds = 60,
+                            .retry_max_attempts = 5};
+    ck_assert_int_eq(sender_backoff_ms(&dest, 1), 10000);
+    ck_assert_int_eq(sender_backoff_ms(&dest, 2), 20000);
+    ck_assert_int_eq(sender_backoff_ms(&dest, 3), 40000);
+    ck_assert_int_eq(sender_backoff_ms(&dest, 4), 60000);
+    ck_assert_int_eq(sender_backoff_ms(&dest, 5), -1);
+}
+END_TEST
+
+START_TEST(recover_requeues_running_work_and_fails_repeated_crashers)
+{
+    char p[128];
+    db *d = open_fresh(p, sizeof p);
+    job(d, stable_series(d, "1.1", 1), 0, "pacs", 1);
+    job(d, stable_series(d, "1.2", 1), 0, "", 0);
+    db_job j;
+    db_send s;
+    ck_assert_int_eq(db_job_claim(d, "w", 3000, &j), 0);
+    ck_assert_int_eq(db_send_claim(d, 3000, &s), 0);
+    int jobs = -1, sends = -1;
+    ck_assert_int_eq(db_recover(d, 3, 4000, &jobs, &sends), 0);
+    ck_assert_int_eq(jobs, 1);
+    ck_assert_int_eq(sends, 1);
+    /* The same job claimed twice more and "crashing" each time. */
+    for (int k = 0; k < 2; k++) {
+        ck_assert_int_eq(db_job_claim(d, "w", 5000, &j), 0);
+        ck_assert_int_eq(db_recover(d, 3, 6000, &jobs, NULL), 0);
+    }
+    ck_assert_int_eq(jobs, 0); /* third crash: failed, not requeued */
+    db_queue_totals t;
+    ck_assert_int_eq(db_queue_totals_get(d, &t), 0);
+    ck_assert_int_eq(t.jobs_failed, 1);
+    ck_assert_int_eq(t.jobs_pending, 1);
+    db_close(d);
+}
+END_TEST
+
+START_TEST(failure_with_retry_goes_back_to_pending)
+{
+    char p[128];
+    db *d = open_fresh(p, sizeof p);
+    job(d, stable_series(d, "1.1", 1), 0, "", 0);
+    db_job j;
+    ck_assert_int_eq(db_job_claim(d, "w", 3000, &j), 0);
+    ck_assert_int_eq(db_job_failed(d, j.id, 3500, "disk full", 1), 0);
+    ck_assert_int_eq(db_job_claim(d, "w", 4000, &j), 0);
+    ck_assert_int_eq(j.attempts, 2);
+    ck_assert_int_eq(db_job_failed(d, j.id, 4500, "slice 3 has 256 columns", 0), 0);
+    ck_assert_int_eq(db_job_claim(d, "w", 5000, &j), LDCT_ENOTFOUND);
+    db_series_info si;
+    ck_assert_int_eq(db_series_get(d, "1.1", &si), 0);
+    ck_assert_str_eq(si.state, "failed");
+    db_close(d);
+}
+END_TEST
+
+typedef struct {
+    int n;
+    int64_t id;
+} expired;
+
+static void on_expired(void *ctx, int64_t id, const char *uid, const char *state)
+{
+    (void)uid;
+    ck_assert_str_eq(state, "unmatched");
+    ((expired *)ctx)->n++;
+    ((expired *)ctx)->id = id;
+}
+
+START_TEST(unmatched_series_expire_and_are_removed)
+{
+    char p[128];
+    db *d = open_fresh(p, sizeof p);
+    int64_t s = stable_series(d, "1.1", 3);
+    ck_assert_int_eq(db_series_set_state(d, s, "unmatched"), 0);
+    expired e = {0};
+    ck_assert_int_eq(db_series_expired(d, 9999, on_expired, &e), 0); /* stable at 10000 */
+    ck_assert_int_eq(db_series_expired(d, 10000, on_expired, &e), 1);
+    ck_assert_int_eq(e.id, s);
+    ck_assert_int_eq(db_series_remove(d, s), 0);
+    db_series_info si;
+    ck_assert_int_eq(db_series_get(d, "1.1", &si), 0);
+    ck_assert_str_eq(si.state, "removed");
+    ck_assert_int_eq(si.instances, 0);
+    db_strings paths;
+    ck_assert_int_eq(db_series_paths(d, s, &paths), 0);
+    ck_assert_int_eq(paths.n, 0);
+    db_close(d);
+}
+END_TEST
+
+START_TEST(defer_sends_a_stable_series_back_to_receiving)
+{
+    char p[128];
+    db *d = open_fresh(p, sizeof p);
+    int64_t s = stable_series(d, "1.1", 1);
+    ck_assert_int_eq(db_series_defer(d, s, 60), 0);
+    db_series_info si;
+    ck_assert_int_eq(db_series_get(d, "1.1", &si), 0);
+    ck_assert_str_eq(si.state, "receiving");
+    ck_assert_int_eq(si.stable_seconds, 60);
+    ck_assert_int_eq(db_series_mark_stable(d, 60999, NULL, NULL), 0); /* last at 1000 */
+    ck_assert_int_eq(db_series_mark_stable(d, 61000, NULL, NULL), 1);
+    db_close(d);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("queue");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, claims_by_priority_then_age);
+    tcase_add_test(tc, job_needs_a_stable_series_and_queues_it);
+    tcase_add_test(tc, derived_uids_are_made_once_per_job);
+    tcase_add_test(tc, done_creates_one_send_per_destination_and_both_sends_the_original);
+    tcase_add_test(tc, one_send_in_flight_per_destination);
+    tcase_add_test(tc, failed_send_waits_for_its_backoff_then_dies);
+    tcase_add_test(tc, backoff_grows_to_its_cap_then_gives_up);
+    tcase_add_test(tc, recover_requeues_running_work_and_fails_repeated_crashers);
+    tcase_add_test(tc, failure_with_retry_goes_back_to_pending);
+    tcase_add_test(tc, unmatched_series_expire_and_are_removed);
+    tcase_add_test(tc, defer_sends_a_stable_series_back_to_receiving);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}
