@@ -27,7 +27,9 @@ typedef enum {
     T_RANGE,
     T_ACTION,
     T_ALGORITHM,
-    T_NAMELIST
+    T_NAMELIST,
+    T_UIDROOT,
+    T_DEVICES
 } opt_type;
 typedef enum { S_NODE, S_DEST, S_RULE } sect_kind;
 
@@ -83,9 +85,10 @@ static const opt_def OPTIONS[] = {
          "how long SIGTERM waits for running associations"),
     NODE("log_level", T_LOGLEVEL, 0, 0, "info", log_level,
          "error | warning | notice | info | debug"),
-    NODE("uid_root", T_STR, 0, 0, "1.2.276.0.7230010.3.1.4", uid_root,
+    NODE("uid_root", T_UIDROOT, 0, 0, "1.2.276.0.7230010.3.1.4", uid_root,
          "UID root for derived series (use your organisation's)"),
-    NODE("devices", T_STR, 0, 0, "auto", devices, "auto | cpu | gpu:N list: one worker per device"),
+    NODE("devices", T_DEVICES, 0, 0, "auto", devices,
+         "auto | cpu | gpu:N list: one worker per device"),
     NODE("results_dir", T_STR, 0, 0, "", results_dir,
          "where results go when a rule has no destination; empty = state_dir/results"),
     NODE("sender_threads", T_INT, 1, 64, "4", sender_threads, "parallel C-STORE senders"),
@@ -272,6 +275,39 @@ static int host_valid(const char *h)
     return *h != '\0';
 }
 
+/* A UID root leaves room for the suffix scp_uid_new appends (~40 chars). */
+static int uid_root_valid(const char *r)
+{
+    size_t n = strlen(r);
+    if (n == 0 || n > 24 || r[0] == '.' || r[n - 1] == '.' || strstr(r, ".."))
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        if (r[i] != '.' && !isdigit((unsigned char)r[i]))
+            return 0;
+        if (r[i] == '0' && (i == 0 || r[i - 1] == '.') && i + 1 < n && r[i + 1] != '.')
+            return 0; /* no leading zero in a component */
+    }
+    return 1;
+}
+
+/* "auto", "cpu", or a comma list of "gpu" / "gpu:N" / "cpu". */
+static int devices_valid(const char *v)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", v);
+    char *save = NULL;
+    int n = 0;
+    for (char *t = strtok_r(buf, ", ", &save); t; t = strtok_r(NULL, ", ", &save), n++) {
+        char *end = NULL;
+        if (strcmp(t, "auto") == 0 || strcmp(t, "cpu") == 0 || strcmp(t, "gpu") == 0)
+            continue;
+        if (strncmp(t, "gpu:", 4) != 0 || !isdigit((unsigned char)t[4]) ||
+            (strtol(t + 4, &end, 10), *end))
+            return 0;
+    }
+    return n > 0;
+}
+
 /* Stores `value` into the field described by `o`; returns an error message or NULL. */
 static const char *set_option(const opt_def *o, void *base, const char *raw)
 {
@@ -282,6 +318,14 @@ static const char *set_option(const opt_def *o, void *base, const char *raw)
     case T_AE:
         if (v[0] && !ae_valid(v))
             return "an AE title has 1 to 16 printable characters and no backslash";
+        /* fall through */
+    case T_UIDROOT:
+        if (o->type == T_UIDROOT && !uid_root_valid(v))
+            return "expected a UID root: digits and dots, at most 24 characters";
+        /* fall through */
+    case T_DEVICES:
+        if (o->type == T_DEVICES && !devices_valid(v))
+            return "expected auto, cpu, or a list like gpu:0, gpu:1";
         /* fall through */
     case T_STR:
         if (strlen(v) >= o->size)
@@ -454,39 +498,6 @@ static char *counting_reader(char *str, int num, void *stream)
     return s;
 }
 
-/* A UID root leaves room for the suffix scp_uid_new appends (~40 chars). */
-static int uid_root_valid(const char *r)
-{
-    size_t n = strlen(r);
-    if (n == 0 || n > 24 || r[0] == '.' || r[n - 1] == '.' || strstr(r, ".."))
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        if (r[i] != '.' && !isdigit((unsigned char)r[i]))
-            return 0;
-        if (r[i] == '0' && (i == 0 || r[i - 1] == '.') && i + 1 < n && r[i + 1] != '.')
-            return 0; /* no leading zero in a component */
-    }
-    return 1;
-}
-
-/* "auto", "cpu", or a comma list of "gpu" / "gpu:N" / "cpu". */
-static int devices_valid(const char *v)
-{
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", v);
-    char *save = NULL;
-    int n = 0;
-    for (char *t = strtok_r(buf, ", ", &save); t; t = strtok_r(NULL, ", ", &save), n++) {
-        char *end = NULL;
-        if (strcmp(t, "auto") == 0 || strcmp(t, "cpu") == 0 || strcmp(t, "gpu") == 0)
-            continue;
-        if (strncmp(t, "gpu:", 4) != 0 || !isdigit((unsigned char)t[4]) ||
-            (strtol(t + 4, &end, 10), *end))
-            return 0;
-    }
-    return n > 0;
-}
-
 static void validate_rule(ldct_config *cfg, const cfg_rule *r)
 {
     for (int k = 0; k < r->ndest; k++)
@@ -510,12 +521,6 @@ static void validate(ldct_config *cfg)
         validate_rule(cfg, &cfg->rule[i]);
     if (!cfg->node.state_dir[0])
         add_error(cfg, 0, "state_dir must not be empty");
-    if (!uid_root_valid(cfg->node.uid_root))
-        add_error(cfg, 0, "uid_root '%s' is not a UID root (digits and dots, at most 24)",
-                  cfg->node.uid_root);
-    if (!devices_valid(cfg->node.devices))
-        add_error(cfg, 0, "devices = %s: expected auto, cpu or a list like gpu:0, gpu:1",
-                  cfg->node.devices);
 }
 
 /* Without any [rule], CT series are processed into the results folder. */
@@ -660,6 +665,8 @@ static void print_value(FILE *f, const opt_def *o, const void *base)
     switch (o->type) {
     case T_STR:
     case T_AE:
+    case T_UIDROOT:
+    case T_DEVICES:
         fprintf(f, "%s", field);
         break;
     case T_INT:

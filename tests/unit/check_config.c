@@ -259,6 +259,67 @@ START_TEST(allow_lists_match_exactly)
 }
 END_TEST
 
+START_TEST(route_and_both_need_destinations)
+{
+    int rc;
+    ldct_config *cfg = load_text("[rule r]\n"
+                                 "action = route\n"
+                                 "[rule b]\n"
+                                 "action = both\n",
+                                 &rc);
+    ck_assert_int_eq(rc, LDCT_EINVAL_CONFIG);
+    ck_assert(has_error(cfg, 1, "action route needs destinations"));
+    ck_assert(has_error(cfg, 3, "action both needs destinations"));
+    config_free(cfg);
+}
+END_TEST
+
+START_TEST(without_rules_ct_goes_to_the_results_folder)
+{
+    int rc;
+    ldct_config *cfg = load_text("[node]\nstate_dir = /srv/ldct\n", &rc);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_int_eq(cfg->nrule, 1);
+    ck_assert_str_eq(cfg->rule[0].name, CFG_DEFAULT_RULE);
+    ck_assert_str_eq(cfg->rule[0].modality, "CT");
+    ck_assert_int_eq(cfg->rule[0].action, RULE_PROCESS);
+    ck_assert_int_eq(cfg->rule[0].ndest, 0);
+    char dir[256];
+    config_results_dir(cfg, dir, sizeof dir);
+    ck_assert_str_eq(dir, "/srv/ldct/results");
+    config_free(cfg);
+    cfg = load_text("[rule only]\nmatch.modality = MR\n", &rc);
+    ck_assert_int_eq(cfg->nrule, 1);
+    ck_assert_str_eq(cfg->rule[0].name, "only");
+    config_free(cfg);
+}
+END_TEST
+
+START_TEST(uid_root_devices_and_retries_are_checked)
+{
+    int rc;
+    ldct_config *cfg = load_text("[node]\n"
+                                 "uid_root = 1.2.03\n"
+                                 "devices = gpu:x\n"
+                                 "sender_threads = 0\n"
+                                 "[destination p]\n"
+                                 "host = h\n"
+                                 "ae_title = P\n"
+                                 "retry_multiplier = 0.5\n",
+                                 &rc);
+    ck_assert_int_eq(rc, LDCT_EINVAL_CONFIG);
+    ck_assert(has_error(cfg, 2, "UID root"));
+    ck_assert(has_error(cfg, 3, "gpu:0"));
+    ck_assert(has_error(cfg, 4, "out of range"));
+    ck_assert(has_error(cfg, 8, "out of range"));
+    config_free(cfg);
+    cfg = load_text("[node]\nuid_root = 1.2.826.0.1.3680043.2\ndevices = gpu:0, gpu:1\n", &rc);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_str_eq(cfg->node.devices, "gpu:0, gpu:1");
+    config_free(cfg);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("config");
@@ -275,6 +336,9 @@ int main(void)
     tcase_add_test(tc, rules_are_ordered_by_priority_then_file_order);
     tcase_add_test(tc, wildcards_match_case_insensitively);
     tcase_add_test(tc, allow_lists_match_exactly);
+    tcase_add_test(tc, route_and_both_need_destinations);
+    tcase_add_test(tc, without_rules_ct_goes_to_the_results_folder);
+    tcase_add_test(tc, uid_root_devices_and_retries_are_checked);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -27,7 +27,11 @@ static void setup(void)
              "[rule high-kv]\n"
              "match.kvp = 130..\n"
              "action = route\n"
-             "priority = 5\n",
+             "destinations = pacs\n"
+             "priority = 5\n"
+             "[destination pacs]\n"
+             "host = 127.0.0.1\n"
+             "ae_title = PACS\n",
              path, sizeof path);
     ck_assert_int_eq(config_load(path, &cfg), 0);
 }
