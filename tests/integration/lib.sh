@@ -88,3 +88,32 @@ assert_stored_identical() {
         cmp -s "$T/a.ds" "$T/b.ds" || fail "stored $stored differs from sent $f"
     done
 }
+
+# Runs "$@" every 0.2 s until it succeeds; fails with MSG after TIMEOUT s.
+# Usage: wait_until TIMEOUT MSG CMD [ARGS...]
+wait_until() {
+    local timeout=$1 msg=$2 i
+    shift 2
+    for i in $(seq 1 $((timeout * 5))); do
+        "$@" > /dev/null 2>&1 && return 0
+        kill -0 "${DAEMON_PID:-$$}" 2>/dev/null || fail "ldctd died while waiting: $msg"
+        sleep 0.2
+    done
+    fail "timed out after ${timeout}s: $msg"
+}
+
+# SQL on the daemon's database (read-only use).
+sql() { sqlite3 -cmd ".timeout 5000" "$STATE/ldct.db" "$1"; }
+
+# State of job N ("" if absent) and its last error.
+job_state() { sql "SELECT state FROM jobs WHERE id = $1"; }
+job_error() { sql "SELECT last_error FROM jobs WHERE id = $1"; }
+job_is() { [ "$(job_state "$1")" = "$2" ]; }
+
+# Number of sends in state S (optionally of job N).
+sends_in() { sql "SELECT count(*) FROM sends WHERE state = '$1'${2:+ AND job_id = $2}"; }
+all_sends_done() { [ "$(sql "SELECT count(*) FROM sends WHERE state <> 'done'")" = 0 ] &&
+    [ "$(sql "SELECT count(*) FROM sends")" -gt 0 ]; }
+
+# SOP Instance UID of a DICOM file.
+sop_of() { dcmdump -q +P 0008,0018 "$1" | sed -E 's/.*\[([^]]*)\].*/\1/'; }
