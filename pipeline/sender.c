@@ -166,6 +166,8 @@ int sender_pool_start(const sender_pool_opts *o, sender_pool **out)
     if (!p)
         return -ENOMEM;
     p->o = *o;
+    p->o.db_path = NULL; /* used only while starting */
+    p->o.calling_ae = p->calling_ae;
     snprintf(p->calling_ae, sizeof p->calling_ae, "%s", o->calling_ae);
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->wake, NULL);

@@ -27,7 +27,8 @@ typedef struct worker {
 } worker;
 
 struct worker_pool {
-    worker_pool_opts o;
+    worker_pool_opts o; /* o.outbox_dir points at outbox below */
+    char outbox[1024];
     pthread_mutex_t lock;
     pthread_cond_t wake, idle;
     int stop, busy, nworkers;
@@ -220,14 +221,14 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-static int start_one(worker_pool *p, int i)
+static int start_one(worker_pool *p, int i, const char *db_path)
 {
     worker *w = &p->w[i];
     w->pool = p;
     w->dev = p->o.dev[i];
     char dn[16];
     snprintf(w->name, sizeof w->name, "worker-%d/%s", i, gpu_device_name(&w->dev, dn, sizeof dn));
-    int rc = db_open(p->o.db_path, 0, &w->db);
+    int rc = db_open(db_path, 0, &w->db);
     if (rc)
         return rc;
     rc = -pthread_create(&w->thread, NULL, worker_main, w);
@@ -242,12 +243,15 @@ int worker_pool_start(const worker_pool_opts *o, worker_pool **out)
     if (!p)
         return -ENOMEM;
     p->o = *o;
+    snprintf(p->outbox, sizeof p->outbox, "%s", o->outbox_dir);
+    p->o.outbox_dir = p->outbox;
+    p->o.db_path = NULL; /* used only while starting */
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->idle, NULL);
     int rc = 0;
     for (int i = 0; i < o->ndev && i < WORKER_MAX && !rc; i++, p->nworkers++)
-        rc = start_one(p, i);
+        rc = start_one(p, i, o->db_path);
     if (rc) {
         worker_pool_stop(p, 0);
         return rc;

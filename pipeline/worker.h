@@ -30,7 +30,7 @@ typedef struct worker_settings {
 } worker_settings;
 
 typedef struct worker_pool_opts {
-    const char *db_path;
+    const char *db_path;    /* both strings are copied or used only during start */
     const char *outbox_dir; /* derived files of jobs with destinations: outbox/<job id>/ */
     int ndev;
     gpu_device dev[WORKER_MAX]; /* one worker thread each */

@@ -42,6 +42,7 @@ orthanc_series_tag "$der_a" DerivationDescription | grep -q "nlm3d" ||
 orthanc_series_tag "$der_b" DerivationDescription | grep -q "nlm2d" ||
     fail "5 mm slices were not processed with nlm2d"
 
+[ "$(ls "$STATE"/outbox/1/*.dcm | wc -l)" = 24 ] || fail "derived files not in the outbox"
 orthanc_download_series "$der_a" "$T/da" || fail "download"
 for f in "$T"/da/*.dcm; do
     s=$(sop_of "$f")
