@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Bad series: mixed image sizes, a missing slice and a non-image SOP class
+# (a structured report) each fail their job with a reason an administrator
+# understands, shown by `ldct jobs`; the originals stay in the spool and the
+# daemon keeps serving (C-ECHO, and a good series after them is processed).
+. "$(dirname "$0")/lib.sh"
+write_config "stable_seconds = 1" "devices = cpu" "[rule all]" "action = process"
+start_daemon
+study=1.2.826.0.1.3680043.9.7.9.1
+"$MKSERIES" --out "$T/mixed" --rows 32 --cols 32 --slices 4 --study-uid "$study" \
+    --series-uid "$study.1" > /dev/null || fail "mkseries"
+"$MKSERIES" --out "$T/mixed2" --rows 32 --cols 24 --slices 1 --study-uid "$study" \
+    --series-uid "$study.1" > /dev/null || fail "mkseries"
+"$MKSERIES" --out "$T/gap" --rows 32 --cols 32 --slices 8 --series-uid "$study.2" > /dev/null ||
+    fail "mkseries"
+rm "$T/gap/IMG0004.dcm"
+cat > "$T/sr.txt" <<'DUMP'
+(0002,0010) UI =LittleEndianExplicit
+(0008,0016) UI [1.2.840.10008.5.1.4.1.1.88.11]
+(0008,0018) UI [1.2.826.0.1.3680043.9.7.9.3.1]
+(0008,0060) CS [SR]
+(0010,0020) LO [SR1]
+(0020,000d) UI [1.2.826.0.1.3680043.9.7.9.1]
+(0020,000e) UI [1.2.826.0.1.3680043.9.7.9.1.3]
+(0040,a040) CS [CONTAINER]
+DUMP
+dump2dcm -q +te "$T/sr.txt" "$T/sr.dcm" || fail "dump2dcm"
+mv "$T/mixed2/IMG0001.dcm" "$T/mixed/IMG9999.dcm"
+storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T"/mixed/*.dcm "$T"/gap/*.dcm || fail "storescu"
+storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T/sr.dcm" || fail "storescu SR"
+failed3() { [ "$(sql "SELECT count(*) FROM jobs WHERE state = 'failed'")" = 3 ]; }
+wait_until 60 "three failed jobs" failed3
+"$LDCT" --config "$T/ldctd.conf" jobs --json > "$T/jobs.json" || fail "ldct jobs"
+python3 - "$T/jobs.json" "$study" <<'PY' || fail "reasons: $(cat "$T/jobs.json")"
+import json, sys
+jobs = {j["series_uid"]: j for j in json.load(open(sys.argv[1]))}
+st = sys.argv[2]
+for uid, words in ((st + ".1", ["24 columns", "32"]), (st + ".2", ["gap", "missing slice"]),
+                   (st + ".3", ["not an image", "1.2.840.10008.5.1.4.1.1.88.11"])):
+    j = jobs[uid]
+    assert j["state"] == "failed", j
+    assert j["attempts"] == 1, j  # a bad series is not retried
+    for w in words:
+        assert w in j["last_error"], (w, j["last_error"])
+    print("  %s: %s" % (uid, j["last_error"]))
+PY
+"$LDCT" --config "$T/ldctd.conf" jobs | grep -q "error   .*columns" || fail "ldct jobs text lacks the reason"
+[ "$(sql "SELECT count(*) FROM instances")" = 13 ] || fail "originals not kept"
+for f in $(sql "SELECT path FROM instances"); do [ -f "$f" ] || fail "original $f removed"; done
+echoscu -aec LDCTNODE 127.0.0.1 "$PORT" || fail "daemon stopped answering"
+"$MKSERIES" --out "$T/good" --rows 32 --cols 32 --slices 4 > /dev/null || fail "mkseries"
+storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T"/good/*.dcm || fail "storescu good"
+done1() { [ "$(sql "SELECT count(*) FROM jobs WHERE state = 'done'")" = 1 ]; }
+wait_until 60 "the good series processed after the bad ones" done1
+[ "$(find "$STATE/results" -name '*.dcm' | wc -l)" = 4 ] || fail "results missing"
+stop_daemon || fail "exit code $?"
