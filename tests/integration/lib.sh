@@ -50,10 +50,11 @@ write_config() {
 # Starts the daemon on $T/ldctd.conf and waits until it answers C-ECHO.
 start_daemon() {
     [ -f "$T/ldctd.conf" ] || write_config
+    local from=$(($(cat "$T/ldctd.log" 2>/dev/null | wc -l) + 1))
     "$LDCTD" --config "$T/ldctd.conf" >> "$T/ldctd.log" 2>&1 &
     DAEMON_PID=$!
     for _ in $(seq 1 100); do
-        grep -q "ldctd ready" "$T/ldctd.log" 2>/dev/null && return 0
+        tail -n +"$from" "$T/ldctd.log" 2>/dev/null | grep -q "ldctd ready" && return 0
         kill -0 "$DAEMON_PID" 2>/dev/null || fail "ldctd exited during start"
         sleep 0.1
     done
