@@ -17,6 +17,9 @@ note() { echo "  $*"; }
 
 cleanup() {
     [ -n "$DAEMON_PID" ] && kill -9 "$DAEMON_PID" 2>/dev/null
+    # Peers a test left running in the background (storescp, listeners).
+    local j
+    for j in $(jobs -p); do kill "$j" 2>/dev/null; done
     wait 2>/dev/null
     rm -rf "$T"
 }

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# PACS down: the series is processed while Orthanc is stopped, the send is
+# retried with growing delays (visible in ldct jobs), a second destination
+# that is up gets its copy meanwhile; Orthanc comes back and everything is
+# delivered. A send to a destination that stays down ends dead and
+# `ldct retry` requeues it.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/orthanc.sh"
+start_orthanc
+stop_orthanc
+UP_PORT=$(free_port)
+mkdir -p "$T/up"
+storescp -aet UP -od "$T/up" "$UP_PORT" > "$T/storescp.log" 2>&1 &
+up=$!
+DEAD_PORT=$(free_port)
+write_config "stable_seconds = 1" "devices = cpu" \
+    "[destination pacs]" "host = 127.0.0.1" "port = $ORTHANC_DICOM_PORT" \
+    "ae_title = $ORTHANC_AET" "timeout = 5" "retry_initial_seconds = 1" \
+    "retry_multiplier = 2" "retry_max_seconds = 2" "retry_max_attempts = 100" \
+    "[destination up]" "host = 127.0.0.1" "port = $UP_PORT" "ae_title = UP" \
+    "[destination nowhere]" "host = 127.0.0.1" "port = $DEAD_PORT" "ae_title = NONE" \
+    "timeout = 2" "retry_initial_seconds = 1" "retry_max_attempts = 2" \
+    "[rule r]" "action = process" "destinations = pacs, up, nowhere"
+start_daemon
+"$MKSERIES" --out "$T/s" --rows 64 --cols 64 --slices 8 --noise 20 > /dev/null || fail "mkseries"
+storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T"/s/*.dcm || fail "storescu"
+retried() { [ "$(sql "SELECT attempts >= 3 AND state = 'pending' FROM sends
+                      WHERE destination = 'pacs'")" = 1 ]; }
+wait_until 60 "three failed attempts to the stopped PACS" retried
+sql "SELECT last_error FROM sends WHERE destination = 'pacs'" | grep -qi "connect\|refused\|network" ||
+    fail "last error: $(sql "SELECT last_error FROM sends WHERE destination = 'pacs'")"
+[ "$(sql "SELECT state FROM sends WHERE destination = 'up'")" = done ] ||
+    fail "the destination that is up waited for the one that is down"
+[ "$(ls "$T/up" | wc -l)" = 8 ] || fail "storescp got $(ls "$T/up" | wc -l) files"
+"$LDCT" --config "$T/ldctd.conf" jobs | grep -Eq "send 1 derived +pending to pacs, attempts [0-9]+, next try in" ||
+    fail "ldct jobs does not show the retry: $("$LDCT" --config "$T/ldctd.conf" jobs)"
+dead() { [ "$(sql "SELECT state FROM sends WHERE destination = 'nowhere'")" = dead ]; }
+wait_until 30 "the send to a destination that stays down ends dead" dead
+restart_orthanc
+pacs_done() { [ "$(sql "SELECT state FROM sends WHERE destination = 'pacs'")" = done ]; }
+wait_until 30 "delivery once the PACS is back" pacs_done
+uid=$(sql "SELECT derived_series_uid FROM jobs WHERE id = 1")
+[ "$(orthanc_instance_count "$uid")" = 8 ] || fail "PACS has $(orthanc_instance_count "$uid")"
+"$LDCT" --config "$T/ldctd.conf" retry 1 | grep -q "1 item(s) queued again" || fail "ldct retry"
+[ "$(sql "SELECT state || attempts FROM sends WHERE destination = 'nowhere'")" != dead2 ] ||
+    fail "retry did not requeue the dead send"
+kill "$up"
+stop_daemon || fail "exit code $?"
