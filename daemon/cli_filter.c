@@ -35,8 +35,8 @@ typedef struct input_list {
 static void filter_usage(FILE *f)
 {
     fprintf(f, "usage: ldct filter --algo auto|nlm2d|nlm3d --in DIR --out DIR [options]\n"
-               "  --search-radius N   search window radius (default 5)\n"
-               "  --patch-radius N    patch radius (default 2)\n"
+               "  --search-radius N   search window radius (default nlm2d 10, nlm3d 5)\n"
+               "  --patch-radius N    patch radius (default nlm2d 3, nlm3d 2)\n"
                "  --h H               filter strength in HU (default: from the noise)\n"
                "  --strength X        scales the automatic h (default 1.0)\n"
                "  --device D          cpu | gpu | gpu:N | auto (default auto)\n"
@@ -208,6 +208,7 @@ int cli_filter(int argc, char **argv)
                       .algorithm = ALGO_AUTO,
                       .number_offset = defaults->rule[0].series_number_offset};
     gpu_nlm_params_default(&fo.nlm);
+    fo.nlm.search_radius = fo.nlm.patch_radius = 0; /* the algorithm's defaults */
     int rc = 1;
     input_list in = {0, 0, NULL};
     gpu_device dev;

@@ -41,9 +41,9 @@ void process_params_format(const cfg_rule *r, char *out, size_t len)
 static int params_set(process_opts *o, const char *key, double v)
 {
     if (strcmp(key, "search_radius") == 0)
-        o->nlm.search_radius = v > 0 ? (int)v : o->nlm.search_radius;
+        o->nlm.search_radius = v > 0 ? (int)v : 0;
     else if (strcmp(key, "patch_radius") == 0)
-        o->nlm.patch_radius = v > 0 ? (int)v : o->nlm.patch_radius;
+        o->nlm.patch_radius = v > 0 ? (int)v : 0;
     else if (strcmp(key, "h") == 0) {
         o->nlm.h_auto = !(v > 0);
         o->nlm.h = v > 0 ? (float)v : o->nlm.h;
@@ -59,6 +59,7 @@ static int params_set(process_opts *o, const char *key, double v)
 int process_params_parse(const char *params, process_opts *o)
 {
     gpu_nlm_params_default(&o->nlm);
+    o->nlm.search_radius = o->nlm.patch_radius = 0; /* the algorithm's defaults */
     char buf[512];
     snprintf(buf, sizeof buf, "%s", params);
     char *save = NULL;
@@ -140,12 +141,24 @@ static int gpu_failure(int rc)
 }
 
 /* Denoises s->vol into out on o->dev, or on the CPU when the GPU fails. */
+/* Radii left at 0 get the algorithm's defaults: nlm2d 10 and 3 (seed 000's
+ * 21x21 search window and 7x7 patches), nlm3d 5 and 2. */
+static gpu_nlm_params radii_resolved(const gpu_nlm_params *in, int algo)
+{
+    gpu_nlm_params p = *in;
+    if (p.search_radius <= 0)
+        p.search_radius = algo == ALGO_NLM2D ? 10 : 5;
+    if (p.patch_radius <= 0)
+        p.patch_radius = algo == ALGO_NLM2D ? 3 : 2;
+    return p;
+}
+
 static int denoise(const asm_series *s, const process_opts *o, int algo, gpu_volume *out,
                    process_result *r, char *err, size_t err_len)
 {
     const gpu_device cpu = {.kind = GPU_DEVICE_CPU};
     const gpu_device *dev = o->dev ? o->dev : &cpu;
-    gpu_nlm_params p = o->nlm;
+    gpu_nlm_params p = radii_resolved(&o->nlm, algo);
     int rc = gpu_nlm_resolve_h(&p, &s->vol, &r->h);
     if (rc)
         return snprintf(err, err_len, "cannot estimate the noise of the series"), rc;
@@ -166,19 +179,21 @@ static int denoise(const asm_series *s, const process_opts *o, int algo, gpu_vol
     return rc;
 }
 
-static void derivation_text(const process_result *r, const process_opts *o, char *out, size_t len)
+static void derivation_text(const process_result *r, const process_opts *o, int algo, char *out,
+                            size_t len)
 {
+    gpu_nlm_params p = radii_resolved(&o->nlm, algo);
     const char *dims = strcmp(r->algorithm, "nlm2d") == 0 ? "2D" : "3D";
     if (o->nlm.h_auto)
         snprintf(out, len,
                  "ldct-node %s: non-local means %s, search radius %d, patch radius %d, h %.1f"
                  " (noise %.1f x strength %.2f)",
-                 r->algorithm, dims, o->nlm.search_radius, o->nlm.patch_radius, r->h,
-                 r->noise_sigma, o->nlm.strength);
+                 r->algorithm, dims, p.search_radius, p.patch_radius, r->h, r->noise_sigma,
+                 p.strength);
     else
         snprintf(out, len,
                  "ldct-node %s: non-local means %s, search radius %d, patch radius %d, h %.1f",
-                 r->algorithm, dims, o->nlm.search_radius, o->nlm.patch_radius, r->h);
+                 r->algorithm, dims, p.search_radius, p.patch_radius, r->h);
 }
 
 static int filter_and_write(const asm_series *s, const process_opts *o, process_result *r,
@@ -200,7 +215,7 @@ static int filter_and_write(const asm_series *s, const process_opts *o, process_
     r->filter_s = seconds_since(t0);
     if (!rc) {
         char derivation[512];
-        derivation_text(r, o, derivation, sizeof derivation);
+        derivation_text(r, o, algo, derivation, sizeof derivation);
         derive_params dp = {.series_uid = r->series_uid,
                             .description_suffix = o->description_suffix,
                             .series_number_offset = o->series_number_offset,
