@@ -22,7 +22,7 @@
 #include <uv.h>
 
 #define STABLE_CHECK_MS 1000
-#define EXPIRE_CHECK_MS 60000
+#define EXPIRE_CHECK_MS 5000
 
 typedef struct server {
     uv_loop_t loop;
