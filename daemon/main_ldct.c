@@ -10,6 +10,7 @@
 #include "daemon/cli.h"
 #include "daemon/version.h"
 #include "db/db.h"
+#include "db/queue.h"
 #include "gpu/bench.h"
 #include "pipeline/ingest.h"
 
@@ -39,7 +40,10 @@ static int cmd_status(cli_opts *o)
     if (cli_open_db(o, 1, &d))
         return 1;
     db_totals t;
+    db_queue_totals q;
     int rc = db_totals_get(d, &t);
+    if (!rc)
+        rc = db_queue_totals_get(d, &q);
     db_close(d);
     if (rc)
         return 1;
@@ -47,9 +51,14 @@ static int cmd_status(cli_opts *o)
     ldct_time_format(t.last_received_ms, last, sizeof last);
     if (o->json) {
         printf("{\"series\":%lld,\"instances\":%lld,\"receiving\":%lld,\"stable\":%lld,"
-               "\"bytes\":%lld,\"last_received_ms\":%lld}\n",
+               "\"bytes\":%lld,\"last_received_ms\":%lld,\"jobs\":{\"pending\":%lld,"
+               "\"running\":%lld,\"done\":%lld,\"failed\":%lld},\"sends\":{\"pending\":%lld,"
+               "\"sending\":%lld,\"done\":%lld,\"dead\":%lld}}\n",
                (long long)t.series, (long long)t.instances, (long long)t.receiving,
-               (long long)t.stable, (long long)t.bytes, (long long)t.last_received_ms);
+               (long long)t.stable, (long long)t.bytes, (long long)t.last_received_ms,
+               (long long)q.jobs_pending, (long long)q.jobs_running, (long long)q.jobs_done,
+               (long long)q.jobs_failed, (long long)q.sends_pending, (long long)q.sends_sending,
+               (long long)q.sends_done, (long long)q.sends_dead);
         return 0;
     }
     printf("series:      %lld (%lld receiving, %lld stable)\n", (long long)t.series,
@@ -57,6 +66,12 @@ static int cmd_status(cli_opts *o)
     printf("instances:   %lld (%.1f MiB)\n", (long long)t.instances,
            (double)t.bytes / (1024.0 * 1024.0));
     printf("last received: %s\n", last);
+    printf("jobs:        %lld pending, %lld running, %lld done, %lld failed\n",
+           (long long)q.jobs_pending, (long long)q.jobs_running, (long long)q.jobs_done,
+           (long long)q.jobs_failed);
+    printf("sends:       %lld pending, %lld sending, %lld done, %lld dead\n",
+           (long long)q.sends_pending, (long long)q.sends_sending, (long long)q.sends_done,
+           (long long)q.sends_dead);
     return 0;
 }
 
