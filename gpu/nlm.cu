@@ -16,10 +16,12 @@
  * plane, row differences go through shared memory, plane sums (2P+1 rows)
  * land in a per-thread ring of 2P+1 registers, and the ring's sum is the 3D
  * patch distance. Accumulators for the chunk stay in registers (the z loop
- * is unrolled). nlm3d_v2_kernel (the default) double-buffers the row
- * differences (one barrier per plane step) and handles NDX = 4 consecutive
- * dx offsets per sweep, loading the shared U rows once: 2x faster than
- * nlm3d_kernel. Both visit the full window: symmetric pairs (each pair's
+ * is unrolled). nlm3d_v2_kernel double-buffers the row differences (one
+ * barrier per plane step) and handles NDX = 4 consecutive dx offsets per
+ * sweep, loading the shared U rows once: 2x faster than nlm3d_kernel. The
+ * default for uniform patch weights and P <= 2 is the v3 kernel of
+ * gpu/nlm_cuda_v3.cu (z box before the exchange, running sums): 1.4x
+ * faster than v2. All visit the full window: symmetric pairs (each pair's
  * weight computed once, applied at o and o+d) are not ruled out, only not
  * implemented yet; in this z sweep they need a ring of weight planes and a
  * halo of |d| around the tile (plan in docs/NOTES-gpu.md).
@@ -33,6 +35,7 @@
 
 #include "gpu/cuda_check.cuh"
 #include "gpu/nlm.h"
+#include "gpu/nlm_cuda_v3.cuh"
 
 namespace
 {
@@ -400,16 +403,22 @@ __global__ void __launch_bounds__(T3X *B3Y, MINB)
 
 /* 3D configurations (RY rows per thread, LZ planes per block); 0-3 run
  * nlm3d_kernel, 4-14 nlm3d_v2_kernel (RS, NDX and min blocks per SM in the
- * launch3_p switch). Chosen by measurement, see docs/PERFORMANCE.md;
- * LDCT_NLM3D_CFG selects one. */
+ * launch3_p switch), 15.. the v3/v4 variants of gpu/nlm_cuda_v3.cu (uniform
+ * patch weights and P <= 2 only; other calls fall back to k_cfg3_fallback).
+ * Chosen by measurement, see docs/PERFORMANCE.md; LDCT_NLM3D_CFG selects
+ * one. */
 struct cfg3 {
     int ry, lz;
 };
 const cfg3 k_cfg3[] = {{4, 8},  {2, 16}, {2, 8}, {4, 4}, {4, 8}, {4, 8}, {2, 8}, {4, 8},
                        {2, 16}, {2, 8},  {4, 8}, {2, 8}, {2, 4}, {4, 4}, {2, 8}};
-constexpr int k_ncfg3 = sizeof k_cfg3 / sizeof k_cfg3[0];
-/* 7: nlm3d_v2_kernel RY 4, LZ 8, RS 8, NDX 4 (fastest measured, 2026-11-21). */
-constexpr int k_cfg3_default = 7;
+constexpr int k_nv12 = sizeof k_cfg3 / sizeof k_cfg3[0];
+constexpr int k_ncfg3 = k_nv12 + GPU__NLM3D_V3_N;
+/* 7: nlm3d_v2_kernel RY 4, LZ 8, RS 8, NDX 4 (fastest v2, 2026-11-21);
+ * 18: v3 variant 3 (LZ 6, RS 4, NDX 4, offsets split over two threads),
+ * fastest measured (H200, 512^3 S=5 P=2: 0.492 s against 0.697 s). */
+constexpr int k_cfg3_fallback = 7;
+constexpr int k_cfg3_default = 18;
 
 int cfg3_pick(void)
 {
@@ -576,9 +585,20 @@ int run_cuda(const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *out, con
         return rc;
     const int S = p->search_radius, P = p->patch_radius, R = S + P;
     const int nx = in->nx, ny = in->ny, nz = in->nz;
-    const int cfg = cfg3_pick();
-    const int ty = dim == 3 ? B3Y * k_cfg3[cfg].ry : T2Y, tx = dim == 3 ? T3X : T2X;
-    const int lz = dim == 3 ? k_cfg3[cfg].lz : 1;
+    int cfg = dim == 3 ? cfg3_pick() : 0;
+    int v3 = cfg >= k_nv12 ? cfg - k_nv12 : -1;
+    if (v3 >= 0 && !gpu__nlm3d_v3_supported(v3, P, p->gaussian)) {
+        v3 = -1;
+        cfg = k_cfg3_fallback;
+    }
+    int tx = T2X, ty = T2Y, lz = 1;
+    if (dim == 3 && v3 >= 0) {
+        gpu__nlm3d_v3_tile(v3, P, &tx, &ty, &lz);
+    } else if (dim == 3) {
+        tx = T3X;
+        ty = B3Y * k_cfg3[cfg].ry;
+        lz = k_cfg3[cfg].lz;
+    }
     /* Padded plane: every tile's reads stay inside it (tiles round up). */
     const int PXp =
         ((nx + tx - 1) / tx * tx + 2 * R + RS2 + (dim == 3 ? XSPARE : 0) + 31) / 32 * 32;
@@ -611,6 +631,8 @@ int run_cuda(const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *out, con
     gpu__nlm_patch_weights(P, p->gaussian, gw[1]);
     gpu__nlm_patch_weights(dim == 3 ? P : 0, p->gaussian, gw[2]);
     const float kh = (float)(1.4426950408889634 / ((double)h * h));
+    const double np = 2.0 * P + 1.0; /* v3 sums plain squares: fold g = 1/(2P+1)^3 */
+    const float kh3 = (float)(1.4426950408889634 / ((double)h * h * np * np * np));
     float kms = 0, tms = 0;
     double ksum = 0;
 
@@ -641,7 +663,11 @@ int run_cuda(const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *out, con
             pad_kernel<<<pg, pb, 0, st>>>(b.raw, b.pad, nx, ny, nz, R, PXp, PY, PZ, zs - zh, lo,
                                           hi - lo, dim == 3);
             CUDA_CHECK_GOTO(cudaGetLastError(), rc, fail);
-            if (dim == 3)
+            if (dim == 3 && v3 >= 0)
+                CUDA_CHECK_GOTO(
+                    gpu__nlm3d_v3_launch(v3, P, b.pad, b.out, nx, ny, nzs, PXp, PY, S, kh3, st), rc,
+                    fail);
+            else if (dim == 3)
                 CUDA_CHECK_GOTO(launch3(P, cfg, b.pad, b.out, nx, ny, nzs, PXp, PY, S, kh, st), rc,
                                 fail);
             else
@@ -665,8 +691,9 @@ int run_cuda(const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *out, con
         p->stats->total_ms = tms;
         p->stats->slabs = nslabs * in->nt;
     }
-    log_debug("nlm%dd %dx%dx%dx%d S=%d P=%d on gpu:%d: %d slab(s), kernels %.3f ms, total %.3f ms",
-              dim, nx, ny, nz, in->nt, S, P, d.index, nslabs, ksum, (double)tms);
+    log_debug("nlm%dd %dx%dx%dx%d S=%d P=%d on gpu:%d (cfg %d): %d slab(s), kernels %.3f ms, "
+              "total %.3f ms",
+              dim, nx, ny, nz, in->nt, S, P, d.index, cfg, nslabs, ksum, (double)tms);
     rc = 0;
 fail:
     if (rc)

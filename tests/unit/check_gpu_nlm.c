@@ -414,6 +414,116 @@ START_TEST(cuda_tiny_budget_slabs_give_identical_result)
 }
 END_TEST
 
+/* nlm3d configurations of gpu/nlm.cu selectable with LDCT_NLM3D_CFG:
+ * 0-3 nlm3d_kernel, 4-14 nlm3d_v2_kernel, 15-26 the v3 and v4 variants of
+ * gpu/nlm_cuda_v3.cu (which fall back to cfg 7 for Gaussian weights or
+ * P > 2). Keep in step with k_ncfg3 there. */
+enum { NLM3D_NCFG = 27, NLM3D_FIRST_V3 = 15 };
+
+/* Runs nlm3d on the GPU with LDCT_NLM3D_CFG = cfg (poisoned output). */
+static void cuda3d_cfg(int cfg, const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *out,
+                       size_t budget, gpu_nlm_stats *st)
+{
+    char buf[16];
+    snprintf(buf, sizeof buf, "%d", cfg);
+    ck_assert_int_eq(setenv("LDCT_NLM3D_CFG", buf, 1), 0);
+    gpu_device gpu;
+    ck_assert_int_eq(gpu_device_parse("gpu:0", &gpu), 0);
+    gpu.mem_budget = budget;
+    gpu_nlm_params q = *p;
+    q.stats = st;
+    poison(out);
+    int rc = gpu_nlm3d_cuda(&q, in, out, &gpu);
+    unsetenv("LDCT_NLM3D_CFG");
+    ck_assert_msg(rc == 0, "cfg %d: rc %d", cfg, rc);
+}
+
+/* One fresh random input and its reference, then every configuration. */
+static void check_cfgs_vs_ref(int nx, int ny, int nz, int S, int P, int gaussian, size_t budget)
+{
+    gpu_volume in, ref, out;
+    ck_assert_int_eq(gpu_volume_init(&in, nx, ny, nz, 1), 0);
+    ck_assert_int_eq(gpu_volume_init(&ref, nx, ny, nz, 1), 0);
+    ck_assert_int_eq(gpu_volume_init(&out, nx, ny, nz, 1), 0);
+    rng_state += (uint64_t)nx * 104729u + (uint64_t)P * 7919u + 17u;
+    fill_phantom(&in, 12.0);
+    gpu_nlm_params p;
+    gpu_nlm_params_default(&p);
+    p.search_radius = S;
+    p.patch_radius = P;
+    p.gaussian = gaussian;
+    gpu_device cpu;
+    gpu_device_parse("cpu", &cpu);
+    ck_assert_int_eq(gpu_nlm3d_ref(&p, &in, &ref, &cpu), 0);
+    double worst = 0;
+    for (int cfg = 0; cfg < NLM3D_NCFG; cfg++) {
+        gpu_nlm_stats st = {0};
+        cuda3d_cfg(cfg, &p, &in, &out, budget, &st);
+        double maxabs = 0;
+        int nans = 0;
+        double e = rel_l2_vol(&out, &ref, &maxabs, &nans);
+        worst = e > worst ? e : worst;
+        /* Tolerance 1e-4, as in check_cuda_vs_ref; no voxel left unwritten. */
+        ck_assert_msg(nans == 0, "cfg %d: %d NaN", cfg, nans);
+        ck_assert_msg(e <= 1e-4, "cfg %d %dx%dx%d S=%d P=%d g=%d: rel L2 %.3g", cfg, nx, ny, nz, S,
+                      P, gaussian, e);
+        if (budget)
+            ck_assert_int_gt(st.slabs, 1);
+    }
+    printf("cuda nlm3d %dx%dx%d S=%d P=%d g=%d budget=%zu, cfg 0..%d: worst rel L2 %.3g\n", nx, ny,
+           nz, S, P, gaussian, budget, NLM3D_NCFG - 1, worst);
+    fflush(stdout);
+    gpu_volume_close(&in);
+    gpu_volume_close(&ref);
+    gpu_volume_close(&out);
+}
+
+START_TEST(cuda3d_every_configuration_matches_ref)
+{
+    if (!have_gpu())
+        return;
+    check_cfgs_vs_ref(45, 37, 29, 3, 1, 0, 0);
+    check_cfgs_vs_ref(71, 61, 19, 5, 2, 0, 0); /* rows and columns past one tile */
+    check_cfgs_vs_ref(39, 31, 17, 2, 0, 0, 0);
+    check_cfgs_vs_ref(35, 29, 23, 2, 1, 1, 0);       /* Gaussian: v3 falls back to v2 */
+    check_cfgs_vs_ref(33, 35, 27, 3, 2, 0, 1000000); /* slabs (2 or more for every cfg) */
+    check_cfgs_vs_ref(11, 9, 7, 4, 2, 0, 0);         /* window larger than the volume */
+}
+END_TEST
+
+/* Slabbed and single-slab runs agree bit for bit for every v3 variant. */
+START_TEST(cuda3d_v3_slabs_give_identical_result)
+{
+    if (!have_gpu())
+        return;
+    const int nx = 83, ny = 61, nz = 47;
+    gpu_volume in, a, b;
+    ck_assert_int_eq(gpu_volume_init(&in, nx, ny, nz, 1), 0);
+    ck_assert_int_eq(gpu_volume_init(&a, nx, ny, nz, 1), 0);
+    ck_assert_int_eq(gpu_volume_init(&b, nx, ny, nz, 1), 0);
+    fill_phantom(&in, 12.0);
+    gpu_nlm_params p;
+    gpu_nlm_params_default(&p);
+    p.search_radius = 4;
+    p.patch_radius = 2;
+    for (int cfg = NLM3D_FIRST_V3; cfg < NLM3D_NCFG; cfg++) {
+        gpu_nlm_stats sa = {0}, sb = {0};
+        cuda3d_cfg(cfg, &p, &in, &a, 0, &sa);
+        cuda3d_cfg(cfg, &p, &in, &b, 2500000, &sb); /* above one plane for 56-row tiles */
+        ck_assert_int_eq(sa.slabs, 1);
+        ck_assert_int_gt(sb.slabs, 1);
+        double maxabs = 0;
+        int nans = 0;
+        rel_l2_vol(&a, &b, &maxabs, &nans);
+        ck_assert_int_eq(nans, 0);
+        ck_assert_msg(maxabs == 0.0, "cfg %d: max abs diff %.3g", cfg, maxabs);
+    }
+    gpu_volume_close(&in);
+    gpu_volume_close(&a);
+    gpu_volume_close(&b);
+}
+END_TEST
+
 START_TEST(dispatcher_runs_on_cpu_and_auto)
 {
     gpu_volume in, a, b;
@@ -454,10 +564,12 @@ static Suite *nlm_suite(void)
     tcase_add_test(tc, dispatcher_runs_on_cpu_and_auto);
     suite_add_tcase(s, tc);
     TCase *tg = tcase_create("cuda");
-    tcase_set_timeout(tg, 120);
+    tcase_set_timeout(tg, 300);
     tcase_add_test(tg, cuda2d_matches_ref_on_random_odd_sizes);
     tcase_add_test(tg, cuda3d_matches_ref_on_random_odd_sizes);
     tcase_add_test(tg, cuda_tiny_budget_slabs_give_identical_result);
+    tcase_add_test(tg, cuda3d_every_configuration_matches_ref);
+    tcase_add_test(tg, cuda3d_v3_slabs_give_identical_result);
     suite_add_tcase(s, tg);
     return s;
 }

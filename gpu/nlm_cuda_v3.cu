@@ -1,0 +1,639 @@
+/* nlm3d v3: the z sweep of nlm3d_v2_kernel (gpu/nlm.cu) reordered so that
+ * the shared-memory exchange and the y pass run only for output planes.
+ *
+ * Per offset group (NDX consecutive dx of one (dy, dz)) a block sweeps its
+ * LZ output planes plus 2P halo planes. Phase A: each thread owns one row
+ * segment of RS columns (rows -P .. TY+P-1 of the tile), loads the U(o) and
+ * the U(o+d) rows once for all NDX offsets, forms x box sums as running sums
+ * in registers (two chains per segment), keeps 2P values per column in a
+ * register ring (the z box, see zring) and, once the ring is full, writes
+ * the z box sums XZ of the plane to shared memory (double buffered, one
+ * barrier per output plane, none for the 2P ring-filling steps). Phase B:
+ * each thread owns one column and RYB consecutive rows (NSPLIT threads
+ * share a column's offsets), sums 2P+1 XZ rows with running sums (the y
+ * box), takes w = 2^(-D kh3) and accumulates w and w U(o+d) in registers
+ * for its LZ planes. v4 (below) is v3 with the rows staged in shared memory.
+ *
+ * Uniform patch weights only: the (2P+1)^3 normalisation is folded into
+ * kh3, so D here is the plain sum of squared differences. The centre offset
+ * is computed like any other (its differences are exactly 0, so its weight
+ * is exactly 1), and slots past S are skipped with block-uniform branches.
+ * Running sums in x and y start at fixed tile positions and the z box adds
+ * its planes in an order fixed relative to the output plane, so a voxel's
+ * arithmetic does not depend on where a slab starts (slabbed and
+ * single-slab runs agree bit for bit).
+ *
+ * Measured (H200, 512^3, S=5, P=2, kernel time; docs/NOTES-gpu.md): v3
+ * variant 3 0.49 s, v2 0.70 s. What limits it: 8 warps per SM (about 250
+ * registers: LZ x RYB x 2 accumulators and the z rings), so the schedulers
+ * idle on dependency and L1 latency (issue slots about 45% busy).
+ *
+ * Callers: gpu/nlm.cu's host wrapper, on its stream.
+ */
+#include <stddef.h>
+
+#include "gpu/nlm_cuda_v3.cuh"
+
+namespace
+{
+
+__device__ __forceinline__ float ex2_ftz(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* Block geometry: NG row groups x NSPLIT offset halves of warps; phase A
+ * rows XH = TY + 2P fill at most the NT / NSEG items of the block. */
+template <int P, int NG, int NSPLIT, int RS> struct geom3 {
+    static constexpr int NW = NG * NSPLIT, NT = 32 * NW, TX = 32, NSEG = TX / RS;
+    static constexpr int XHMAX = NT / NSEG;
+    static constexpr int RYB = (XHMAX - 2 * P) / NG;
+    static constexpr int TY = NG * RYB, XH = TY + 2 * P;
+};
+
+/* Phase A arithmetic shared by the v3 and v4 kernels. xbox: RS x box sums
+ * (plain sums of squared differences over 2P+1 columns) from the U(o) and
+ * U(o+d) row segments, as two independent running sums (halves of the
+ * segment) so a warp has more than one dependency chain in flight. */
+template <int RS, int P>
+__device__ __forceinline__ void xbox(const float *ua, const float *ub, float *xs)
+{
+    constexpr int H = RS / 2;
+    float e[RS + 2 * P];
+#pragma unroll
+    for (int k = 0; k < RS + 2 * P; k++)
+        e[k] = ua[k] - ub[k];
+    float a = e[0] * e[0], b = e[H] * e[H];
+#pragma unroll
+    for (int k = 1; k <= 2 * P; k++) {
+        a = fmaf(e[k], e[k], a);
+        b = fmaf(e[H + k], e[H + k], b);
+    }
+    xs[0] = a;
+    xs[H] = b;
+#pragma unroll
+    for (int m = 1; m < H; m++) {
+        a = fmaf(e[m + 2 * P], e[m + 2 * P], a);
+        b = fmaf(e[H + m + 2 * P], e[H + m + 2 * P], b);
+        a = fmaf(-e[m - 1], e[m - 1], a);
+        b = fmaf(-e[H + m - 1], e[H + m - 1], b);
+        xs[m] = a;
+        xs[H + m] = b;
+    }
+}
+
+/* z box of step s (plane order fixed, so independent of where the chunk
+ * starts): with v_t the x box sum of step t and pairs p_t = v_t + v_{t-1},
+ * XZ(s) = (p_{s-2P+1} + ... + p_{s-3} + p_{s-1}) + v_s. State per column:
+ * zl = v_{s-1} and a ring zp of the last 2P-1 pairs (2P values, one fewer
+ * than a ring of 2P+1 sums, and P+1 additions per value instead of 2P).
+ * Returns XZ(s) when s >= 2P. */
+template <int P> struct zring {
+    static constexpr int NP = P > 0 ? 2 * P - 1 : 1;
+    float zl, zp[NP];
+    __device__ __forceinline__ float step(float v, int s)
+    {
+        if (P == 0)
+            return v;
+        float r = 0.0f;
+        if (s >= 2 * P) {
+            r = zp[(s - 2 * P + 1) % NP];
+#pragma unroll
+            for (int i = P - 1; i >= 1; i--)
+                r += zp[(s - 2 * i + 1) % NP];
+            r += v;
+        }
+        if (s >= 1)
+            zp[s % NP] = v + zl; /* overwrites p_{s-2P+1}, read above */
+        zl = v;
+        return r;
+    }
+};
+
+/* Phase B: RYB y box sums over 2P+1 rows of xv, two running sums. */
+template <int RYB, int P> __device__ __forceinline__ void ybox(const float *xv, float *ys)
+{
+    constexpr int H = (RYB + 1) / 2;
+    float a = xv[0], b = xv[H];
+#pragma unroll
+    for (int k = 1; k <= 2 * P; k++) {
+        a += xv[k];
+        if (H < RYB)
+            b += xv[H + k];
+    }
+    ys[0] = a;
+    if (H < RYB)
+        ys[H] = b;
+#pragma unroll
+    for (int i = 1; i < H; i++) {
+        a = (a + xv[i + 2 * P]) - xv[i - 1];
+        ys[i] = a;
+        if (H + i < RYB) {
+            b = (b + xv[H + i + 2 * P]) - xv[H + i - 1];
+            ys[H + i] = b;
+        }
+    }
+}
+
+/* Phase B for one offset slot: weights of the RYB rows of this thread's
+ * column and their accumulation (u: U(o+d) of the first row). */
+template <int RYB, int P, int LZ>
+__device__ __forceinline__ void accumulate(const float *col, int XW, const float *u, int PXp,
+                                           float kh3, int z, float (&aw)[RYB][LZ],
+                                           float (&av)[RYB][LZ])
+{
+    float uv[RYB], xv[RYB + 2 * P], ys[RYB];
+#pragma unroll
+    for (int i = 0; i < RYB; i++)
+        uv[i] = __ldg(u + (ptrdiff_t)i * PXp);
+#pragma unroll
+    for (int k = 0; k < RYB + 2 * P; k++)
+        xv[k] = col[k * XW];
+    ybox<RYB, P>(xv, ys);
+#pragma unroll
+    for (int i = 0; i < RYB; i++) {
+        const float w = ex2_ftz(-ys[i] * kh3);
+        aw[i][z] += w;
+        av[i][z] = fmaf(w, uv[i], av[i][z]);
+    }
+}
+
+template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT, int MINB>
+__global__ void __launch_bounds__(32 * NG * NSPLIT, MINB)
+    nlm3d_v3_kernel(const float *__restrict__ pad, float *__restrict__ out, int nx, int ny, int nzs,
+                    int PXp, int PY, int S, float kh3)
+{
+    using G = geom3<P, NG, NSPLIT, RS>;
+    constexpr int TX = G::TX, TY = G::TY, XH = G::XH, RYB = G::RYB, NSEG = G::NSEG;
+    constexpr int NDXB = NDX / NSPLIT;
+    constexpr int XW = TX + 4; /* row stride: conflict-free float4 stores for RS 8 */
+    static_assert(NDX % NSPLIT == 0 && NSPLIT <= 2, "offset split");
+    static_assert(LZ % 2 == 0, "buffer parity must alternate across offset groups");
+    static_assert(RS % 4 == 0 && TX % RS == 0, "float4 stores");
+    static_assert(RYB >= 1, "tile too small for this patch radius");
+    static_assert(2 * TY * 32 <= 2 * NDX * XH * XW, "reduction buffer");
+    __shared__ __align__(16) float XZ[2][NDX][XH][XW];
+
+    const int R = S + P;
+    const ptrdiff_t pp = (ptrdiff_t)PY * PXp;
+    const int x0 = blockIdx.x * TX, y0 = blockIdx.y * TY, z0 = blockIdx.z * LZ;
+    /* Padded coordinates of voxel (x, y, z) are (x + R, y + R, z + R). */
+    const float *orig = pad + (ptrdiff_t)(z0 + R) * pp + (ptrdiff_t)(y0 + R) * PXp + (x0 + R);
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int ar = tid / NSEG, aseg = tid % NSEG;
+    const bool aact = ar < XH;
+    const float *arow = orig + (ptrdiff_t)(ar - P) * PXp + (aseg * RS - P);
+    const int bg = warp % NG, bh = NSPLIT == 1 ? 0 : warp / NG;
+    const float *brow = orig + (ptrdiff_t)(bg * RYB) * PXp + lane;
+
+    float aw[RYB][LZ], av[RYB][LZ];
+#pragma unroll
+    for (int i = 0; i < RYB; i++)
+#pragma unroll
+        for (int z = 0; z < LZ; z++) {
+            aw[i][z] = 0.0f;
+            av[i][z] = 0.0f;
+        }
+
+    for (int dz = -S; dz <= S; dz++)
+        for (int dy = -S; dy <= S; dy++)
+            for (int dx0 = -S; dx0 <= S; dx0 += NDX) {
+                const ptrdiff_t doff = (ptrdiff_t)dz * pp + (ptrdiff_t)dy * PXp + dx0;
+                const int nval = S - dx0 + 1; /* slots j < nval are offsets of the window */
+                zring<P> zr[NDX][RS];
+#pragma unroll
+                for (int s = 0; s < LZ + 2 * P; s++) {
+                    /* Phase A: x box sums of plane z0 - P + s, z box sums. */
+                    if (aact) {
+                        const float *a = arow + (ptrdiff_t)(s - P) * pp;
+                        const float *b = a + doff;
+                        float ua[RS + 2 * P], ub[RS + 2 * P + NDX - 1];
+#pragma unroll
+                        for (int k = 0; k < RS + 2 * P; k++)
+                            ua[k] = __ldg(a + k);
+#pragma unroll
+                        for (int k = 0; k < RS + 2 * P + NDX - 1; k++)
+                            ub[k] = __ldg(b + k);
+#pragma unroll
+                        for (int j = 0; j < NDX; j++) {
+                            if (j >= nval)
+                                continue;
+                            float xs[RS], v[RS];
+                            xbox<RS, P>(ua, ub + j, xs);
+#pragma unroll
+                            for (int m = 0; m < RS; m++)
+                                v[m] = zr[j][m].step(xs[m], s);
+                            if (s >= 2 * P) {
+                                float *dst = &XZ[(s - 2 * P) & 1][j][ar][aseg * RS];
+#pragma unroll
+                                for (int m = 0; m < RS; m += 4)
+                                    *reinterpret_cast<float4 *>(dst + m) =
+                                        make_float4(v[m], v[m + 1], v[m + 2], v[m + 3]);
+                            }
+                        }
+                    }
+                    if (s < 2 * P)
+                        continue; /* ring still filling: nothing shared yet */
+                    /* Phase B: y box sums, weights, accumulation for plane z. */
+                    const int z = s - 2 * P, buf = z & 1;
+                    __syncthreads();
+#pragma unroll
+                    for (int jj = 0; jj < NDXB; jj++) {
+                        const int j = bh * NDXB + jj;
+                        if (j >= nval)
+                            continue;
+                        accumulate<RYB, P, LZ>(&XZ[buf][j][bg * RYB][lane], XW,
+                                               brow + (ptrdiff_t)z * pp + doff + j, PXp, kh3, z, aw,
+                                               av);
+                    }
+                    /* The next phase A writes the other buffer; this one is
+                     * rewritten only after the next barrier. */
+                }
+            }
+
+    const int x = x0 + lane;
+    if (NSPLIT == 1) {
+#pragma unroll
+        for (int i = 0; i < RYB; i++)
+#pragma unroll
+            for (int z = 0; z < LZ; z++) {
+                const int y = y0 + bg * RYB + i, zz = z0 + z;
+                if (x < nx && y < ny && zz < nzs)
+                    out[((size_t)zz * ny + y) * nx + x] = av[i][z] / aw[i][z];
+            }
+        return;
+    }
+    /* Two threads hold partial sums of each voxel: add through shared memory. */
+    float *red = &XZ[0][0][0][0];
+    __syncthreads();
+#pragma unroll
+    for (int z = 0; z < LZ; z++) {
+        if (bh != 0)
+#pragma unroll
+            for (int i = 0; i < RYB; i++) {
+                red[(bg * RYB + i) * 32 + lane] = aw[i][z];
+                red[(TY + bg * RYB + i) * 32 + lane] = av[i][z];
+            }
+        __syncthreads();
+        if (bh == 0)
+#pragma unroll
+            for (int i = 0; i < RYB; i++) {
+                const int y = y0 + bg * RYB + i, zz = z0 + z;
+                const float sw = aw[i][z] + red[(bg * RYB + i) * 32 + lane];
+                const float sv = av[i][z] + red[(TY + bg * RYB + i) * 32 + lane];
+                if (x < nx && y < ny && zz < nzs)
+                    out[((size_t)zz * ny + y) * nx + x] = sv / sw;
+            }
+        __syncthreads();
+    }
+}
+
+/* ---- v4: v3 with the U rows staged in shared memory ----------------------
+ *
+ * v3's phase A loads each thread's own row segment straight from global
+ * memory: one warp load touches ~8 cache lines for 32 floats, and ncu showed
+ * L1 88% busy with issue slots 18% busy, warps mostly waiting on L1TEX. v4
+ * copies the rows a step needs (XH rows of U(o) and of U(o+d), TX + 2P (+ NDX
+ * - 1) columns) with cp.async, lane = column, into a double-buffered stage;
+ * phase A then reads its segments with 16- or 8-byte shared loads. The copy
+ * for step s+1 (or the next group's first step) is issued before phase A of
+ * step s and waited for before the step's barrier, so one barrier per step
+ * covers the stage, the XZ buffer and their reuse. NSPLITA threads share a
+ * segment's offsets in phase A (each keeps NDX / NSPLITA rings), so NDX can
+ * grow without growing the register ring. */
+
+__device__ __forceinline__ void cp4(float *dst, const float *src)
+{
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(d), "l"(src) : "memory");
+}
+
+__device__ __forceinline__ void cp_commit()
+{
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+__device__ __forceinline__ void cp_wait_all()
+{
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+}
+
+template <int P, int RS, int NDX, int NG, int NSPLIT, int NSPLITA> struct geom4 {
+    static constexpr int NW = NG * NSPLIT, NT = 32 * NW, TX = 32, NSEG = TX / RS;
+    static constexpr int XHMAX = NT / (NSEG * NSPLITA);
+    static constexpr int RYB = (XHMAX - 2 * P) / NG;
+    static constexpr int TY = NG * RYB, XH = TY + 2 * P;
+    static constexpr int WCU = TX + 2 * P, WCB = TX + 2 * P + NDX - 1; /* staged columns */
+    static constexpr int WS = 44; /* stage row stride: 11 float4, odd: no bank conflicts */
+    static constexpr int XW = TX + 4;
+    static constexpr int STAGE = XH * WS;                  /* floats per stage buffer */
+    static constexpr int XZN = NDX * XH * XW;              /* floats per XZ buffer */
+    static constexpr int SMEM = 4 * (4 * STAGE + 2 * XZN); /* bytes: 2 x (U, U+d) + 2 XZ */
+};
+
+template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT, int NSPLITA, int MINB>
+__global__ void __launch_bounds__(32 * NG * NSPLIT, MINB)
+    nlm3d_v4_kernel(const float *__restrict__ pad, float *__restrict__ out, int nx, int ny, int nzs,
+                    int PXp, int PY, int S, float kh3)
+{
+    using G = geom4<P, RS, NDX, NG, NSPLIT, NSPLITA>;
+    constexpr int TX = G::TX, TY = G::TY, XH = G::XH, RYB = G::RYB, NSEG = G::NSEG;
+    constexpr int NW = G::NW, WS = G::WS, XW = G::XW, WCU = G::WCU, WCB = G::WCB;
+    constexpr int NDXA = NDX / NSPLITA, NDXB = NDX / NSPLIT, NSTEP = LZ + 2 * P;
+    constexpr int NUA = (RS + 2 * P + 3) / 4;             /* float4 loads of the U(o) segment */
+    constexpr int NUB1 = (RS + 2 * P + NDX - 1 + 3) / 4;  /* float4 loads, NSPLITA == 1 */
+    constexpr int NUB2 = (RS + 2 * P + NDXA - 1 + 1) / 2; /* float2 loads, NSPLITA > 1 */
+    static_assert(NDX % NSPLIT == 0 && NSPLIT <= 2 && NDX % NSPLITA == 0, "offset split");
+    static_assert(NSPLITA == 1 || NDXA % 2 == 0, "8-byte aligned U(o+d) segments");
+    static_assert(NSTEP % 2 == 0, "stage parity must alternate across offset groups");
+    static_assert(RS % 4 == 0 && TX % RS == 0, "16-byte segments");
+    static_assert(RYB >= 1, "tile too small for this patch radius");
+    static_assert(WCB <= 64 && (NSEG - 1) * RS + 4 * NUA <= WS &&
+                      (NSEG - 1) * RS + (NSPLITA == 1 ? 4 * NUB1 : NDX - NDXA + 2 * NUB2) <= WS,
+                  "stage rows too narrow");
+    static_assert(2 * TY * 32 <= 2 * G::XZN, "reduction buffer");
+    extern __shared__ __align__(16) float sm4[];
+    float *SU = sm4, *SB = sm4 + 2 * G::STAGE, *XZ = sm4 + 4 * G::STAGE;
+
+    const int R = S + P;
+    const ptrdiff_t pp = (ptrdiff_t)PY * PXp;
+    const int x0 = blockIdx.x * TX, y0 = blockIdx.y * TY, z0 = blockIdx.z * LZ;
+    const float *orig = pad + (ptrdiff_t)(z0 + R) * pp + (ptrdiff_t)(y0 + R) * PXp + (x0 + R);
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int ar = tid / (NSEG * NSPLITA), ah = NSPLITA == 1 ? 0 : (tid / NSEG) % NSPLITA;
+    const int aseg = tid % NSEG;
+    const bool aact = ar < XH;
+    const int bg = warp % NG, bh = NSPLIT == 1 ? 0 : warp / NG;
+    const float *brow = orig + (ptrdiff_t)(bg * RYB) * PXp + lane;
+    /* Copy source of this lane: row `warp`, column lane - P, plane -P. */
+    const float *csrc = orig - P * pp + (ptrdiff_t)(warp - P) * PXp + (lane - P);
+
+    /* Stage step s of the group with offset doff into buffer `b`. */
+    auto issue = [&](int s, ptrdiff_t doff, int b) {
+        const float *u = csrc + (ptrdiff_t)s * pp;
+        float *du = SU + b * G::STAGE + warp * WS + lane,
+              *db = SB + b * G::STAGE + warp * WS + lane;
+#pragma unroll
+        for (int r = 0; r < XH; r += NW) {
+            if (r + warp < XH) {
+                const float *ur = u + (ptrdiff_t)r * PXp, *br = ur + doff;
+                cp4(du + r * WS, ur);
+                cp4(db + r * WS, br);
+                if (lane < WCU - 32)
+                    cp4(du + r * WS + 32, ur + 32);
+                if (lane < WCB - 32)
+                    cp4(db + r * WS + 32, br + 32);
+            }
+        }
+        cp_commit();
+    };
+
+    float aw[RYB][LZ], av[RYB][LZ];
+#pragma unroll
+    for (int i = 0; i < RYB; i++)
+#pragma unroll
+        for (int z = 0; z < LZ; z++) {
+            aw[i][z] = 0.0f;
+            av[i][z] = 0.0f;
+        }
+
+    const int W = 2 * S + 1, ngx = (W + NDX - 1) / NDX, ngroups = ngx * W * W;
+    auto group_off = [&](int g, int *dx0) {
+        const int gx = g % ngx, gy = (g / ngx) % W, gz = g / (ngx * W);
+        *dx0 = -S + gx * NDX;
+        return (ptrdiff_t)(gz - S) * pp + (ptrdiff_t)(gy - S) * PXp + *dx0;
+    };
+    int dx0;
+    ptrdiff_t doff = group_off(0, &dx0);
+    issue(0, doff, 0);
+    cp_wait_all();
+    __syncthreads();
+
+    for (int g = 0; g < ngroups; g++) {
+        int ndx0 = dx0;
+        const ptrdiff_t ndoff = g + 1 < ngroups ? group_off(g + 1, &ndx0) : doff;
+        const int nval = S - dx0 + 1; /* slots j < nval are offsets of the window */
+        zring<P> zr[NDXA][RS];
+#pragma unroll
+        for (int s = 0; s < NSTEP; s++) {
+            if (s + 1 < NSTEP)
+                issue(s + 1, doff, (s + 1) & 1);
+            else if (g + 1 < ngroups)
+                issue(0, ndoff, 0);
+            /* Phase A: x box sums of plane z0 - P + s, z box sums. */
+            if (aact) {
+                const float *su = SU + (s & 1) * G::STAGE + ar * WS + aseg * RS;
+                const float *sb = SB + (s & 1) * G::STAGE + ar * WS + aseg * RS;
+                float ua[4 * NUA], ub[NSPLITA == 1 ? 4 * NUB1 : 2 * NUB2];
+#pragma unroll
+                for (int k = 0; k < NUA; k++) {
+                    const float4 t = *reinterpret_cast<const float4 *>(su + 4 * k);
+                    ua[4 * k] = t.x;
+                    ua[4 * k + 1] = t.y;
+                    ua[4 * k + 2] = t.z;
+                    ua[4 * k + 3] = t.w;
+                }
+                if (NSPLITA == 1) {
+#pragma unroll
+                    for (int k = 0; k < NUB1; k++) {
+                        const float4 t = *reinterpret_cast<const float4 *>(sb + 4 * k);
+                        ub[4 * k] = t.x;
+                        ub[4 * k + 1] = t.y;
+                        ub[4 * k + 2] = t.z;
+                        ub[4 * k + 3] = t.w;
+                    }
+                } else {
+#pragma unroll
+                    for (int k = 0; k < NUB2; k++) {
+                        const float2 t = *reinterpret_cast<const float2 *>(sb + ah * NDXA + 2 * k);
+                        ub[2 * k] = t.x;
+                        ub[2 * k + 1] = t.y;
+                    }
+                }
+#pragma unroll
+                for (int jj = 0; jj < NDXA; jj++) {
+                    const int j = ah * NDXA + jj;
+                    if (j >= nval)
+                        continue;
+                    float xs[RS], v[RS];
+                    xbox<RS, P>(ua, ub + jj, xs);
+#pragma unroll
+                    for (int m = 0; m < RS; m++)
+                        v[m] = zr[jj][m].step(xs[m], s);
+                    if (s >= 2 * P) {
+                        float *dst =
+                            XZ + (((s - 2 * P) & 1) * NDX + j) * XH * XW + ar * XW + aseg * RS;
+#pragma unroll
+                        for (int m = 0; m < RS; m += 4)
+                            *reinterpret_cast<float4 *>(dst + m) =
+                                make_float4(v[m], v[m + 1], v[m + 2], v[m + 3]);
+                    }
+                }
+            }
+            cp_wait_all(); /* this thread's copies for the next step have landed */
+            __syncthreads();
+            if (s < 2 * P)
+                continue; /* ring still filling: nothing shared yet */
+            /* Phase B: y box sums, weights, accumulation for plane z. */
+            const int z = s - 2 * P, buf = z & 1;
+#pragma unroll
+            for (int jj = 0; jj < NDXB; jj++) {
+                const int j = bh * NDXB + jj;
+                if (j >= nval)
+                    continue;
+                accumulate<RYB, P, LZ>(XZ + (buf * NDX + j) * XH * XW + bg * RYB * XW + lane, XW,
+                                       brow + (ptrdiff_t)z * pp + doff + j, PXp, kh3, z, aw, av);
+            }
+        }
+        doff = ndoff;
+        dx0 = ndx0;
+    }
+
+    const int x = x0 + lane;
+    if (NSPLIT == 1) {
+#pragma unroll
+        for (int i = 0; i < RYB; i++)
+#pragma unroll
+            for (int z = 0; z < LZ; z++) {
+                const int y = y0 + bg * RYB + i, zz = z0 + z;
+                if (x < nx && y < ny && zz < nzs)
+                    out[((size_t)zz * ny + y) * nx + x] = av[i][z] / aw[i][z];
+            }
+        return;
+    }
+    /* Two threads hold partial sums of each voxel: add through shared memory. */
+    float *red = XZ;
+    __syncthreads();
+#pragma unroll
+    for (int z = 0; z < LZ; z++) {
+        if (bh != 0)
+#pragma unroll
+            for (int i = 0; i < RYB; i++) {
+                red[(bg * RYB + i) * 32 + lane] = aw[i][z];
+                red[(TY + bg * RYB + i) * 32 + lane] = av[i][z];
+            }
+        __syncthreads();
+        if (bh == 0)
+#pragma unroll
+            for (int i = 0; i < RYB; i++) {
+                const int y = y0 + bg * RYB + i, zz = z0 + z;
+                const float sw = aw[i][z] + red[(bg * RYB + i) * 32 + lane];
+                const float sv = av[i][z] + red[(TY + bg * RYB + i) * 32 + lane];
+                if (x < nx && y < ny && zz < nzs)
+                    out[((size_t)zz * ny + y) * nx + x] = sv / sw;
+            }
+        __syncthreads();
+    }
+}
+
+/* Variants (nlm.cu's LDCT_NLM3D_CFG 15.. map to 0..): kernel (3 or 4), LZ,
+ * RS, NDX, NG, NSPLIT, NSPLITA (v4 only), MINB. */
+struct v3cfg {
+    int kern, lz, rs, ndx, ng, nsplit, nsplita, minb;
+};
+const v3cfg k_v3[GPU__NLM3D_V3_N] = {
+    {3, 8, 8, 2, 4, 1, 1, 2},  /* 0: 128 threads, 2 blocks per SM */
+    {3, 8, 4, 4, 4, 2, 1, 1},  /* 1: 256 threads, offsets split over two threads */
+    {3, 6, 8, 2, 4, 1, 1, 2},  /* 2: as 0 with 6 planes (fewer registers) */
+    {3, 6, 4, 4, 4, 2, 1, 1},  /* 3: as 1 with 6 planes */
+    {3, 8, 8, 2, 8, 1, 1, 1},  /* 4: 256 threads, 56-row tiles */
+    {3, 6, 8, 2, 8, 1, 1, 1},  /* 5: as 4 with 6 planes */
+    {4, 6, 8, 4, 4, 2, 2, 1},  /* 6: staged; 8-column segments, offsets split in A and B */
+    {4, 6, 4, 4, 4, 2, 1, 1},  /* 7: staged 3 */
+    {4, 6, 8, 2, 4, 1, 1, 2},  /* 8: staged 2 */
+    {4, 8, 8, 4, 4, 2, 2, 1},  /* 9: as 6 with 8 planes */
+    {4, 8, 4, 4, 4, 2, 1, 1},  /* 10: staged 1 */
+    {4, 10, 8, 4, 4, 2, 2, 1}, /* 11: as 6 with 10 planes */
+};
+
+template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT, int MINB>
+cudaError_t launch_v(const float *pad, float *out, int nx, int ny, int nzs, int PXp, int PY, int S,
+                     float kh3, cudaStream_t st)
+{
+    using G = geom3<P, NG, NSPLIT, RS>;
+    dim3 block(G::NT),
+        grid((nx + G::TX - 1) / G::TX, (ny + G::TY - 1) / G::TY, (nzs + LZ - 1) / LZ);
+    nlm3d_v3_kernel<P, LZ, RS, NDX, NG, NSPLIT, MINB>
+        <<<grid, block, 0, st>>>(pad, out, nx, ny, nzs, PXp, PY, S, kh3);
+    return cudaGetLastError();
+}
+
+template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT, int NSPLITA, int MINB>
+cudaError_t launch_v4(const float *pad, float *out, int nx, int ny, int nzs, int PXp, int PY, int S,
+                      float kh3, cudaStream_t st)
+{
+    using G = geom4<P, RS, NDX, NG, NSPLIT, NSPLITA>;
+    auto kern = nlm3d_v4_kernel<P, LZ, RS, NDX, NG, NSPLIT, NSPLITA, MINB>;
+    cudaError_t e =
+        cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, G::SMEM);
+    if (e != cudaSuccess)
+        return e;
+    dim3 block(G::NT),
+        grid((nx + G::TX - 1) / G::TX, (ny + G::TY - 1) / G::TY, (nzs + LZ - 1) / LZ);
+    kern<<<grid, block, G::SMEM, st>>>(pad, out, nx, ny, nzs, PXp, PY, S, kh3);
+    return cudaGetLastError();
+}
+
+template <int P>
+cudaError_t launch_p(int v, const float *pad, float *out, int nx, int ny, int nzs, int PXp, int PY,
+                     int S, float kh3, cudaStream_t st)
+{
+    switch (v) {
+    case 1:
+        return launch_v<P, 8, 4, 4, 4, 2, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, st);
+    case 2:
+        return launch_v<P, 6, 8, 2, 4, 1, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, st);
+    case 3:
+        return launch_v<P, 6, 4, 4, 4, 2, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, st);
+    case 4:
+        return launch_v<P, 8, 8, 2, 8, 1, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, st);
+    case 5:
+        return launch_v<P, 6, 8, 2, 8, 1, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, st);
+    case 6:
+        return launch_v4<P, 6, 8, 4, 4, 2, 2, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, st);
+    case 7:
+        return launch_v4<P, 6, 4, 4, 4, 2, 1, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, st);
+    case 8:
+        return launch_v4<P, 6, 8, 2, 4, 1, 1, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, st);
+    case 9:
+        return launch_v4<P, 8, 8, 4, 4, 2, 2, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, st);
+    case 10:
+        return launch_v4<P, 8, 4, 4, 4, 2, 1, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, st);
+    case 11:
+        return launch_v4<P, 10, 8, 4, 4, 2, 2, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, st);
+    default:
+        return launch_v<P, 8, 8, 2, 4, 1, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, st);
+    }
+}
+
+} // namespace
+
+int gpu__nlm3d_v3_supported(int v, int P, int gaussian)
+{
+    return v >= 0 && v < GPU__NLM3D_V3_N && P >= 0 && P <= 2 && !gaussian;
+}
+
+void gpu__nlm3d_v3_tile(int v, int P, int *tx, int *ty, int *lz)
+{
+    const v3cfg &c = k_v3[v];
+    const int nt = 32 * c.ng * c.nsplit;
+    const int xhmax = nt / ((32 / c.rs) * (c.kern == 4 ? c.nsplita : 1));
+    *tx = 32;
+    *ty = c.ng * ((xhmax - 2 * P) / c.ng); /* geom3<>::TY, geom4<>::TY */
+    *lz = c.lz;
+}
+
+cudaError_t gpu__nlm3d_v3_launch(int v, int P, const float *pad, float *out, int nx, int ny,
+                                 int nzs, int PXp, int PY, int S, float kh3, cudaStream_t st)
+{
+    switch (P) {
+    case 0:
+        return launch_p<0>(v, pad, out, nx, ny, nzs, PXp, PY, S, kh3, st);
+    case 1:
+        return launch_p<1>(v, pad, out, nx, ny, nzs, PXp, PY, S, kh3, st);
+    default:
+        return launch_p<2>(v, pad, out, nx, ny, nzs, PXp, PY, S, kh3, st);
+    }
+}
