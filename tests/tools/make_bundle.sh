@@ -3,13 +3,22 @@
 # ldd) and DCMTK's data dictionary into BUILD/bundle, with env.sh setting
 # LD_LIBRARY_PATH and DCMDICTPATH, so they run on the GPU machine, which
 # has no DCMTK, libuv, SQLite or Check. Usage: make_bundle.sh BUILD
+# BUNDLE_BINS="ldctd ldct tools/mkseries tests/check_gpu_nlm ..." limits the
+# project binaries (paths under BUILD; default all), and BUNDLE_TAR=1 also
+# writes BUILD/bundle.tar.xz: the device tool carries at most 64 MiB, and
+# every binary holds the CUDA fat binary (~14 MB each).
 set -eu
 build=${1:-build}
 out="$build/bundle"
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
-bins=("$build/ldctd" "$build/ldct")
-for f in "$build"/tools/* "$build"/tests/*; do [ -x "$f" ] && [ -f "$f" ] && bins+=("$f"); done
+bins=()
+if [ -n "${BUNDLE_BINS:-}" ]; then
+    for f in $BUNDLE_BINS; do bins+=("$build/$f"); done
+else
+    bins=("$build/ldctd" "$build/ldct")
+    for f in "$build"/tools/* "$build"/tests/*; do [ -x "$f" ] && [ -f "$f" ] && bins+=("$f"); done
+fi
 for t in storescp storescu echoscu dcmdump; do command -v "$t" > /dev/null && bins+=("$(command -v "$t")"); done
 # Libraries every Ubuntu/Debian base system has, the GPU driver's own and the CUDA
 # toolkit's (the GPU machine has them in /usr/local/cuda, our rpath) stay out.
@@ -32,3 +41,7 @@ export DCMDICTPATH="$b/dicom.dic"
 export PATH="$b/bin:$PATH"
 ENV
 du -sh "$out" | awk '{print "bundle: " $1 " in '"$out"'"}'
+if [ -n "${BUNDLE_TAR:-}" ]; then
+    tar -C "$build" -cf - bundle | xz -T0 -6 > "$build/bundle.tar.xz"
+    du -sh "$build/bundle.tar.xz" | awk '{print "archive: " $1 " " $2}'
+fi
