@@ -18,6 +18,8 @@ static int use_cuda(const gpu_device *dev, gpu_device *resolved)
 int gpu_nlm2d(const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *out, const gpu_device *dev)
 {
     gpu_device d;
+    if (dev && dev->kind == GPU_DEVICE_CUDA && !LDCT_WITH_CUDA)
+        return LDCT_ENOGPU; /* a GPU was asked for: never run elsewhere silently */
     if (use_cuda(dev, &d))
         return gpu_nlm2d_cuda(p, in, out, &d);
     return gpu_nlm2d_ref(p, in, out, &d);
@@ -26,6 +28,8 @@ int gpu_nlm2d(const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *out, co
 int gpu_nlm3d(const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *out, const gpu_device *dev)
 {
     gpu_device d;
+    if (dev && dev->kind == GPU_DEVICE_CUDA && !LDCT_WITH_CUDA)
+        return LDCT_ENOGPU; /* a GPU was asked for: never run elsewhere silently */
     if (use_cuda(dev, &d))
         return gpu_nlm3d_cuda(p, in, out, &d);
     return gpu_nlm3d_ref(p, in, out, &d);
