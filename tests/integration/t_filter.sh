@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# ldct filter: the daemon's processing offline on a folder: files are
+# grouped by series (two series in one folder give two derived series),
+# other files are skipped, noise in a uniform region is at least halved,
+# the derived instances pass dciodvfy as their sources do; bad arguments
+# and an inconsistent series give clear errors and a failing exit code.
+. "$(dirname "$0")/lib.sh"
+DCMSTAT="$ROOT/$BUILD/tools/dcmstat"
+"$MKSERIES" --out "$T/in/a" --rows 64 --cols 64 --slices 8 --thickness 1 --noise 20 > /dev/null ||
+    fail "mkseries"
+"$MKSERIES" --out "$T/in/b" --rows 64 --cols 64 --slices 4 --thickness 5 --noise 20 > /dev/null ||
+    fail "mkseries"
+echo "not DICOM" > "$T/in/README"
+"$LDCT" filter --algo auto --in "$T/in" --out "$T/out" --device cpu > "$T/filter.out" 2> "$T/filter.err" ||
+    fail "ldct filter: $(cat "$T/filter.err")"
+[ "$(ls "$T/out" | wc -l)" = 12 ] || fail "expected 12 files, got $(ls "$T/out" | wc -l)"
+[ "$(grep -c ' -> ' "$T/filter.out")" = 2 ] || fail "expected two series: $(cat "$T/filter.out")"
+grep -q "nlm3d on cpu" "$T/filter.out" && grep -q "nlm2d on cpu" "$T/filter.out" ||
+    fail "auto did not pick per thickness: $(cat "$T/filter.out")"
+grep -q "skipped 1 file" "$T/filter.err" || fail "README not reported as skipped"
+series_of() { dcmdump -q +P 0020,000e "$1" | sed -E 's/.*\[([^]]*)\].*/\1/'; }
+src_a=$(series_of "$T/in/a/IMG0001.dcm")
+mkdir -p "$T/da"
+for f in "$T"/out/*.dcm; do
+    s=$(series_of "$f")
+    [ "$s" != "$src_a" ] && [ "$s" != "$(series_of "$T/in/b/IMG0001.dcm")" ] || fail "series UID reused"
+done
+read -r s0 < <("$DCMSTAT" --roi 16,25,10,11 --json "$T"/in/a/*.dcm |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["std"])')
+n=0
+for f in "$T"/out/*.dcm; do
+    thick=$(dcmdump -q +P 0018,0050 "$f" | sed -E 's/.*\[([^]]*)\].*/\1/')
+    [ "$thick" = 1 ] && { cp "$f" "$T/da/"; n=$((n + 1)); }
+done
+[ "$n" = 8 ] || fail "expected 8 derived 1 mm slices, got $n"
+read -r s1 < <("$DCMSTAT" --roi 16,25,10,11 --json "$T"/da/*.dcm |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["std"])')
+note "lung ROI std: source $s0, derived $s1"
+python3 -c "import sys; sys.exit(0 if $s1 <= $s0 / 2 else 1)" || fail "noise not halved: $s0 -> $s1"
+bash "$(dirname "$0")/dciodvfy_compare.sh" "$T/in/a/IMG0001.dcm" "$(ls "$T"/da/*.dcm | head -1)" ||
+    fail "dciodvfy: new errors"
+"$LDCT" filter --in "$T/in" > /dev/null 2>&1
+[ $? = 2 ] || fail "missing --out not a usage error"
+"$LDCT" filter --algo nlm9 --in "$T/in" --out "$T/x" 2> "$T/e" && fail "unknown algorithm accepted"
+grep -q "unknown algorithm 'nlm9'" "$T/e" || fail "no message for an unknown algorithm"
+"$MKSERIES" --out "$T/bad" --rows 32 --cols 32 --slices 6 > /dev/null || fail mkseries
+rm "$T/bad/IMG0003.dcm"
+"$LDCT" filter --algo nlm2d --in "$T/bad" --out "$T/badout" --device cpu 2> "$T/e" &&
+    fail "a series with a gap was processed"
+grep -q "gap of" "$T/e" || fail "no reason for the gap: $(cat "$T/e")"
