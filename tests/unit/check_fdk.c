@@ -11,9 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/err.h"
 #include "gpu/fdk.h"
+#include "gpu/rabbitct.h"
 
 static const double k_pi = 3.14159265358979323846;
 
@@ -414,6 +416,65 @@ START_TEST(fdk_rejects_bad_input)
 }
 END_TEST
 
+/* ---- RabbitCT --------------------------------------------------------------- */
+
+/* Writes a small synthetic data set, reads it back (both header layouts:
+ * without and with the leading rct_version) and gets the same matrices and
+ * projections. */
+START_TEST(rabbitct_file_round_trip_both_header_layouts)
+{
+    gpu_fdk_geometry g;
+    ck_assert_int_eq(gpu_rabbitct_geometry(&g, 5, 31, 23), 0);
+    gpu_volume proj;
+    ck_assert_int_eq(gpu_volume_init(&proj, 31, 23, 5, 1), 0);
+    ck_assert_int_eq(gpu_rabbitct_synthesize(&g, &proj), 0);
+    char path[] = "/tmp/check_fdk_rctXXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_int_eq(gpu_rabbitct_write(path, &g, &proj), 0);
+    for (int layout = 0; layout < 2; layout++) {
+        if (layout == 1) { /* prepend rct_version = 3 */
+            FILE *f = fopen(path, "rb");
+            ck_assert_ptr_nonnull(f);
+            static char buf[1 << 16];
+            size_t n = fread(buf, 1, sizeof buf, f);
+            fclose(f);
+            ck_assert(n < sizeof buf);
+            f = fopen(path, "wb");
+            uint32_t v = 3;
+            ck_assert(fwrite(&v, 4, 1, f) == 1 && fwrite(buf, 1, n, f) == n);
+            fclose(f);
+        }
+        gpu_rabbitct d;
+        ck_assert_int_eq(gpu_rabbitct_read(path, &d), 0);
+        ck_assert_int_eq(d.has_version, layout);
+        ck_assert_int_eq(d.geom.nproj, 5);
+        ck_assert_int_eq(d.geom.nu, 31);
+        ck_assert_int_eq(d.geom.nv, 23);
+        ck_assert_mem_eq(d.geom.matrices, g.matrices, sizeof(double) * 12 * 5);
+        ck_assert_mem_eq(d.proj.data, proj.data, sizeof(float) * 31 * 23 * 5);
+        gpu_rabbitct_close(&d);
+    }
+    /* A truncated file is refused. */
+    ck_assert_int_eq(truncate(path, 1000), 0);
+    gpu_rabbitct bad;
+    ck_assert_int_eq(gpu_rabbitct_read(path, &bad), LDCT_EINPUT);
+    unlink(path);
+    /* The synthetic geometry: isocentre on the detector centre, full fan. */
+    double u, v, w, iso[3] = {0, 0, 0};
+    project(g.matrices, iso, &u, &v, &w);
+    ck_assert_double_eq_tol(u, 15.0, 1e-9);
+    ck_assert_double_eq_tol(v, 11.0, 1e-9);
+    gpu_fdk_volume vol;
+    gpu_rabbitct_volume(&vol, 512);
+    ck_assert_double_eq_tol(vol.voxel[0], 0.5, 1e-12);
+    ck_assert_double_eq_tol(vol.origin[2], -0.5 * 0.5 * 511, 1e-12);
+    gpu_volume_close(&proj);
+    gpu_fdk_geometry_close(&g);
+}
+END_TEST
+
 static Suite *fdk_suite(void)
 {
     Suite *s = suite_create("fdk");
@@ -429,6 +490,7 @@ static Suite *fdk_suite(void)
     tcase_add_test(tc, fdk_full_scan_reconstructs_shepp_logan_in_central_slices);
     tcase_add_test(tc, fdk_short_scan_with_parker_weights_reconstructs_shepp_logan);
     tcase_add_test(tc, fdk_rejects_bad_input);
+    tcase_add_test(tc, rabbitct_file_round_trip_both_header_layouts);
     suite_add_tcase(s, tc);
     return s;
 }
