@@ -1,18 +1,21 @@
 /* CPU reference of non-local means (2D and 3D); it defines the result that
  * the CUDA versions must match (see nlm.h for the formula). C11 + OpenMP.
  *
- * Per-offset formulation: for each offset d of half the search window, the
- * squared differences (U(o) - U(o+d))^2 of a whole plane are summed over the
- * patch separably (x: direct 2P+1 taps, vectorised; y: running sum down the
- * rows; z: a ring of 2P+1 plane sums), giving D(o,d) for every origin o of
- * the plane. Because D(o,d) = D(o+d,-d), one weight serves both voxels of a
- * pair: o gets w*U(o+d) and o+d gets w*U(o). Origins therefore cover the
- * union of the chunk and the chunk shifted by -d.
+ * Per-offset formulation: for each offset d of half the search window, one
+ * sweep over the planes of a task computes, row by row, the squared
+ * differences (U(o) - U(o+d))^2, their patch sum (x: direct 2P+1 taps; y
+ * and z: running sums over rings of 2P+1 rows / row-planes, or weighted taps
+ * for the Gaussian kernel), the weights and the accumulation, so the
+ * intermediate rows stay in L1. Because D(o,d) = D(o+d,-d), one weight
+ * serves both voxels of a pair: o gets w*U(o+d) and o+d gets w*U(o). Origins
+ * therefore cover the union of the task and the task shifted by -d.
  *
- * The volume is cut into chunks of z planes (3D) or slices (2D); each
- * OpenMP thread owns a chunk's accumulators, so no two threads write the
- * same voxel. Each chunk works on its own mirrored copy of the input with a
- * halo of S+P, so inner loops have no border tests.
+ * A task is a chunk of z planes (3D) or one slice (2D), times a band of rows
+ * sized so its input and accumulators stay in L2 across the offsets; each
+ * OpenMP thread owns a task's accumulators, so no two threads write the
+ * same voxel. Each task works on its own mirrored copy of the input with a
+ * halo of S+P, so inner loops have no border tests. Running sums make the
+ * result depend (at float rounding) on the task boundaries.
  */
 #include "gpu/nlm.h"
 
@@ -175,75 +178,155 @@ typedef struct core {
     int nx, ny, nz; /* frame (2D: one slice, nz = 1) */
     int s[3], p[3], r[3];
     float g[3][2 * GPU_NLM_MAX_PATCH + 1];
-    int box;       /* 1: unweighted patch (running sums allowed) */
-    float k;       /* log2(e) / h^2 (times the box normalisation when box) */
-    size_t ws_len; /* floats of workspace per thread */
+    int box; /* 1: unweighted patch (running sums in y and z) */
+    float k; /* log2(e) / h^2 (times the box normalisation (2P+1)^dim when box) */
 } core;
 
-/* exp2(-t * k) for t >= 0 over an array, vectorisable (Cephes exp2f
- * polynomial, relative error ~2e-7; results below 2^-126 flush to about
- * 1e-38). The power of two is built in an int array and reinterpreted in a
- * separate pass, which GCC vectorises where a per-element union does not.
- * ebits must hold n ints. */
-static void exp2_neg(float *restrict w, const float *restrict t, int n, float k,
-                     int32_t *restrict ebits)
+/* a * b + c, fused where the caller is compiled with FMA (fma is a
+ * constant after inlining; -std=c11 does not contract on its own). */
+static inline __attribute__((always_inline)) float mla(float a, float b, float c, const int fma)
 {
-#pragma omp simd
-    for (int i = 0; i < n; i++) {
-        /* min(y, 126) without a branch: y - relu(y - 126), exact below 126. */
-        float y = t[i] * k, z = y - 126.0f;
-        float x = -(y - 0.5f * (z + fabsf(z)));
-        int e = (int)(x - 0.5f); /* x <= 0: rounds to nearest, f in [-0.5, 0.5] */
-        float f = x - (float)e;
-        float p = 1.535336188319500e-4f;
-        p = p * f + 1.339887440266574e-3f;
-        p = p * f + 9.618437357674640e-3f;
-        p = p * f + 5.550332471162809e-2f;
-        p = p * f + 2.402264791363012e-1f;
-        p = p * f + 6.931472028550421e-1f;
-        p = p * f + 1.0f;
-        w[i] = p;
-        ebits[i] = (e + 127) << 23;
-    }
-    const float *scale = (const float *)(const void *)ebits;
-#pragma omp simd
-    for (int i = 0; i < n; i++)
-        w[i] *= scale[i];
+    return fma ? __builtin_fmaf(a, b, c) : a * b + c;
 }
 
-/* Runs the core on output planes [z0, z1) of one frame. ws: workspace. */
-/* Cloned for AVX2+FMA (picked at load time by the CPU) and plain x86-64. */
-__attribute__((target_clones("avx2", "default"))) static void
-chunk_run(const core *c, const float *src, float *dst, int z0, int z1, float *ws)
+/* exp2(-y) for y >= 0 (Cephes exp2f polynomial, relative error ~2e-7;
+ * results below 2^-126 flush to about 1e-38). Branch-free so that loops
+ * calling it vectorise: the clamp is y - relu(y - 126) and the power of two
+ * is built from its bits with memcpy, which GCC vectorises (a union does
+ * not). */
+static inline __attribute__((always_inline)) float exp2_neg(float y, const int fma)
+{
+    float z = y - 126.0f;
+    float x = 0.5f * (z + fabsf(z)) - y;
+    int e = (int)(x - 0.5f); /* x <= 0: rounds to nearest, f in [-0.5, 0.5] */
+    float f = x - (float)e;
+    float p = 1.535336188319500e-4f;
+    p = mla(p, f, 1.339887440266574e-3f, fma);
+    p = mla(p, f, 9.618437357674640e-3f, fma);
+    p = mla(p, f, 5.550332471162809e-2f, fma);
+    p = mla(p, f, 2.402264791363012e-1f, fma);
+    p = mla(p, f, 6.931472028550421e-1f, fma);
+    p = mla(p, f, 1.0f, fma);
+    int32_t bits = (e + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+/* x box of 2P+1 taps with P a compile-time constant after inlining, so the
+ * tap loop unrolls and the x loop vectorises. */
+static inline __attribute__((always_inline)) void
+xbox_taps(float *restrict xr, const float *restrict d, int n, int taps)
+{
+#pragma omp simd
+    for (int x = 0; x < n; x++) {
+        float s = d[x];
+#pragma GCC unroll 11
+        for (int k = 1; k < taps; k++)
+            s += d[x + k];
+        xr[x] = s;
+    }
+}
+
+static inline __attribute__((always_inline)) void xbox(float *restrict xr, const float *restrict d,
+                                                       int n, int p)
+{
+    switch (p) {
+    case 0:
+        xbox_taps(xr, d, n, 1);
+        break;
+    case 1:
+        xbox_taps(xr, d, n, 3);
+        break;
+    case 2:
+        xbox_taps(xr, d, n, 5);
+        break;
+    case 3:
+        xbox_taps(xr, d, n, 7);
+        break;
+    case 4:
+        xbox_taps(xr, d, n, 9);
+        break;
+    default:
+        xbox_taps(xr, d, n, 11);
+        break;
+    }
+}
+
+/* Float offsets of the per-task workspace; rows are padded to 16 floats so
+ * every buffer starts on a 64-byte boundary. */
+typedef struct layout {
+    size_t u, accw, accv, zring, zsum, yring, ysum, drow, trow, wrow, total;
+} layout;
+
+static size_t pad16(size_t n)
+{
+    return (n + 15) & ~(size_t)15;
+}
+
+static void layout_of(const core *c, int L, int B, layout *o)
+{
+    size_t PX = (size_t)c->nx + 2 * c->r[0], PY = (size_t)B + 2 * c->r[1];
+    size_t PZ = (size_t)L + 2 * c->r[2];
+    size_t bx = pad16((size_t)c->nx + c->s[0] + 2 * c->p[0]), by = (size_t)B + c->s[1];
+    size_t oplane = (size_t)c->nx * B, nring = 2 * (size_t)c->p[2] + 1;
+    size_t at = 0;
+    o->u = at, at += pad16(PX * PY * PZ);
+    o->accw = at, at += pad16(oplane * L);
+    o->accv = at, at += pad16(oplane * L);
+    o->zring = at, at += nring > 1 ? nring * by * bx : 0;
+    o->zsum = at, at += nring > 1 ? by * bx : 0;
+    o->yring = at, at += (2 * (size_t)c->p[1] + 1) * bx;
+    o->ysum = at, at += bx;
+    o->drow = at, at += bx;
+    o->trow = at, at += bx;
+    o->wrow = at, at += bx;
+    o->total = at;
+}
+
+/* Runs the core on output planes [z0, z1) and rows [y0, y1) of one frame.
+ * ws: workspace of layout_of(c, L, B) floats, L >= z1 - z0, B >= y1 - y0.
+ * For each offset one sweep over the planes computes, row by row and without
+ * leaving L1: the squared differences, their x box (direct taps), the y sum
+ * (running sum or weighted taps over a ring of 2P+1 rows), the z sum
+ * (running sum or weighted taps over a ring of 2P+1 row-planes, 3D only),
+ * then the weights and both sides' accumulation. Per offset only the
+ * task's input and accumulators are touched, which bands keep in L2. */
+static inline __attribute__((always_inline)) void chunk_body(const core *c, const float *src,
+                                                             float *dst, int z0, int z1, int y0,
+                                                             int y1, float *ws, const layout *lo,
+                                                             const int fma)
 {
     const int nx = c->nx, ny = c->ny, nz = c->nz;
     const int sx = c->s[0], sy = c->s[1], sz = c->s[2];
     const int px = c->p[0], py = c->p[1], pz = c->p[2];
     const int rx = c->r[0], ry = c->r[1], rz = c->r[2];
-    const int L = z1 - z0;
-    const int PX = nx + 2 * rx, PY = ny + 2 * ry, PZ = L + 2 * rz;
-    const size_t pplane = (size_t)PX * PY, oplane = (size_t)nx * ny;
-    const int bxmax = nx + sx, bymax = ny + sy;
-    const size_t bplane = (size_t)bxmax * bymax;
-    const int nring = 2 * pz + 1;
+    const int L = z1 - z0, B = y1 - y0;
+    const int PX = nx + 2 * rx, PY = B + 2 * ry, PZ = L + 2 * rz;
+    const size_t pplane = (size_t)PX * PY, oplane = (size_t)nx * B;
+    const size_t bxs = pad16((size_t)nx + sx + 2 * px); /* row stride of ring rows */
+    const size_t bplane = bxs * (size_t)(B + sy);
+    const int nring = 2 * pz + 1, nyr = 2 * py + 1;
+    const int box = c->box;
+    const float kk = c->k;
 
-    float *U = ws;                                       /* padded input, PX*PY*PZ */
-    float *accw = U + pplane * PZ;                       /* nx*ny*L */
-    float *accv = accw + oplane * L;                     /* nx*ny*L */
-    float *ring = accv + oplane * L;                     /* nring planes of bplane */
-    float *xs = ring + bplane * nring;                   /* (bymax + 2py) * bxmax */
-    float *drow = xs + (size_t)(bymax + 2 * py) * bxmax; /* bxmax + 2px */
-    float *trow = drow + bxmax + 2 * px;                 /* bxmax */
-    float *wrow = trow + bxmax;                          /* bxmax */
-    float *ysum = wrow + bxmax;                          /* bxmax */
-    int32_t *ebits = (int32_t *)(void *)(ysum + bxmax);  /* bxmax */
+    float *restrict U = ws + lo->u;
+    float *restrict accw = ws + lo->accw;
+    float *restrict accv = ws + lo->accv;
+    float *restrict zring = ws + lo->zring;
+    float *restrict zsum = ws + lo->zsum;
+    float *restrict yring = ws + lo->yring;
+    float *restrict ysum = ws + lo->ysum;
+    float *restrict drow = ws + lo->drow;
+    float *restrict trow = ws + lo->trow;
+    float *restrict wrow = ws + lo->wrow;
 
-    /* Mirrored copy of the chunk with its halo. */
+    /* Mirrored copy of the task's box with its halo. */
     for (int zz = 0; zz < PZ; zz++) {
         int gz = gpu__mirror(z0 - rz + zz, nz);
         for (int yy = 0; yy < PY; yy++) {
-            int gy = gpu__mirror(yy - ry, ny);
-            const float *srow = src + (size_t)gz * oplane + (size_t)gy * nx;
+            int gy = gpu__mirror(y0 - ry + yy, ny);
+            const float *srow = src + (size_t)gz * nx * ny + (size_t)gy * nx;
             float *urow = U + zz * pplane + (size_t)yy * PX;
             for (int xx = 0; xx < PX; xx++)
                 urow[xx] = srow[gpu__mirror(xx - rx, nx)];
@@ -251,7 +334,7 @@ chunk_run(const core *c, const float *src, float *dst, int z0, int z1, float *ws
     }
     /* Centre offset: weight 1. */
     for (int z = 0; z < L; z++)
-        for (int y = 0; y < ny; y++) {
+        for (int y = 0; y < B; y++) {
             const float *urow = U + (size_t)(z + rz) * pplane + (size_t)(y + ry) * PX + rx;
             float *aw = accw + (size_t)z * oplane + (size_t)y * nx;
             float *av = accv + (size_t)z * oplane + (size_t)y * nx;
@@ -268,110 +351,159 @@ chunk_run(const core *c, const float *src, float *dst, int z0, int z1, float *ws
                 if (!(dz > 0 || (dz == 0 && dy > 0) || (dz == 0 && dy == 0 && dx > 0)))
                     continue;
                 const int ox0 = dx > 0 ? -dx : 0, oy0 = dy > 0 ? -dy : 0;
-                const int bx = nx + abs(dx), by = ny + abs(dy);
+                const int bx = nx + abs(dx), by = B + abs(dy), n = bx + 2 * px;
                 const int oz0 = z0 - dz, oz1 = z1; /* origin planes */
                 for (int q = oz0 - pz; q < oz1 + pz; q++) {
-                    /* Plane sum of plane q into its ring slot. */
-                    float *ps = ring + (size_t)((q - (oz0 - pz)) % nring) * bplane;
+                    const int qi = q - (oz0 - pz); /* planes of this sweep so far */
+                    const int zo = q - pz;         /* origin plane completed by q */
+                    const int done = qi >= 2 * pz;
+                    const int own = done && zo >= z0 && zo < z1;
+                    const int sym = done && zo + dz >= z0 && zo + dz < z1;
+                    float *zslot = zring + (size_t)(qi % nring) * bplane;
                     const float *ua = U + (size_t)(q - z0 + rz) * pplane;
                     const float *ub = U + (size_t)(q + dz - z0 + rz) * pplane;
+                    for (int x = 0; x < bx; x++)
+                        ysum[x] = 0;
                     for (int yr = 0; yr < by + 2 * py; yr++) {
-                        int y = oy0 - py + yr;
+                        const int y = oy0 - py + yr; /* row of the differences */
                         const float *a = ua + (size_t)(y + ry) * PX + (ox0 - px + rx);
                         const float *b = ub + (size_t)(y + dy + ry) * PX + (ox0 - px + rx + dx);
-                        int n = bx + 2 * px;
 #pragma omp simd
                         for (int x = 0; x < n; x++) {
                             float t = a[x] - b[x];
                             drow[x] = t * t;
                         }
-                        float *xo = xs + (size_t)yr * bxmax;
-                        if (c->box) {
-#pragma omp simd
-                            for (int x = 0; x < bx; x++)
-                                xo[x] = drow[x];
-                            for (int k = 1; k <= 2 * px; k++) {
-                                const float *dk = drow + k;
-#pragma omp simd
-                                for (int x = 0; x < bx; x++)
-                                    xo[x] += dk[x];
-                            }
+                        /* x box into the y ring. */
+                        float *xr = yring + (size_t)(yr % nyr) * bxs;
+                        if (box) {
+                            xbox(xr, drow, bx, px);
                         } else {
 #pragma omp simd
                             for (int x = 0; x < bx; x++)
-                                xo[x] = gx[0] * drow[x];
+                                xr[x] = gx[0] * drow[x];
                             for (int k = 1; k <= 2 * px; k++) {
                                 const float *dk = drow + k;
                                 float gk = gx[k];
 #pragma omp simd
                                 for (int x = 0; x < bx; x++)
-                                    xo[x] += gk * dk[x];
+                                    xr[x] += gk * dk[x];
                             }
                         }
-                    }
-                    if (c->box) {
-                        /* Running sum down the rows. */
-                        for (int x = 0; x < bx; x++)
-                            ysum[x] = 0;
-                        for (int k = 0; k < 2 * py; k++) {
-                            const float *xi = xs + (size_t)k * bxmax;
+                        if (yr < 2 * py) {
+                            if (box) {
 #pragma omp simd
-                            for (int x = 0; x < bx; x++)
-                                ysum[x] += xi[x];
-                        }
-                        for (int y = 0; y < by; y++) {
-                            const float *xin = xs + (size_t)(y + 2 * py) * bxmax;
-                            const float *xout = xs + (size_t)y * bxmax;
-                            float *po = ps + (size_t)y * bxmax;
-#pragma omp simd
-                            for (int x = 0; x < bx; x++) {
-                                float s = ysum[x] + xin[x];
-                                po[x] = s;
-                                ysum[x] = s - xout[x];
+                                for (int x = 0; x < bx; x++)
+                                    ysum[x] += xr[x];
                             }
+                            continue;
                         }
-                    } else {
-                        for (int y = 0; y < by; y++) {
-                            float *po = ps + (size_t)y * bxmax;
+                        /* Row yo of origins: y sum of ring rows yo .. yo + 2P,
+                         * then (3D) the z sum, then the weights. */
+                        const int yo = yr - 2 * py, oy = oy0 + yo;
+                        const int own_row = own && oy >= 0 && oy < B;
+                        const int sym_row = sym && oy + dy >= 0 && oy + dy < B;
+                        if (box) {
+                            /* ysum holds rows yo .. yo + 2P - 1; row yo
+                             * leaves after this one. */
+                            const float *xold = yring + (size_t)(yo % nyr) * bxs;
+                            float *zr = zslot + (size_t)yo * bxs;
+                            float *zs = zsum + (size_t)yo * bxs;
+                            if (nring == 1) {
+#pragma omp simd
+                                for (int x = 0; x < bx; x++) {
+                                    float t = ysum[x] + xr[x];
+                                    ysum[x] = t - xold[x];
+                                    wrow[x] = exp2_neg(t * kk, fma);
+                                }
+                            } else if (qi == 0) {
+#pragma omp simd
+                                for (int x = 0; x < bx; x++) {
+                                    float t = ysum[x] + xr[x];
+                                    ysum[x] = t - xold[x];
+                                    zr[x] = t;
+                                    zs[x] = t;
+                                }
+                            } else if (qi < nring - 1) {
+#pragma omp simd
+                                for (int x = 0; x < bx; x++) {
+                                    float t = ysum[x] + xr[x];
+                                    ysum[x] = t - xold[x];
+                                    zr[x] = t;
+                                    zs[x] += t;
+                                }
+                            } else if (qi == nring - 1) {
+#pragma omp simd
+                                for (int x = 0; x < bx; x++) {
+                                    float t = ysum[x] + xr[x];
+                                    ysum[x] = t - xold[x];
+                                    zr[x] = t;
+                                    float v = zs[x] + t;
+                                    zs[x] = v;
+                                    wrow[x] = exp2_neg(v * kk, fma);
+                                }
+                            } else {
+                                /* The slot held plane q - (2P+1), which
+                                 * leaves the z window. */
+#pragma omp simd
+                                for (int x = 0; x < bx; x++) {
+                                    float t = ysum[x] + xr[x];
+                                    ysum[x] = t - xold[x];
+                                    float v = zs[x] + t - zr[x];
+                                    zr[x] = t;
+                                    zs[x] = v;
+                                    wrow[x] = exp2_neg(v * kk, fma);
+                                }
+                            }
+                            if (!done)
+                                continue;
+                        } else {
+                            const float *x0 = yring + (size_t)(yo % nyr) * bxs;
+                            float g0 = gy[0];
+#pragma omp simd
                             for (int x = 0; x < bx; x++)
-                                po[x] = 0;
-                            for (int k = 0; k <= 2 * py; k++) {
-                                const float *xi = xs + (size_t)(y + k) * bxmax;
+                                trow[x] = g0 * x0[x];
+                            for (int k = 1; k <= 2 * py; k++) {
+                                const float *xk = yring + (size_t)((yo + k) % nyr) * bxs;
                                 float gk = gy[k];
 #pragma omp simd
                                 for (int x = 0; x < bx; x++)
-                                    po[x] += gk * xi[x];
+                                    trow[x] += gk * xk[x];
                             }
-                        }
-                    }
-                    if (q < oz0 + pz)
-                        continue;
-                    /* Origin plane zo = q - pz is complete: weights and pairs. */
-                    const int zo = q - pz;
-                    const int own = zo >= z0 && zo < z1, sym = zo + dz >= z0 && zo + dz < z1;
-                    for (int y = 0; y < by; y++) {
-                        const int oy = oy0 + y;
-                        int n = bx;
-                        if (nring == 1) {
-                            const float *s0 = ring + (size_t)y * bxmax;
-                            for (int x = 0; x < n; x++)
-                                trow[x] = s0[x];
-                        } else {
-                            for (int x = 0; x < n; x++)
-                                trow[x] = 0;
-                            for (int k = 0; k < nring; k++) {
-                                const float *sk =
-                                    ring + (size_t)((zo - pz + k - (oz0 - pz)) % nring) * bplane +
-                                    (size_t)y * bxmax;
-                                float gk = gz[k];
+                            if (nring > 1) {
+                                /* z: plane q's row into the ring; origin
+                                 * plane zo = q - P is complete once 2P+1
+                                 * planes are in. */
+                                float *zr = zslot + (size_t)yo * bxs;
 #pragma omp simd
-                                for (int x = 0; x < n; x++)
-                                    trow[x] += gk * sk[x];
+                                for (int x = 0; x < bx; x++)
+                                    zr[x] = trow[x];
+                                if (!done)
+                                    continue;
+                                const float *z0r = zring +
+                                                   (size_t)((qi - 2 * pz) % nring) * bplane +
+                                                   (size_t)yo * bxs;
+                                float g0z = gz[0];
+#pragma omp simd
+                                for (int x = 0; x < bx; x++)
+                                    trow[x] = g0z * z0r[x];
+                                for (int k = 1; k < nring; k++) {
+                                    const float *zk = zring +
+                                                      (size_t)((qi - 2 * pz + k) % nring) * bplane +
+                                                      (size_t)yo * bxs;
+                                    float gk = gz[k];
+#pragma omp simd
+                                    for (int x = 0; x < bx; x++)
+                                        trow[x] += gk * zk[x];
+                                }
                             }
+#pragma omp simd
+                            for (int x = 0; x < bx; x++)
+                                wrow[x] = exp2_neg(trow[x] * kk, fma);
                         }
-                        exp2_neg(wrow, trow, n, c->k, ebits);
-                        /* Own: o = (ox0 + x, oy, zo) in the chunk. */
-                        if (own && oy >= 0 && oy < ny) {
+                        if (!own_row && !sym_row)
+                            continue;
+                        /* Own: o = (ox0 + x, oy, zo) in the task. */
+                        if (own_row) {
                             size_t zi = (size_t)(zo - z0);
                             float *aw = accw + zi * oplane + (size_t)oy * nx;
                             float *av = accv + zi * oplane + (size_t)oy * nx;
@@ -381,11 +513,11 @@ chunk_run(const core *c, const float *src, float *dst, int z0, int z1, float *ws
 #pragma omp simd
                             for (int x = 0; x < nx; x++) {
                                 aw[x] += wr[x];
-                                av[x] += wr[x] * ud[x];
+                                av[x] = mla(wr[x], ud[x], av[x], fma);
                             }
                         }
-                        /* Symmetric: o + d in the chunk gets w * U(o). */
-                        if (sym && oy + dy >= 0 && oy + dy < ny) {
+                        /* Symmetric: o + d in the task gets w * U(o). */
+                        if (sym_row) {
                             size_t zi = (size_t)(zo + dz - z0);
                             float *aw = accw + zi * oplane + (size_t)(oy + dy) * nx;
                             float *av = accv + zi * oplane + (size_t)(oy + dy) * nx;
@@ -395,29 +527,74 @@ chunk_run(const core *c, const float *src, float *dst, int z0, int z1, float *ws
 #pragma omp simd
                             for (int x = 0; x < nx; x++) {
                                 aw[x] += wr[x];
-                                av[x] += wr[x] * uo[x];
+                                av[x] = mla(wr[x], uo[x], av[x], fma);
                             }
                         }
                     }
                 }
             }
-    for (int z = 0; z < L; z++) {
-        float *o = dst + (size_t)(z0 + z) * oplane;
-        const float *aw = accw + (size_t)z * oplane, *av = accv + (size_t)z * oplane;
+    for (int z = 0; z < L; z++)
+        for (int y = 0; y < B; y++) {
+            float *o = dst + (size_t)(z0 + z) * nx * ny + (size_t)(y0 + y) * nx;
+            const float *aw = accw + (size_t)z * oplane + (size_t)y * nx;
+            const float *av = accv + (size_t)z * oplane + (size_t)y * nx;
 #pragma omp simd
-        for (size_t i = 0; i < oplane; i++)
-            o[i] = av[i] / aw[i];
-    }
+            for (int x = 0; x < nx; x++)
+                o[x] = av[x] / aw[x];
+        }
 }
 
-static size_t chunk_ws_len(const core *c, int L)
+/* The core compiled twice: for AVX2 with FMA (picked at run time when the
+ * CPU has both) and for plain x86-64 (or whatever the target is). */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("avx2,fma"))) static void chunk_run_avx2(const core *c, const float *src,
+                                                               float *dst, int z0, int z1, int y0,
+                                                               int y1, float *ws, const layout *lo)
 {
-    size_t PX = (size_t)c->nx + 2 * c->r[0], PY = (size_t)c->ny + 2 * c->r[1];
-    size_t PZ = (size_t)L + 2 * c->r[2];
-    size_t bx = (size_t)c->nx + c->s[0], by = (size_t)c->ny + c->s[1];
-    size_t oplane = (size_t)c->nx * c->ny;
-    return PX * PY * PZ + 2 * oplane * L + bx * by * (2 * c->p[2] + 1) + (by + 2 * c->p[1]) * bx +
-           (bx + 2 * c->p[0]) + 4 * bx + 64;
+    chunk_body(c, src, dst, z0, z1, y0, y1, ws, lo, 1);
+}
+#endif
+
+static void chunk_run_plain(const core *c, const float *src, float *dst, int z0, int z1, int y0,
+                            int y1, float *ws, const layout *lo)
+{
+    chunk_body(c, src, dst, z0, z1, y0, y1, ws, lo, 0);
+}
+
+typedef void (*chunk_fn)(const core *, const float *, float *, int, int, int, int, float *,
+                         const layout *);
+
+static chunk_fn chunk_pick(void)
+{
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return chunk_run_avx2;
+#endif
+    return chunk_run_plain;
+}
+
+/* Rows per band: the task's input (with halo) and accumulators should stay
+ * in L2 (budget ~1 MB per thread) while a sweep per offset runs over them;
+ * bands add a halo of |dy| + 2P rows of difference work each, so they are
+ * not made smaller than needed. LDCT_NLM_REF_BAND overrides (tests, tuning). */
+static int band_rows(const core *c, int L)
+{
+    const char *env = getenv("LDCT_NLM_REF_BAND");
+    if (env && atoi(env) > 0)
+        return atoi(env) < c->ny ? atoi(env) : c->ny;
+    size_t row = ((size_t)c->nx + 2 * c->r[0]) * (L + 2 * c->r[2]) * 4 + (size_t)c->nx * L * 8;
+    size_t halo = ((size_t)c->nx + 2 * c->r[0]) * (L + 2 * c->r[2]) * 4 * 2 * c->r[1];
+    const size_t budget = 1u << 20;
+    long b = budget > halo ? (long)((budget - halo) / row) : 1;
+    long minb = 4L * (c->s[1] + 2 * c->p[1]); /* keeps the halo work <= ~1.25x */
+    if (b < minb)
+        b = minb;
+    if (b >= c->ny)
+        return c->ny;
+    /* Equal bands. */
+    long nb = (c->ny + b - 1) / b;
+    return (int)((c->ny + nb - 1) / nb);
 }
 
 static int run_ref(const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *out,
@@ -443,20 +620,24 @@ static int run_ref(const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *ou
         gpu__nlm_patch_weights(c.p[a], p->gaussian, c.g[a]);
     }
     c.box = !p->gaussian;
-    /* The box path sums unweighted differences in x and y (z's 1/(2P+1) is
-     * already in g[2]); fold the mean's normalisation into k. */
+    /* The box path sums unweighted differences (running sums in y and z);
+     * fold the mean's normalisation (2P+1)^dim into k. */
     double norm = 1.0;
     if (c.box)
-        for (int a = 0; a < dim && a < 2; a++)
+        for (int a = 0; a < dim; a++)
             norm *= 2 * p->patch_radius + 1;
     c.k = (float)(1.4426950408889634 / ((double)h * h * norm));
 
     int threads = dev && dev->threads > 0 ? dev->threads : omp_get_max_threads();
-    /* Tasks: (frame, chunk of planes) for 3D, (frame, slice) for 2D. */
+    /* Tasks: (frame, chunk of planes, band of rows) for 3D, (frame, slice,
+     * band) for 2D. */
     int nz = in->nz, frames = in->nt, L, nchunks;
     if (dim == 3) {
         L = (nz + threads - 1) / threads;
         L = L < 8 ? 8 : L > 32 ? 32 : L;
+        const char *env = getenv("LDCT_NLM_REF_PLANES");
+        if (env && atoi(env) > 0)
+            L = atoi(env);
         if (L > nz)
             L = nz;
         nchunks = (nz + L - 1) / L;
@@ -464,13 +645,16 @@ static int run_ref(const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *ou
         L = 1;
         nchunks = nz;
     }
-    size_t ws_len = chunk_ws_len(&c, L);
-    int ntasks = nchunks * frames;
+    int B = band_rows(&c, L), nbands = (c.ny + B - 1) / B;
+    layout lo;
+    layout_of(&c, L, B, &lo);
+    int ntasks = nbands * nchunks * frames;
     size_t frame_len = (size_t)in->nx * in->ny * in->nz;
     int failed = 0;
+    chunk_fn chunk_run = chunk_pick();
 #pragma omp parallel num_threads(threads)
     {
-        float *ws = malloc(ws_len * sizeof(float));
+        float *ws = aligned_alloc(64, lo.total * sizeof(float));
         if (!ws) {
 #pragma omp atomic write
             failed = 1;
@@ -479,15 +663,16 @@ static int run_ref(const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *ou
         for (int t = 0; t < ntasks; t++) {
             if (!ws)
                 continue;
-            int f = t / nchunks, ch = t % nchunks;
+            int f = t / (nchunks * nbands), ch = t / nbands % nchunks, bd = t % nbands;
+            int y0 = bd * B, y1 = y0 + B > c.ny ? c.ny : y0 + B;
             const float *src = in->data + (size_t)f * frame_len;
             float *dst = out->data + (size_t)f * frame_len;
             if (dim == 3) {
                 int z0 = ch * L, z1 = z0 + L > nz ? nz : z0 + L;
-                chunk_run(&c, src, dst, z0, z1, ws);
+                chunk_run(&c, src, dst, z0, z1, y0, y1, ws, &lo);
             } else {
                 size_t off = (size_t)ch * in->nx * in->ny;
-                chunk_run(&c, src + off, dst + off, 0, 1, ws);
+                chunk_run(&c, src + off, dst + off, 0, 1, y0, y1, ws, &lo);
             }
         }
         free(ws);
