@@ -190,16 +190,22 @@ static inline __attribute__((always_inline)) float mla(float a, float b, float c
 }
 
 /* exp2(-y) for y >= 0 (Cephes exp2f polynomial, relative error ~2e-7;
- * results below 2^-126 flush to about 1e-38). Branch-free so that loops
- * calling it vectorise: the clamp is y - relu(y - 126) and the power of two
- * is built from its bits with memcpy, which GCC vectorises (a union does
- * not). */
+ * y is clamped to 126, so tiny weights are about 1e-38, never 0). Written
+ * so that loops calling it vectorise with only integer selects (float
+ * selects and float-to-int conversions block GCC's if-conversion under
+ * -ftrapping-math): the clamp is an integer min on the bits (order-
+ * preserving for y >= 0); adding 1.5 * 2^23 rounds -y to the nearest
+ * integer n, whose bits then sit in the low bits of the sum and give 2^n;
+ * memcpy reinterprets, which GCC vectorises where a union does not. */
 static inline __attribute__((always_inline)) float exp2_neg(float y, const int fma)
 {
-    float z = y - 126.0f;
-    float x = 0.5f * (z + fabsf(z)) - y;
-    int e = (int)(x - 0.5f); /* x <= 0: rounds to nearest, f in [-0.5, 0.5] */
-    float f = x - (float)e;
+    const float magic = 12582912.0f; /* 1.5 * 2^23 */
+    int32_t yb;
+    memcpy(&yb, &y, sizeof yb);
+    yb = yb < 0x42fc0000 ? yb : 0x42fc0000; /* 126.0f */
+    memcpy(&y, &yb, sizeof y);
+    float r = magic - y;       /* magic + n, n = round(-y) in [-126, 0] */
+    float f = (magic - r) - y; /* -y - n in [-0.5, 0.5] */
     float p = 1.535336188319500e-4f;
     p = mla(p, f, 1.339887440266574e-3f, fma);
     p = mla(p, f, 9.618437357674640e-3f, fma);
@@ -207,7 +213,11 @@ static inline __attribute__((always_inline)) float exp2_neg(float y, const int f
     p = mla(p, f, 2.402264791363012e-1f, fma);
     p = mla(p, f, 6.931472028550421e-1f, fma);
     p = mla(p, f, 1.0f, fma);
-    int32_t bits = (e + 127) << 23;
+    /* The low 9 bits of r's bits are n mod 512 (the magic's are 0), so
+     * this is (n + 127) << 23: the float 2^n. */
+    uint32_t bits;
+    memcpy(&bits, &r, sizeof bits);
+    bits = (bits + 127u) << 23;
     float scale;
     memcpy(&scale, &bits, sizeof scale);
     return p * scale;
