@@ -10,8 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <errno.h>
-#include <unistd.h>
 
 enum {
     ST_SERIES_UPSERT,
@@ -357,60 +355,4 @@ int db_instance_path(db *d, const char *sop_uid, char *path, size_t len)
         snprintf(path, len, "%s", db__col_text(s, 0));
     sqlite3_reset(s);
     return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? LDCT_ENOTFOUND : db__fail(d, "instance path");
-}
-
-/* Ids of instance rows whose file is missing. */
-static int missing_rows(db *d, int64_t **ids, int *n)
-{
-    sqlite3_stmt *s;
-    if (sqlite3_prepare_v2(d->h, "SELECT id, path FROM instances", -1, &s, NULL) != SQLITE_OK)
-        return db__fail(d, "instances scan");
-    int cap = 0, rc;
-    *ids = NULL;
-    *n = 0;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if (access(db__col_text(s, 1), F_OK) == 0 || errno != ENOENT)
-            continue;
-        if (*n == cap) {
-            cap = cap ? 2 * cap : 64;
-            int64_t *v = realloc(*ids, (size_t)cap * sizeof *v);
-            if (!v)
-                break;
-            *ids = v;
-        }
-        (*ids)[(*n)++] = sqlite3_column_int64(s, 0);
-    }
-    sqlite3_finalize(s);
-    return rc == SQLITE_DONE ? 0 : rc == SQLITE_ROW ? -ENOMEM : db__fail(d, "instances scan");
-}
-
-int db_instances_drop_missing(db *d, int *dropped)
-{
-    int64_t *ids = NULL;
-    int n = 0, rc = missing_rows(d, &ids, &n);
-    *dropped = 0;
-    if (rc || n == 0) {
-        free(ids);
-        return rc;
-    }
-    sqlite3_stmt *s = NULL;
-    rc = db__exec(d, "BEGIN IMMEDIATE");
-    if (!rc && sqlite3_prepare_v2(d->h, "DELETE FROM instances WHERE id = ?1", -1, &s, NULL))
-        rc = db__fail(d, "drop missing");
-    for (int i = 0; i < n && !rc; i++) {
-        sqlite3_bind_int64(s, 1, ids[i]);
-        rc = sqlite3_step(s) == SQLITE_DONE ? 0 : db__fail(d, "drop missing");
-        sqlite3_reset(s);
-    }
-    sqlite3_finalize(s);
-    if (!rc)
-        rc = db__exec(d, "UPDATE series SET instance_count ="
-                         " (SELECT count(*) FROM instances WHERE series_id = series.id)");
-    rc = rc ? rc : db__exec(d, "COMMIT");
-    if (rc)
-        (void)db__exec(d, "ROLLBACK");
-    else
-        *dropped = n;
-    free(ids);
-    return rc;
 }

@@ -76,11 +76,6 @@ typedef struct db_totals {
 } db_totals;
 int db_totals_get(db *d, db_totals *t);
 
-/* Start-up check: removes the rows of instances whose file does not exist
- * (a commit that overtook its directory fsync before a crash) and recounts
- * their series, in one transaction. *dropped = rows removed. */
-int db_instances_drop_missing(db *d, int *dropped);
-
 /* Looks up an instance by SOP Instance UID: path into `path`; LDCT_ENOTFOUND if absent. */
 int db_instance_path(db *d, const char *sop_uid, char *path, size_t len);
 

@@ -82,13 +82,6 @@ int ingest_new(const char *state_dir, const ingest_policy *policy, ingest **out)
     remove_stale_temps(in->tmpdir);
     if ((rc = db_open(dbpath, 0, &in->db)))
         goto fail;
-    int dropped = 0;
-    if ((rc = db_instances_drop_missing(in->db, &dropped)))
-        goto fail;
-    if (dropped)
-        log_notice("%d instance row(s) had no file after an unclean stop (never acknowledged:"
-                   " the directory sync had not finished); removed",
-                   dropped);
     *out = in;
     return 0;
 fail:
@@ -168,44 +161,9 @@ static unsigned check_instance(const scp_instance *inst, char *comment, size_t l
     return SCP_STATUS_SUCCESS;
 }
 
-/* The directory fsync that makes a rename durable, run on its own thread so
- * that it overlaps the database commit: the acknowledgement waits for both.
- * A crash between the two can leave a committed row whose file name did not
- * survive; the sender got no success for it, and ingest_new removes such
- * rows at the next start (db_instances_drop_missing). */
-typedef struct dir_sync {
-    pthread_t thread;
-    int started, rc;
-    char dir[1024];
-} dir_sync;
-
-static void *dir_sync_main(void *arg)
-{
-    dir_sync *d = arg;
-    d->rc = fs_fsync_path(d->dir);
-    return NULL;
-}
-
-static void dir_sync_start(dir_sync *d, const char *dir)
-{
-    snprintf(d->dir, sizeof d->dir, "%s", dir);
-    d->started = pthread_create(&d->thread, NULL, dir_sync_main, d) == 0;
-    if (!d->started)
-        d->rc = fs_fsync_path(d->dir); /* no thread: do it here */
-}
-
-static int dir_sync_wait(dir_sync *d)
-{
-    if (d->started)
-        pthread_join(d->thread, NULL);
-    d->started = 0;
-    return d->rc;
-}
-
-/* fsync, rename into the spool, then the directory fsync starts (see
- * dir_sync). The series directory usually exists already, so it is created
- * only when the rename says so (fs_mkdirs makes new directories durable). */
-static int place_file(ingest *in, const scp_instance *inst, char *final, size_t len, dir_sync *ds)
+/* fsync, rename into the spool, fsync the directory. The series directory
+ * usually exists already, so it is created only when the rename says so. */
+static int place_file(ingest *in, const scp_instance *inst, char *final, size_t len)
 {
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/%s/%s", in->spool, inst->study_uid, inst->series_uid);
@@ -213,11 +171,9 @@ static int place_file(ingest *in, const scp_instance *inst, char *final, size_t 
     int rc = fs_fsync_path(inst->file_path);
     if (rc)
         return rc;
-    rc = rename(inst->file_path, final) == 0 ? 0 : -errno;
+    rc = fs_rename_durable(inst->file_path, final);
     if (rc == -ENOENT && (rc = fs_mkdirs(dir)) == 0)
-        rc = rename(inst->file_path, final) == 0 ? 0 : -errno;
-    if (rc == 0)
-        dir_sync_start(ds, dir);
+        rc = fs_rename_durable(inst->file_path, final);
     return rc;
 }
 
@@ -258,13 +214,9 @@ unsigned ingest_store_end(ingest *in, const scp_assoc_info *assoc, const scp_ins
         return status;
     }
     char final[2048];
-    dir_sync ds = {0};
-    int rc = place_file(in, inst, final, sizeof final, &ds);
-    if (rc == 0) {
+    int rc = place_file(in, inst, final, sizeof final);
+    if (rc == 0)
         rc = record(in, assoc, inst, final);
-        int drc = dir_sync_wait(&ds);
-        rc = rc ? rc : drc;
-    }
     if (rc) {
         /* Only the temp file is removed. If the rename already happened, the final
          * path may hold an instance acknowledged earlier (a resend): it must stay.

@@ -167,32 +167,6 @@ START_TEST(series_becomes_stable_after_quiet_and_reopens)
 }
 END_TEST
 
-START_TEST(rows_without_their_file_are_dropped_at_start)
-{
-    db *d = open_fresh();
-    char dir[64], kept[128];
-    tu_tmpdir(dir, sizeof dir);
-    tu_write(dir, "kept.dcm", "x", kept, sizeof kept);
-    db_instance_rec a = rec("1.5", "1.5.1", 1000), b = rec("1.5", "1.5.2", 1000);
-    a.path = kept; /* b points at a file that was never made durable */
-    char old[8];
-    ck_assert_int_eq(db_instance_put(d, &a, old, sizeof old), 0);
-    ck_assert_int_eq(db_instance_put(d, &b, old, sizeof old), 0);
-    int dropped = -1;
-    ck_assert_int_eq(db_instances_drop_missing(d, &dropped), 0);
-    ck_assert_int_eq(dropped, 1);
-    listing l = list(d);
-    ck_assert_int_eq(l.n, 1);
-    ck_assert_int_eq(l.count[0], 1);
-    char path[256];
-    ck_assert_int_eq(db_instance_path(d, "1.5.1", path, sizeof path), 0);
-    ck_assert_int_eq(db_instance_path(d, "1.5.2", path, sizeof path), LDCT_ENOTFOUND);
-    ck_assert_int_eq(db_instances_drop_missing(d, &dropped), 0);
-    ck_assert_int_eq(dropped, 0);
-    db_close(d);
-}
-END_TEST
-
 int main(void)
 {
     Suite *s = suite_create("db");
@@ -203,7 +177,6 @@ int main(void)
     tcase_add_test(tc, resend_keeps_one_row);
     tcase_add_test(tc, resend_into_another_series_moves_the_instance);
     tcase_add_test(tc, series_becomes_stable_after_quiet_and_reopens);
-    tcase_add_test(tc, rows_without_their_file_are_dropped_at_start);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
