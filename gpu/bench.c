@@ -10,7 +10,9 @@
 
 #include "common/err.h"
 #include "gpu/device.h"
+#include "gpu/fdk.h"
 #include "gpu/nlm.h"
+#include "gpu/rabbitct.h"
 #include "gpu/volume.h"
 #if LDCT_WITH_CUDA
 #include "gpu/cuda_util.h"
@@ -254,8 +256,191 @@ static int is_value_opt(const char *a)
     return 0;
 }
 
+/* ---- fdk ------------------------------------------------------------------ */
+
+typedef struct fdk_opts {
+    int n[3], nproj, nu, nv, repeat, warmup, json, threads, filter;
+    int cfg[4]; /* I, K, Bx, By; 0 = defaults */
+    const char *dev;
+} fdk_opts;
+
+static void fdk_usage(FILE *f)
+{
+    fprintf(f, "usage: bench fdk [--size NxNxN --projections P --detector UxV | --rabbitct-size]\n"
+               "       [--filter ram-lak|shepp-logan|cosine|hamming|hann] [--config I,K,BX,BY]\n"
+               "       [--device cpu|gpu[:N]] [--repeat N] [--warmup N] [--threads N] [--json]\n");
+}
+
+static int parse_fdk_opt(fdk_opts *o, const char *a, const char *v)
+{
+    if (!v)
+        return -1;
+    if (strcmp(a, "--size") == 0)
+        return sscanf(v, "%dx%dx%d", &o->n[0], &o->n[1], &o->n[2]) == 3 && o->n[0] > 0 &&
+                       o->n[1] > 0 && o->n[2] > 0
+                   ? 0
+                   : -1;
+    if (strcmp(a, "--projections") == 0)
+        return (o->nproj = atoi(v)) >= 2 ? 0 : -1;
+    if (strcmp(a, "--detector") == 0)
+        return sscanf(v, "%dx%d", &o->nu, &o->nv) == 2 && o->nu > 0 && o->nv > 0 ? 0 : -1;
+    if (strcmp(a, "--filter") == 0)
+        return (o->filter = gpu_fdk_filter_parse(v)) >= 0 ? 0 : -1;
+    if (strcmp(a, "--config") == 0)
+        return sscanf(v, "%d,%d,%d,%d", &o->cfg[0], &o->cfg[1], &o->cfg[2], &o->cfg[3]) == 4 ? 0
+                                                                                             : -1;
+    if (strcmp(a, "--device") == 0)
+        return (o->dev = v) != NULL ? 0 : -1;
+    if (strcmp(a, "--repeat") == 0)
+        return (o->repeat = atoi(v)) >= 1 && o->repeat <= 1000 ? 0 : -1;
+    if (strcmp(a, "--warmup") == 0)
+        return (o->warmup = atoi(v)) >= 0 ? 0 : -1;
+    if (strcmp(a, "--threads") == 0)
+        return (o->threads = atoi(v)) >= 0 ? 0 : -1;
+    return -2;
+}
+
+static int parse_fdk(int argc, char **argv, fdk_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->n[0] = o->n[1] = o->n[2] = 128;
+    o->nproj = 124, o->nu = 312, o->nv = 240;
+    o->repeat = 5, o->warmup = 1, o->dev = "auto";
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--json") == 0) {
+            o->json = 1;
+            continue;
+        }
+        if (strcmp(a, "--rabbitct-size") == 0) {
+            o->n[0] = o->n[1] = o->n[2] = 512;
+            o->nproj = GPU_RABBITCT_NPROJ, o->nu = GPU_RABBITCT_NU, o->nv = GPU_RABBITCT_NV;
+            continue;
+        }
+        int r = parse_fdk_opt(o, a, v);
+        if (r) {
+            fprintf(stderr, "bench: %s '%s'\n", r == -2 ? "unknown option" : "bad value for", a);
+            fdk_usage(stderr);
+            return 2;
+        }
+        i++;
+    }
+    return 0;
+}
+
+/* Median of n timings of one mode: full FDK (bp = 0) or backprojection only. */
+static int fdk_time(const fdk_opts *o, int bp, const gpu_fdk_geometry *g, const gpu_volume *proj,
+                    const gpu_fdk_volume *vol, gpu_volume *out, const gpu_device *dev, double *wall,
+                    double *kern, double *filt, int *slabs)
+{
+    gpu_fdk_params p;
+    gpu_fdk_params_default(&p);
+    p.filter = o->filter;
+    p.bp_i = o->cfg[0], p.bp_k = o->cfg[1], p.bp_bx = o->cfg[2], p.bp_by = o->cfg[3];
+    gpu_fdk_stats st;
+    p.stats = &st;
+    double w[1000] = {0}, k[1000] = {0}, f[1000] = {0};
+    int cuda = dev->kind == GPU_DEVICE_CUDA;
+    for (int i = -o->warmup; i < o->repeat; i++) {
+        memset(&st, 0, sizeof st);
+        double t0 = now_s();
+        int rc = bp ? (cuda ? gpu_fdk_backproject_cuda(&p, g, proj, vol, out, dev)
+                            : gpu_fdk_backproject_ref(&p, g, proj, vol, out, dev))
+                    : gpu_fdk(&p, g, proj, vol, out, dev);
+        double t1 = now_s();
+        if (rc) {
+            fprintf(stderr, "bench: fdk%s failed: %s\n", bp ? " backprojection" : "",
+                    ldct_strerror(rc));
+            return 1;
+        }
+        if (i >= 0) {
+            w[i] = t1 - t0;
+            k[i] = cuda ? st.backproject_ms * 1e-3 : w[i];
+            f[i] = st.filter_ms * 1e-3;
+        }
+        *slabs = st.slabs;
+    }
+    *wall = median(w, o->repeat), *kern = median(k, o->repeat), *filt = median(f, o->repeat);
+    return 0;
+}
+
+static void fdk_print(const fdk_opts *o, const gpu_device *dev, const double *t, int slabs,
+                      const gpu_volume *out)
+{
+    char dname[32], gname[128] = "";
+    gpu_device_name(dev, dname, sizeof dname);
+#if LDCT_WITH_CUDA
+    if (dev->kind == GPU_DEVICE_CUDA)
+        gpu__cuda_device_name(dev->index, gname, sizeof gname);
+#endif
+    double ups = (double)o->n[0] * o->n[1] * o->n[2] * o->nproj;
+    double sample = out->data[gpu_volume_count(out) / 2];
+    if (o->json)
+        printf("{\"algo\":\"fdk\",\"size\":\"%dx%dx%d\",\"projections\":%d,\"detector\":\"%dx%d\","
+               "\"device\":\"%s\",\"gpu_name\":\"%s\",\"filter\":\"%s\",\"config\":\"%d,%d,%d,%d\","
+               "\"repeat\":%d,\"seconds_median\":%.6f,\"backproject_seconds_median\":%.6f,"
+               "\"backproject_kernel_seconds_median\":%.6f,\"filter_kernel_seconds_median\":%.6f,"
+               "\"gups\":%.2f,\"fdk_gups\":%.2f,\"slabs\":%d,\"sample\":%.6g}\n",
+               o->n[0], o->n[1], o->n[2], o->nproj, o->nu, o->nv, dname, gname,
+               gpu_fdk_filter_name(o->filter), o->cfg[0], o->cfg[1], o->cfg[2], o->cfg[3],
+               o->repeat, t[0], t[1], t[2], t[3], ups / t[2] * 1e-9, ups / t[0] * 1e-9, slabs,
+               sample);
+    else
+        printf("fdk %dx%dx%d from %d x %dx%d on %s: FDK %.4f s, backprojection %.4f s (kernels "
+               "%.4f s, %.1f GUPS)\n",
+               o->n[0], o->n[1], o->n[2], o->nproj, o->nu, o->nv, dname, t[0], t[1], t[2],
+               ups / t[2] * 1e-9);
+    fflush(stdout);
+}
+
+/* Synthetic data in RabbitCT geometry (the analytic phantom), then timings
+ * of the full FDK and of the backprojection alone. */
+static int fdk_main(int argc, char **argv)
+{
+    fdk_opts o;
+    int rc = parse_fdk(argc, argv, &o);
+    gpu_device dev;
+    if (rc)
+        return rc;
+    if ((rc = gpu_device_parse(o.dev, &dev)) != 0) {
+        fprintf(stderr, "bench: device '%s': %s\n", o.dev, ldct_strerror(rc));
+        return rc == LDCT_EINPUT ? 2 : 1;
+    }
+    dev.threads = o.threads;
+    gpu_fdk_geometry g;
+    gpu_fdk_volume vol;
+    gpu_volume proj = {0}, out = {0};
+    double t[4] = {0}, bpw = 0, bpf = 0, fk = 0;
+    int slabs = 0;
+    gpu_fdk_volume_centered(&vol, o.n[0], o.n[1], o.n[2], 256.0 / o.n[0], 256.0 / o.n[1],
+                            256.0 / o.n[2]);
+    rc = gpu_rabbitct_geometry(&g, o.nproj, o.nu, o.nv);
+    if (!rc)
+        rc = gpu_volume_init(&proj, o.nu, o.nv, o.nproj, 1);
+    if (!rc)
+        rc = gpu_volume_init(&out, o.n[0], o.n[1], o.n[2], 1);
+    if (!rc)
+        rc = gpu_rabbitct_synthesize(&g, &proj);
+    if (!rc)
+        rc = fdk_time(&o, 1, &g, &proj, &vol, &out, &dev, &t[1], &t[2], &bpf, &slabs);
+    if (!rc)
+        rc = fdk_time(&o, 0, &g, &proj, &vol, &out, &dev, &t[0], &bpw, &fk, &slabs);
+    if (!rc) {
+        t[3] = fk;
+        fdk_print(&o, &dev, t, slabs, &out);
+    } else if (rc < 0) {
+        fprintf(stderr, "bench: fdk setup: %s\n", ldct_strerror(rc));
+    }
+    gpu_volume_close(&proj);
+    gpu_volume_close(&out);
+    gpu_fdk_geometry_close(&g);
+    return rc ? 1 : 0;
+}
+
 int gpu_bench_main(int argc, char **argv)
 {
+    if (argc >= 2 && strcmp(argv[1], "fdk") == 0)
+        return fdk_main(argc, argv);
     if (argc < 2 || (strcmp(argv[1], "nlm2d") != 0 && strcmp(argv[1], "nlm3d") != 0)) {
         fprintf(stderr, "bench: unknown or missing algorithm%s%s\n", argc >= 2 ? ": " : "",
                 argc >= 2 ? argv[1] : "");
