@@ -266,6 +266,60 @@ typedef struct scp_derived_params {
  * message in err. Any thread. */
 int scp_derived_write(const scp_derived_params *p, const char *out_path, char *err, size_t err_len);
 
+/* ---- projection data (DICOM-CT-PD) ------------------------------------ */
+
+/* One projection of the open CT projection data format of Chen et al. 2015
+ * (Mayo Clinic / AAPM low-dose CT data; tag meanings checked against the
+ * DICOM-CT-PD dictionary v8 and the public readers of FreeCT and ODL): a CT
+ * Image Storage instance whose pixels are the line integrals of one view
+ * (after the rescale), with the geometry in private groups 7029, 7031 and
+ * 7033. Angles are radians, lengths millimetres. */
+typedef struct scp_ctpd_info {
+    char sop_instance_uid[65], series_uid[65], study_uid[65];
+    int instance_number;
+    int det_rows, det_cols;          /* (7029,1010) US, (7029,1011) US */
+    double elem_transverse_mm;       /* (7029,1002) FL, at the detector */
+    double elem_axial_mm;            /* (7029,1006) FL, at the detector */
+    char det_shape[17];              /* (7029,100B) CS: CYLINDRICAL, FLAT, SPHERICAL */
+    double angle_rad;                /* (7031,1001) FL DetectorFocalCenterAngularPosition */
+    double axial_mm;                 /* (7031,1002) FL DetectorFocalCenterAxialPosition */
+    double radial_mm;                /* (7031,1003) FL focal centre to isocentre */
+    double src_det_mm;               /* (7031,1031) FL ConstantRadialDistance, focal centre
+                                      * to detector */
+    double central_col, central_row; /* (7031,1033) FL pair, 1-based (column, row) of the
+                                      * element on the ray through the isocentre */
+    double shift_axial_mm, shift_angular_rad, shift_radial_mm; /* (7033,100B-100D) FL */
+    char ffs_mode[17];      /* (7033,100E) CS: FFSNONE, FFSZ, FFSXY, FFSXYZ ("" absent) */
+    int views_per_rotation; /* (7033,1013) US (0 absent) */
+    int transposed;         /* 1: stored Rows x Columns = det_cols x det_rows
+                             * (detector row index fastest, as in the Mayo data) */
+} scp_ctpd_info;
+
+/* Reads the projection geometry of one instance and, when values is not
+ * NULL, its line integrals: values[row * det_cols + col] (count must be
+ * det_rows * det_cols), whatever the stored orientation. Private elements
+ * are read whether the file has their VR (explicit) or not (implicit VR:
+ * read from their little-endian bytes). Returns 0, LDCT_ENOTFOUND when the
+ * instance is not DICOM-CT-PD (no (7029,1010)), LDCT_EINPUT with a message
+ * (missing or inconsistent geometry), -ENOENT or LDCT_EDICOM. Any thread. */
+int scp_ctpd_read(const char *path, scp_ctpd_info *info, float *values, size_t count, char *err,
+                  size_t err_len);
+
+/* Parameters of one synthetic DICOM-CT-PD instance (tests, the simulator). */
+typedef struct scp_ctpd_params {
+    const char *patient_name, *patient_id, *study_uid, *series_uid, *sop_uid;
+    const char *series_description;
+    int instance_number;
+    scp_ctpd_info geo;    /* geometry written into the private groups */
+    const float *values;  /* line integrals, values[row * det_cols + col] */
+    double rescale_slope; /* stored = round((value - intercept) / slope), 16-bit unsigned */
+    double rescale_intercept;
+} scp_ctpd_params;
+
+/* Writes one DICOM-CT-PD instance (Explicit VR Little Endian, stored in the
+ * Mayo orientation: transposed, detector row index fastest) to path. */
+int scp_ctpd_write(const scp_ctpd_params *p, const char *path, char *err, size_t err_len);
+
 #ifdef __cplusplus
 }
 #endif
