@@ -268,7 +268,12 @@ static inline __attribute__((always_inline)) void xbox(float *restrict xr, const
  * every buffer starts on a 64-byte boundary. */
 typedef struct layout {
     size_t u, accw, accv, zring, zsum, yring, ysum, drow, trow, wrow, wring, total;
+    /* Per group member (NG of each): lengths of the rings and of a row. */
+    size_t zring_len, zsum_len, yring_len, wring_len, rows;
 } layout;
+
+/* Offsets per group (consecutive dx sharing one accumulator update). */
+enum { NG = 2 };
 
 static size_t pad16(size_t n)
 {
@@ -281,18 +286,23 @@ static void layout_of(const core *c, int L, int B, layout *o)
     size_t PZ = (size_t)L + 2 * c->r[2];
     size_t bx = pad16((size_t)c->nx + c->s[0] + 2 * c->p[0]), by = (size_t)B + c->s[1];
     size_t oplane = (size_t)c->nx * B, nring = 2 * (size_t)c->p[2] + 1;
+    o->rows = bx;
+    o->zring_len = nring > 1 ? nring * by * bx : 0;
+    o->zsum_len = nring > 1 ? by * bx : 0;
+    o->yring_len = (2 * (size_t)c->p[1] + 1) * bx;
+    o->wring_len = ((size_t)c->s[1] + 1) * bx;
     size_t at = 0;
     o->u = at, at += pad16(PX * PY * PZ);
     o->accw = at, at += pad16(oplane * L);
     o->accv = at, at += pad16(oplane * L);
-    o->zring = at, at += nring > 1 ? nring * by * bx : 0;
-    o->zsum = at, at += nring > 1 ? by * bx : 0;
-    o->yring = at, at += (2 * (size_t)c->p[1] + 1) * bx;
-    o->ysum = at, at += bx;
+    o->zring = at, at += NG * o->zring_len;
+    o->zsum = at, at += NG * o->zsum_len;
+    o->yring = at, at += NG * o->yring_len;
+    o->ysum = at, at += NG * bx;
     o->drow = at, at += bx;
     o->trow = at, at += bx;
-    o->wrow = at, at += bx;
-    o->wring = at, at += ((size_t)c->s[1] + 1) * bx;
+    o->wrow = at, at += NG * bx;
+    o->wring = at, at += NG * o->wring_len;
     o->total = at;
 }
 
@@ -358,166 +368,187 @@ static inline __attribute__((always_inline)) void chunk_body(const core *c, cons
         }
 
     const float *gx = c->g[0], *gy = c->g[1], *gz = c->g[2];
+    /* Offsets in the positive half, in groups of up to NG consecutive dx
+     * with the same (dy, dz): each member has its own rings, and the
+     * accumulators are updated once per group, which halves their traffic
+     * (they live in L2, the rings in L1). */
     for (int dz = 0; dz <= sz; dz++)
-        for (int dy = -sy; dy <= sy; dy++)
-            for (int dx = -sx; dx <= sx; dx++) {
-                if (!(dz > 0 || (dz == 0 && dy > 0) || (dz == 0 && dy == 0 && dx > 0)))
-                    continue;
-                const int ox0 = dx > 0 ? -dx : 0, oy0 = dy > 0 ? -dy : 0;
-                const int bx = nx + abs(dx), by = B + abs(dy), n = bx + 2 * px;
+        for (int dy = -sy; dy <= sy; dy++) {
+            const int dx_first = dz == 0 && dy == 0 ? 1 : -sx;
+            if (dz == 0 && dy < 0)
+                continue;
+            for (int dx = dx_first; dx <= sx; dx += NG) {
+                const int ng = sx - dx + 1 < NG ? sx - dx + 1 : NG;
+                const int oy0 = dy > 0 ? -dy : 0, by = B + abs(dy);
                 const int oz0 = z0 - dz, oz1 = z1; /* origin planes */
+                int dxg[NG], ox0[NG], bx[NG];
+                for (int g = 0; g < ng; g++) {
+                    dxg[g] = dx + g;
+                    ox0[g] = dxg[g] > 0 ? -dxg[g] : 0;
+                    bx[g] = nx + abs(dxg[g]);
+                }
                 for (int q = oz0 - pz; q < oz1 + pz; q++) {
                     const int qi = q - (oz0 - pz); /* planes of this sweep so far */
                     const int zo = q - pz;         /* origin plane completed by q */
                     const int done = qi >= 2 * pz;
                     const int own = done && zo >= z0 && zo < z1;
                     const int sym = done && zo + dz >= z0 && zo + dz < z1;
-                    float *zslot = zring + (size_t)(qi % nring) * bplane;
                     const float *ua = U + (size_t)(q - z0 + rz) * pplane;
                     const float *ub = U + (size_t)(q + dz - z0 + rz) * pplane;
-                    for (int x = 0; x < bx; x++)
-                        ysum[x] = 0;
+                    for (int g = 0; g < ng; g++)
+                        for (int x = 0; x < bx[g]; x++)
+                            ysum[g * lo->rows + x] = 0;
                     for (int yr = 0; yr < by + 2 * py; yr++) {
                         const int y = oy0 - py + yr; /* row of the differences */
-                        const float *a = ua + (size_t)(y + ry) * PX + (ox0 - px + rx);
-                        const float *b = ub + (size_t)(y + dy + ry) * PX + (ox0 - px + rx + dx);
-#pragma omp simd
-                        for (int x = 0; x < n; x++) {
-                            float t = a[x] - b[x];
-                            drow[x] = t * t;
-                        }
-                        /* x box into the y ring. */
-                        float *xr = yring + (size_t)(yr % nyr) * bxs;
-                        if (box) {
-                            xbox(xr, drow, bx, px);
-                        } else {
-#pragma omp simd
-                            for (int x = 0; x < bx; x++)
-                                xr[x] = gx[0] * drow[x];
-                            for (int k = 1; k <= 2 * px; k++) {
-                                const float *dk = drow + k;
-                                float gk = gx[k];
-#pragma omp simd
-                                for (int x = 0; x < bx; x++)
-                                    xr[x] += gk * dk[x];
-                            }
-                        }
-                        if (yr < 2 * py) {
-                            if (box) {
-#pragma omp simd
-                                for (int x = 0; x < bx; x++)
-                                    ysum[x] += xr[x];
-                            }
-                            continue;
-                        }
-                        /* Row yo of origins: y sum of ring rows yo .. yo + 2P,
-                         * then (3D) the z sum, then the weights. */
                         const int yo = yr - 2 * py, oy = oy0 + yo;
-                        const int own_row = own && oy >= 0 && oy < B;
-                        const int sym_row = sym && oy + dy >= 0 && oy + dy < B;
-                        /* dz = 0 (then dy >= 0): weights go to a ring of dy + 1
-                         * rows, so that row oy can take its own weights and
-                         * those of origin row oy - dy in one pass. */
-                        float *restrict wout =
-                            dz == 0 ? wring + (size_t)(yo % (dy + 1)) * bxs : wrow;
-                        if (box) {
-                            /* ysum holds rows yo .. yo + 2P - 1; row yo
-                             * leaves after this one. */
-                            const float *xold = yring + (size_t)(yo % nyr) * bxs;
-                            float *zr = zslot + (size_t)yo * bxs;
-                            float *zs = zsum + (size_t)yo * bxs;
-                            if (nring == 1) {
+                        for (int g = 0; g < ng; g++) {
+                            const int ddx = dxg[g], gbx = bx[g], n = gbx + 2 * px;
+                            float *gys = ysum + g * lo->rows;
+                            float *gyring = yring + g * lo->yring_len;
+                            const float *a = ua + (size_t)(y + ry) * PX + (ox0[g] - px + rx);
+                            const float *b =
+                                ub + (size_t)(y + dy + ry) * PX + (ox0[g] - px + rx + ddx);
 #pragma omp simd
-                                for (int x = 0; x < bx; x++) {
-                                    float t = ysum[x] + xr[x];
-                                    ysum[x] = t - xold[x];
-                                    wout[x] = exp2_neg(t * kk, fma);
+                            for (int x = 0; x < n; x++) {
+                                float t = a[x] - b[x];
+                                drow[x] = t * t;
+                            }
+                            /* x box into the y ring. */
+                            float *xr = gyring + (size_t)(yr % nyr) * bxs;
+                            if (box) {
+                                xbox(xr, drow, gbx, px);
+                            } else {
+#pragma omp simd
+                                for (int x = 0; x < gbx; x++)
+                                    xr[x] = gx[0] * drow[x];
+                                for (int k = 1; k <= 2 * px; k++) {
+                                    const float *dk = drow + k;
+                                    float gk = gx[k];
+#pragma omp simd
+                                    for (int x = 0; x < gbx; x++)
+                                        xr[x] += gk * dk[x];
                                 }
-                            } else if (qi == 0) {
+                            }
+                            if (yr < 2 * py) {
+                                if (box) {
 #pragma omp simd
-                                for (int x = 0; x < bx; x++) {
-                                    float t = ysum[x] + xr[x];
-                                    ysum[x] = t - xold[x];
-                                    zr[x] = t;
-                                    zs[x] = t;
+                                    for (int x = 0; x < gbx; x++)
+                                        gys[x] += xr[x];
                                 }
-                            } else if (qi < nring - 1) {
+                                continue;
+                            }
+                            /* Row yo of origins: y sum of ring rows yo .. yo +
+                             * 2P, then (3D) the z sum, then the weights. dz =
+                             * 0 (then dy >= 0): weights go to a ring of dy + 1
+                             * rows, so that row oy can take its own weights
+                             * and those of origin row oy - dy in one pass. */
+                            float *restrict wout =
+                                dz == 0 ? wring + g * lo->wring_len + (size_t)(yo % (dy + 1)) * bxs
+                                        : wrow + g * lo->rows;
+                            float *zslot =
+                                zring + g * lo->zring_len + (size_t)(qi % nring) * bplane;
+                            if (box) {
+                                /* gys holds rows yo .. yo + 2P - 1; row yo
+                                 * leaves after this one. */
+                                const float *xold = gyring + (size_t)(yo % nyr) * bxs;
+                                float *zr = zslot + (size_t)yo * bxs;
+                                float *zs = zsum + g * lo->zsum_len + (size_t)yo * bxs;
+                                if (nring == 1) {
 #pragma omp simd
-                                for (int x = 0; x < bx; x++) {
-                                    float t = ysum[x] + xr[x];
-                                    ysum[x] = t - xold[x];
-                                    zr[x] = t;
-                                    zs[x] += t;
-                                }
-                            } else if (qi == nring - 1) {
+                                    for (int x = 0; x < gbx; x++) {
+                                        float t = gys[x] + xr[x];
+                                        gys[x] = t - xold[x];
+                                        wout[x] = exp2_neg(t * kk, fma);
+                                    }
+                                } else if (qi == 0) {
 #pragma omp simd
-                                for (int x = 0; x < bx; x++) {
-                                    float t = ysum[x] + xr[x];
-                                    ysum[x] = t - xold[x];
-                                    zr[x] = t;
-                                    float v = zs[x] + t;
-                                    zs[x] = v;
-                                    wout[x] = exp2_neg(v * kk, fma);
+                                    for (int x = 0; x < gbx; x++) {
+                                        float t = gys[x] + xr[x];
+                                        gys[x] = t - xold[x];
+                                        zr[x] = t;
+                                        zs[x] = t;
+                                    }
+                                } else if (qi < nring - 1) {
+#pragma omp simd
+                                    for (int x = 0; x < gbx; x++) {
+                                        float t = gys[x] + xr[x];
+                                        gys[x] = t - xold[x];
+                                        zr[x] = t;
+                                        zs[x] += t;
+                                    }
+                                } else if (qi == nring - 1) {
+#pragma omp simd
+                                    for (int x = 0; x < gbx; x++) {
+                                        float t = gys[x] + xr[x];
+                                        gys[x] = t - xold[x];
+                                        zr[x] = t;
+                                        float v = zs[x] + t;
+                                        zs[x] = v;
+                                        wout[x] = exp2_neg(v * kk, fma);
+                                    }
+                                } else {
+                                    /* The slot held plane q - (2P+1), which
+                                     * leaves the z window. */
+#pragma omp simd
+                                    for (int x = 0; x < gbx; x++) {
+                                        float t = gys[x] + xr[x];
+                                        gys[x] = t - xold[x];
+                                        float v = zs[x] + t - zr[x];
+                                        zr[x] = t;
+                                        zs[x] = v;
+                                        wout[x] = exp2_neg(v * kk, fma);
+                                    }
                                 }
                             } else {
-                                /* The slot held plane q - (2P+1), which
-                                 * leaves the z window. */
+                                const float *x0 = gyring + (size_t)(yo % nyr) * bxs;
+                                float g0 = gy[0];
 #pragma omp simd
-                                for (int x = 0; x < bx; x++) {
-                                    float t = ysum[x] + xr[x];
-                                    ysum[x] = t - xold[x];
-                                    float v = zs[x] + t - zr[x];
-                                    zr[x] = t;
-                                    zs[x] = v;
-                                    wout[x] = exp2_neg(v * kk, fma);
+                                for (int x = 0; x < gbx; x++)
+                                    trow[x] = g0 * x0[x];
+                                for (int k = 1; k <= 2 * py; k++) {
+                                    const float *xk = gyring + (size_t)((yo + k) % nyr) * bxs;
+                                    float gk = gy[k];
+#pragma omp simd
+                                    for (int x = 0; x < gbx; x++)
+                                        trow[x] += gk * xk[x];
                                 }
-                            }
-                            if (!done)
-                                continue;
-                        } else {
-                            const float *x0 = yring + (size_t)(yo % nyr) * bxs;
-                            float g0 = gy[0];
+                                if (nring > 1) {
+                                    /* z: plane q's row into the ring; origin
+                                     * plane zo = q - P is complete once 2P+1
+                                     * planes are in. */
+                                    float *zr = zslot + (size_t)yo * bxs;
 #pragma omp simd
-                            for (int x = 0; x < bx; x++)
-                                trow[x] = g0 * x0[x];
-                            for (int k = 1; k <= 2 * py; k++) {
-                                const float *xk = yring + (size_t)((yo + k) % nyr) * bxs;
-                                float gk = gy[k];
+                                    for (int x = 0; x < gbx; x++)
+                                        zr[x] = trow[x];
+                                    if (!done)
+                                        continue;
+                                    const float *zg = zring + g * lo->zring_len;
+                                    const float *z0r = zg +
+                                                       (size_t)((qi - 2 * pz) % nring) * bplane +
+                                                       (size_t)yo * bxs;
+                                    float g0z = gz[0];
 #pragma omp simd
-                                for (int x = 0; x < bx; x++)
-                                    trow[x] += gk * xk[x];
-                            }
-                            if (nring > 1) {
-                                /* z: plane q's row into the ring; origin
-                                 * plane zo = q - P is complete once 2P+1
-                                 * planes are in. */
-                                float *zr = zslot + (size_t)yo * bxs;
+                                    for (int x = 0; x < gbx; x++)
+                                        trow[x] = g0z * z0r[x];
+                                    for (int k = 1; k < nring; k++) {
+                                        const float *zk =
+                                            zg + (size_t)((qi - 2 * pz + k) % nring) * bplane +
+                                            (size_t)yo * bxs;
+                                        float gk = gz[k];
 #pragma omp simd
-                                for (int x = 0; x < bx; x++)
-                                    zr[x] = trow[x];
-                                if (!done)
-                                    continue;
-                                const float *z0r = zring +
-                                                   (size_t)((qi - 2 * pz) % nring) * bplane +
-                                                   (size_t)yo * bxs;
-                                float g0z = gz[0];
-#pragma omp simd
-                                for (int x = 0; x < bx; x++)
-                                    trow[x] = g0z * z0r[x];
-                                for (int k = 1; k < nring; k++) {
-                                    const float *zk = zring +
-                                                      (size_t)((qi - 2 * pz + k) % nring) * bplane +
-                                                      (size_t)yo * bxs;
-                                    float gk = gz[k];
-#pragma omp simd
-                                    for (int x = 0; x < bx; x++)
-                                        trow[x] += gk * zk[x];
+                                        for (int x = 0; x < gbx; x++)
+                                            trow[x] += gk * zk[x];
+                                    }
                                 }
-                            }
 #pragma omp simd
-                            for (int x = 0; x < bx; x++)
-                                wout[x] = exp2_neg(trow[x] * kk, fma);
+                                for (int x = 0; x < gbx; x++)
+                                    wout[x] = exp2_neg(trow[x] * kk, fma);
+                            }
                         }
+                        if (yr < 2 * py || !done)
+                            continue;
+                        const int own_row = own && oy >= 0 && oy < B;
+                        const int sym_row = sym && oy + dy >= 0 && oy + dy < B;
                         if (dz == 0) {
                             if (!own_row)
                                 continue;
@@ -530,18 +561,32 @@ static inline __attribute__((always_inline)) void chunk_body(const core *c, cons
                             const float *uz = U + (size_t)(zo - z0 + rz) * pplane;
                             const float *ud = uz + (size_t)(oy + dy + ry) * PX + rx + dx;
                             const float *uo = uz + (size_t)(oy - dy + ry) * PX + rx - dx;
-                            const float *wa = wout - ox0;
-                            const float *wb =
-                                wring + (size_t)((yo - dy) % (dy + 1)) * bxs - ox0 - dx;
+                            const size_t sa = (size_t)(yo % (dy + 1)) * bxs;
+                            const size_t sb = (size_t)((yo - dy) % (dy + 1)) * bxs;
+                            const float *wa = wring + sa - ox0[0];
+                            const float *wb = wring + sb - ox0[0] - dx;
+                            if (ng == 1) {
 #pragma omp simd
-                            for (int x = 0; x < nx; x++) {
-                                aw[x] += wa[x] + wb[x];
-                                av[x] = mla(wa[x], ud[x], mla(wb[x], uo[x], av[x], fma), fma);
+                                for (int x = 0; x < nx; x++) {
+                                    aw[x] += wa[x] + wb[x];
+                                    av[x] = mla(wa[x], ud[x], mla(wb[x], uo[x], av[x], fma), fma);
+                                }
+                            } else {
+                                /* Member 1 (dx + 1): U(o + d) one column
+                                 * right, U(o) one column left. */
+                                const float *wa1 = wring + lo->wring_len + sa - ox0[1];
+                                const float *wb1 = wring + lo->wring_len + sb - ox0[1] - dx - 1;
+#pragma omp simd
+                                for (int x = 0; x < nx; x++) {
+                                    aw[x] += (wa[x] + wb[x]) + (wa1[x] + wb1[x]);
+                                    float v = mla(wb[x], uo[x], av[x], fma);
+                                    v = mla(wa[x], ud[x], v, fma);
+                                    v = mla(wb1[x], uo[x - 1], v, fma);
+                                    av[x] = mla(wa1[x], ud[x + 1], v, fma);
+                                }
                             }
                             continue;
                         }
-                        if (!own_row && !sym_row)
-                            continue;
                         /* Own: o = (ox0 + x, oy, zo) in the task. */
                         if (own_row) {
                             size_t zi = (size_t)(zo - z0);
@@ -549,11 +594,21 @@ static inline __attribute__((always_inline)) void chunk_body(const core *c, cons
                             float *av = accv + zi * oplane + (size_t)oy * nx;
                             const float *ud = U + (size_t)(zo + dz - z0 + rz) * pplane +
                                               (size_t)(oy + dy + ry) * PX + rx + dx;
-                            const float *wr = wrow - ox0; /* wr[x] is origin x */
+                            const float *wr = wrow - ox0[0]; /* wr[x] is origin x */
+                            if (ng == 1) {
 #pragma omp simd
-                            for (int x = 0; x < nx; x++) {
-                                aw[x] += wr[x];
-                                av[x] = mla(wr[x], ud[x], av[x], fma);
+                                for (int x = 0; x < nx; x++) {
+                                    aw[x] += wr[x];
+                                    av[x] = mla(wr[x], ud[x], av[x], fma);
+                                }
+                            } else {
+                                const float *wr1 = wrow + lo->rows - ox0[1];
+#pragma omp simd
+                                for (int x = 0; x < nx; x++) {
+                                    aw[x] += wr[x] + wr1[x];
+                                    av[x] =
+                                        mla(wr1[x], ud[x + 1], mla(wr[x], ud[x], av[x], fma), fma);
+                                }
                             }
                         }
                         /* Symmetric: o + d in the task gets w * U(o). */
@@ -563,16 +618,27 @@ static inline __attribute__((always_inline)) void chunk_body(const core *c, cons
                             float *av = accv + zi * oplane + (size_t)(oy + dy) * nx;
                             const float *uo = U + (size_t)(zo - z0 + rz) * pplane +
                                               (size_t)(oy + ry) * PX + rx - dx;
-                            const float *wr = wrow - ox0 - dx; /* wr[x]: origin x - dx */
+                            const float *wr = wrow - ox0[0] - dx; /* wr[x]: origin x - dx */
+                            if (ng == 1) {
 #pragma omp simd
-                            for (int x = 0; x < nx; x++) {
-                                aw[x] += wr[x];
-                                av[x] = mla(wr[x], uo[x], av[x], fma);
+                                for (int x = 0; x < nx; x++) {
+                                    aw[x] += wr[x];
+                                    av[x] = mla(wr[x], uo[x], av[x], fma);
+                                }
+                            } else {
+                                const float *wr1 = wrow + lo->rows - ox0[1] - dx - 1;
+#pragma omp simd
+                                for (int x = 0; x < nx; x++) {
+                                    aw[x] += wr[x] + wr1[x];
+                                    av[x] =
+                                        mla(wr1[x], uo[x - 1], mla(wr[x], uo[x], av[x], fma), fma);
+                                }
                             }
                         }
                     }
                 }
             }
+        }
     for (int z = 0; z < L; z++)
         for (int y = 0; y < B; y++) {
             float *o = dst + (size_t)(z0 + z) * nx * ny + (size_t)(y0 + y) * nx;
