@@ -4,6 +4,7 @@
 
 #include "common/clock.h"
 #include "common/err.h"
+#include "common/fsutil.h"
 #include "common/log.h"
 #include "config/config.h"
 #include "db/db.h"
@@ -14,7 +15,11 @@
 #include "pipeline/worker.h"
 #include "scp/scp.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <sys/file.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +41,7 @@ typedef struct server {
     scp_server *scp;
     worker_pool *workers;
     sender_pool *senders;
+    unsigned ticks;
     int exit_code;
 } server;
 
@@ -89,6 +95,12 @@ static void on_stable_timer(uv_timer_t *t)
     int rc = db_series_mark_stable(s->db, ldct_now_ms(), on_series_stable, s);
     if (rc < 0)
         log_warn("stability check failed: %s (will retry)", ldct_strerror(rc));
+    /* Series left stable by a failed decision (or beyond the callback batch)
+     * are decided again, every 10 s. */
+    if (++s->ticks % 10 == 0 && schedule_pending(s->db, s->cfg) > 0) {
+        worker_pool_notify(s->workers);
+        sender_pool_notify(s->senders);
+    }
 }
 
 static void on_expire_timer(uv_timer_t *t)
@@ -282,7 +294,13 @@ static void shutdown_all(server *s)
     }
     if (s->workers && worker_pool_busy(s->workers))
         log_notice("waiting up to %d s for running jobs", s->cfg->node.shutdown_grace_seconds);
-    worker_pool_stop(s->workers, s->workers ? s->cfg->node.shutdown_grace_seconds : 0);
+    if (worker_pool_stop(s->workers, s->workers ? s->cfg->node.shutdown_grace_seconds : 0)) {
+        /* A job thread still runs and uses the database, the config and the
+         * GPU: end here without freeing them. Its job is pending again at
+         * the next start (db_recover); nothing acknowledged is lost. */
+        log_notice("ldctd stopped (a job was cut off; it runs again at the next start)");
+        _exit(s->exit_code);
+    }
     sender_pool_stop(s->senders);
     uv_walk(&s->loop, close_handle, NULL);
     uv_run(&s->loop, UV_RUN_DEFAULT);
@@ -293,8 +311,41 @@ static void shutdown_all(server *s)
     pthread_mutex_destroy(&s->cfg_lock);
 }
 
+/* One daemon per state directory: a second one would requeue the first's
+ * running jobs and sends and delete its partial receptions. The lock is
+ * held (fd left open) for the life of the process. */
+static int lock_state(const char *state_dir)
+{
+    char path[1100];
+    int rc = fs_mkdirs(state_dir);
+    if (rc)
+        return rc;
+    snprintf(path, sizeof path, "%s/ldctd.lock", state_dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+    if (fd < 0)
+        return -errno;
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        char pid[32] = "";
+        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+        pid[n > 0 ? n : 0] = '\0';
+        pid[strcspn(pid, "\n")] = '\0';
+        log_err("another ldctd (pid %s) uses %s; refusing to start", pid[0] ? pid : "?", state_dir);
+        close(fd);
+        return e == EWOULDBLOCK ? -EBUSY : -e;
+    }
+    char pid[32];
+    int len = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len)
+        log_warn("cannot write the pid into %s", path);
+    return 0;
+}
+
 static int open_state(server *s)
 {
+    int lrc = lock_state(s->cfg->node.state_dir);
+    if (lrc)
+        return lrc;
     ingest_policy p = policy_of(s->cfg);
     int rc = ingest_new(s->cfg->node.state_dir, &p, &s->ingest);
     if (rc)

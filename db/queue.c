@@ -31,6 +31,10 @@ enum {
     Q_DERIVED_PATH,
     Q_JOB_DONE,
     Q_SERIES_DONE,
+    Q_SERIES_AFTER_FAIL,
+    Q_PENDING_OF_SERIES,
+    Q_SERIES_REQUEUE,
+    Q_DERIVED_EARLIER,
     Q_SERIES_OF_JOB,
     Q_JOB_FAILED,
     Q_JOB_EXISTS,
@@ -226,24 +230,39 @@ int db_series_expired(db *d, int64_t before_ms, db_expired_cb cb, void *ctx)
     return n;
 }
 
-int db_series_remove(db *d, int64_t series_id)
+/* Marks an unmatched / discarded series removed; LDCT_ENOTFOUND if it is in
+ * another state now (reopened by a resend since the expiry query). */
+static int series_mark_removed(db *d, int64_t series_id)
 {
-    int rc = begin(d);
-    if (rc)
-        return rc;
-    sqlite3_stmt *s =
-        db__stmt(d, Q_SERIES_DEL_INSTANCES, "DELETE FROM instances WHERE series_id = ?1");
+    sqlite3_stmt *s = db__stmt(d, Q_SERIES_REMOVED,
+                               "UPDATE series SET state = 'removed' WHERE id = ?1"
+                               " AND state IN ('unmatched', 'discarded')");
     if (s)
         sqlite3_bind_int64(s, 1, series_id);
-    rc = run(d, s, "remove instances");
-    if (!rc) {
-        s = db__stmt(d, Q_SERIES_REMOVED,
-                     "UPDATE series SET state = 'removed', instance_count = 0 WHERE id = ?1");
-        if (s)
-            sqlite3_bind_int64(s, 1, series_id);
-        rc = run(d, s, "series removed");
+    int rc = run(d, s, "series removed");
+    return rc ? rc : sqlite3_changes(d->h) == 1 ? 0 : LDCT_ENOTFOUND;
+}
+
+int db_series_remove(db *d, int64_t series_id, db_strings *paths)
+{
+    *paths = (db_strings){0, NULL};
+    int rc = begin(d);
+    if (!rc)
+        rc = series_mark_removed(d, series_id);
+    sqlite3_stmt *s = NULL;
+    if (!rc && (s = db__stmt(d, Q_SERIES_DEL_INSTANCES,
+                             "DELETE FROM instances WHERE series_id = ?1 RETURNING path"))) {
+        sqlite3_bind_int64(s, 1, series_id);
+        rc = collect_strings(d, s, paths, "remove instances");
+    } else if (!rc) {
+        rc = LDCT_EDB;
     }
-    return end(d, rc);
+    if (!rc)
+        rc = db__exec(d, "UPDATE series SET instance_count = 0 WHERE state = 'removed'");
+    rc = end(d, rc);
+    if (rc)
+        db_strings_free(paths);
+    return rc;
 }
 
 /* ---- jobs ----------------------------------------------------------------- */
@@ -280,13 +299,15 @@ static int sends_for_list(db *d, int64_t job_id, int64_t series_id, const char *
 
 static int job_insert(db *d, const db_job_spec *j, int64_t now_ms, int64_t *job_id)
 {
-    sqlite3_stmt *s =
-        db__stmt(d, Q_JOB_INSERT,
-                 "INSERT INTO jobs (series_id, rule, action, algorithm, params, priority, state,"
-                 " derived_series_uid, destinations, description_suffix, created_ms, finished_ms)"
-                 " SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12"
-                 " WHERE EXISTS (SELECT 1 FROM series WHERE id = ?1 AND state = 'stable')"
-                 " RETURNING id");
+    sqlite3_stmt *s = db__stmt(
+        d, Q_JOB_INSERT,
+        "INSERT INTO jobs (series_id, rule, action, algorithm, params, priority, state,"
+        " derived_series_uid, destinations, description_suffix, created_ms, finished_ms)"
+        " SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, CASE WHEN ?8 IS NULL THEN NULL ELSE coalesce("
+        "  (SELECT derived_series_uid FROM jobs WHERE series_id = ?1 AND derived_series_uid"
+        "   IS NOT NULL ORDER BY id DESC LIMIT 1), ?8) END, ?9, ?10, ?11, ?12"
+        " WHERE EXISTS (SELECT 1 FROM series WHERE id = ?1 AND state = 'stable')"
+        " RETURNING id");
     if (!s)
         return LDCT_EDB;
     sqlite3_bind_int64(s, 1, j->series_id);
@@ -310,11 +331,37 @@ static int job_insert(db *d, const db_job_spec *j, int64_t now_ms, int64_t *job_
     return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? LDCT_ENOTFOUND : db__fail(d, "job insert");
 }
 
+/* A job of the series still waiting to run (it will read every instance). */
+static int pending_job(db *d, int64_t series_id, int64_t *job_id)
+{
+    sqlite3_stmt *s = db__stmt(d, Q_PENDING_OF_SERIES,
+                               "SELECT id FROM jobs WHERE series_id = ?1 AND state = 'pending'"
+                               " ORDER BY id LIMIT 1");
+    if (!s)
+        return LDCT_EDB;
+    sqlite3_bind_int64(s, 1, series_id);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW)
+        *job_id = sqlite3_column_int64(s, 0);
+    sqlite3_reset(s);
+    return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? LDCT_ENOTFOUND : db__fail(d, "pending job");
+}
+
 int db_job_create(db *d, const db_job_spec *spec, int64_t now_ms, int64_t *job_id)
 {
     int rc = begin(d);
     if (rc)
         return rc;
+    /* More instances arrived before the job ran: the pending job covers them. */
+    if (spec->process && pending_job(d, spec->series_id, job_id) == 0) {
+        sqlite3_stmt *s =
+            db__stmt(d, Q_SERIES_REQUEUE,
+                     "UPDATE series SET state = 'queued' WHERE id = ?1 AND state = 'stable'");
+        if (s)
+            sqlite3_bind_int64(s, 1, spec->series_id);
+        rc = run(d, s, "series queued");
+        return end(d, rc ? rc : sqlite3_changes(d->h) == 1 ? 0 : LDCT_ENOTFOUND);
+    }
     rc = job_insert(d, spec, now_ms, job_id);
     if (!rc && spec->send_original)
         rc = sends_for_list(d, *job_id, spec->series_id, "original", spec->destinations, now_ms);
@@ -388,8 +435,31 @@ int db_job_claim(db *d, const char *worker, int64_t now_ms, db_job *out)
     return end(d, job_series_uids(d, out));
 }
 
+/* The derived UID an earlier job of the same series gave this source, if any. */
+static int derived_earlier(db *d, int64_t job_id, const char *src, char *uid)
+{
+    sqlite3_stmt *s = db__stmt(d, Q_DERIVED_EARLIER,
+                               "SELECT di.derived_sop_uid FROM derived_instances di"
+                               " JOIN jobs j ON j.id = di.job_id"
+                               " WHERE di.source_sop_uid = ?2 AND j.id <> ?1 AND j.series_id ="
+                               " (SELECT series_id FROM jobs WHERE id = ?1)"
+                               " ORDER BY di.job_id DESC LIMIT 1");
+    if (!s)
+        return LDCT_EDB;
+    sqlite3_bind_int64(s, 1, job_id);
+    db__bind_text(s, 2, src);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW)
+        copy(uid, DB_UID_LEN, db__col_text(s, 0));
+    sqlite3_reset(s);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : db__fail(d, "earlier derived uid");
+}
+
 static int derived_uid_one(db *d, int64_t job_id, const char *src, char *uid)
 {
+    int erc = derived_earlier(d, job_id, src, uid);
+    if (erc)
+        return erc;
     sqlite3_stmt *s = db__stmt(d, Q_DERIVED_INSERT,
                                "INSERT INTO derived_instances (job_id, source_sop_uid,"
                                " derived_sop_uid) VALUES (?1, ?2, ?3)"
@@ -458,7 +528,8 @@ static int job_mark_done(db *d, int64_t job_id, int64_t now_ms, char *dests, int
     sqlite3_reset(s);
     if (rc != SQLITE_ROW)
         return rc == SQLITE_DONE ? LDCT_ENOTFOUND : db__fail(d, "job done");
-    s = db__stmt(d, Q_SERIES_DONE, "UPDATE series SET state = 'done' WHERE id = ?1");
+    s = db__stmt(d, Q_SERIES_DONE,
+                 "UPDATE series SET state = 'done' WHERE id = ?1 AND state = 'queued'");
     if (!s)
         return LDCT_EDB;
     sqlite3_bind_int64(s, 1, *series_id);
@@ -500,8 +571,10 @@ int db_job_failed(db *d, int64_t job_id, int64_t now_ms, const char *error, int 
     sqlite3_reset(s);
     if (step != SQLITE_ROW)
         return end(d, step == SQLITE_DONE ? LDCT_ENOTFOUND : db__fail(d, "job failed"));
-    sqlite3_stmt *u =
-        db__stmt(d, Q_SERIES_AFTER_CREATE, "UPDATE series SET state = ?2 WHERE id = ?1");
+    /* Only from queued: a series reopened by a late instance stays receiving
+     * and gets its own decision (and job) when it is stable again. */
+    sqlite3_stmt *u = db__stmt(d, Q_SERIES_AFTER_FAIL,
+                               "UPDATE series SET state = ?2 WHERE id = ?1 AND state = 'queued'");
     if (u) {
         sqlite3_bind_int64(u, 1, series_id);
         db__bind_text(u, 2, retry ? "queued" : "failed");

@@ -60,9 +60,12 @@ typedef void (*db_expired_cb)(void *ctx, int64_t series_id, const char *series_u
                               const char *state);
 int db_series_expired(db *d, int64_t before_ms, db_expired_cb cb, void *ctx);
 
-/* Deletes the instance rows of a series and marks it removed (the caller
- * has removed the files). */
-int db_series_remove(db *d, int64_t series_id);
+/* Marks an unmatched or discarded series removed and deletes its instance
+ * rows, in one transaction; the paths of the deleted rows go into *paths
+ * (free with db_strings_free) for the caller to unlink after the commit.
+ * LDCT_ENOTFOUND when the series is no longer unmatched or discarded (a
+ * resend reopened it): nothing is removed. */
+int db_series_remove(db *d, int64_t series_id, db_strings *paths);
 
 /* ---- jobs ----------------------------------------------------------------- */
 

@@ -79,6 +79,20 @@ static const char *const DB_MIGRATIONS[] = {
     "ALTER TABLE jobs ADD COLUMN description_suffix TEXT NOT NULL DEFAULT '';"
     "CREATE INDEX jobs_series ON jobs(series_id);"
     "CREATE INDEX sends_job ON sends(job_id);",
+    /* 2 -> 3: a series processed again (more instances arrived after its
+     * job) keeps the derived SOP Instance UIDs of its earlier job, so two
+     * jobs may share one: the UNIQUE constraint goes. */
+    "CREATE TABLE derived_instances_v3 ("
+    "  job_id INTEGER NOT NULL REFERENCES jobs(id),"
+    "  source_sop_uid TEXT NOT NULL,"
+    "  derived_sop_uid TEXT NOT NULL,"
+    "  path TEXT NOT NULL DEFAULT '',"
+    "  PRIMARY KEY (job_id, source_sop_uid));"
+    "INSERT INTO derived_instances_v3 SELECT job_id, source_sop_uid, derived_sop_uid, path"
+    "  FROM derived_instances;"
+    "DROP TABLE derived_instances;"
+    "ALTER TABLE derived_instances_v3 RENAME TO derived_instances;"
+    "CREATE INDEX derived_source ON derived_instances(source_sop_uid);",
 };
 
 #define DB_NMIGRATIONS ((int)(sizeof DB_MIGRATIONS / sizeof DB_MIGRATIONS[0]))

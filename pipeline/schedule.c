@@ -174,12 +174,14 @@ static void expire_one(void *ctx, int64_t id, const char *uid, const char *state
 {
     expire_ctx *e = ctx;
     db_strings paths = {0, NULL};
-    int rc = db_series_paths(e->d, id, &paths);
-    if (!rc) {
+    /* Rows first, files after the commit: a resend racing with the removal
+     * reopens the series and keeps everything (LDCT_ENOTFOUND). */
+    int rc = db_series_remove(e->d, id, &paths);
+    if (!rc)
         remove_files(&paths);
-        rc = db_series_remove(e->d, id);
-    }
-    if (rc) {
+    if (rc == LDCT_ENOTFOUND) {
+        log_info("series %s reopened by a resend; not removed", uid);
+    } else if (rc) {
         log_warn("series %s: cannot remove it: %s", uid, ldct_strerror(rc));
     } else {
         log_notice("series %s removed after %d h (%s, %d file(s))", uid, e->hours,

@@ -84,25 +84,56 @@ static int deliver(sender *s, const db_send *snd, const cfg_destination *d, char
     return rc;
 }
 
+static int stopping(sender_pool *p)
+{
+    pthread_mutex_lock(&p->lock);
+    int stop = p->stop;
+    pthread_mutex_unlock(&p->lock);
+    return stop;
+}
+
+/* Records the outcome; retried every second while the database refuses
+ * (busy, disk full), because a send left 'sending' would hold its
+ * destination until the next start. */
+static void record(sender *s, const db_send *snd, int ok, int64_t next, const char *err)
+{
+    for (int tries = 1;; tries++) {
+        int64_t now = ldct_now_ms();
+        int rc = ok ? db_send_done(s->db, snd->id, now)
+                    : db_send_failed(s->db, snd->id, now, next < 0 ? -1 : next, err);
+        if (rc == 0)
+            return;
+        if (rc != LDCT_EBUSY_DB && rc != LDCT_EDB) {
+            log_err("send %lld: cannot record the outcome: %s", (long long)snd->id,
+                    ldct_strerror(rc));
+            return;
+        }
+        if (tries == 1 || tries % 60 == 0)
+            log_err("send %lld: cannot record the outcome: %s (retrying)", (long long)snd->id,
+                    ldct_strerror(rc));
+        if (stopping(s->pool))
+            return; /* 'sending' goes back to pending at the next start */
+        struct timespec ts = {1, 0};
+        nanosleep(&ts, NULL);
+    }
+}
+
 static void finish(sender *s, const db_send *snd, const cfg_destination *d, int rc, const char *err)
 {
-    int64_t now = ldct_now_ms();
     if (rc == 0) {
         log_notice("send %lld done: %s series of job %lld to %s (attempt %d)", (long long)snd->id,
                    snd->what, (long long)snd->job_id, snd->destination, snd->attempts);
-        rc = db_send_done(s->db, snd->id, now);
-    } else {
-        int64_t delay = d ? sender_backoff_ms(d, snd->attempts) : -1;
-        if (delay < 0)
-            log_err("send %lld to %s is dead after %d attempt(s): %s", (long long)snd->id,
-                    snd->destination, snd->attempts, err);
-        else
-            log_warn("send %lld to %s failed (attempt %d): %s; next try in %.0f s",
-                     (long long)snd->id, snd->destination, snd->attempts, err, delay / 1000.0);
-        rc = db_send_failed(s->db, snd->id, now, delay < 0 ? -1 : now + delay, err);
+        record(s, snd, 1, 0, err);
+        return;
     }
-    if (rc)
-        log_err("send %lld: cannot record the outcome: %s", (long long)snd->id, ldct_strerror(rc));
+    int64_t delay = d ? sender_backoff_ms(d, snd->attempts) : -1;
+    if (delay < 0)
+        log_err("send %lld to %s is dead after %d attempt(s): %s", (long long)snd->id,
+                snd->destination, snd->attempts, err);
+    else
+        log_warn("send %lld to %s failed (attempt %d): %s; next try in %.0f s", (long long)snd->id,
+                 snd->destination, snd->attempts, err, delay / 1000.0);
+    record(s, snd, 0, delay < 0 ? -1 : ldct_now_ms() + delay, err);
 }
 
 /* A destination missing from the configuration makes the send dead at once

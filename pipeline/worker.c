@@ -121,6 +121,29 @@ static void log_done(const worker *w, const db_job *j, const process_result *r)
     (void)w;
 }
 
+/* After a failed database write of a job's outcome: logs, waits a second
+ * and says whether to try again (not when the pool stops: the job is then
+ * pending again at the next start). A job left 'running' would otherwise
+ * stay so until a restart. */
+static int db_wait_retry(worker *w, const db_job *j, int rc, int tries)
+{
+    if (rc != LDCT_EBUSY_DB && rc != LDCT_EDB) {
+        log_err("job %lld: cannot record the outcome: %s", (long long)j->id, ldct_strerror(rc));
+        return 0;
+    }
+    if (tries == 1 || tries % 60 == 0)
+        log_err("job %lld: cannot record the outcome: %s (retrying)", (long long)j->id,
+                ldct_strerror(rc));
+    pthread_mutex_lock(&w->pool->lock);
+    int stop = w->pool->stop;
+    pthread_mutex_unlock(&w->pool->lock);
+    if (stop)
+        return 0;
+    struct timespec ts = {1, 0};
+    nanosleep(&ts, NULL);
+    return 1;
+}
+
 /* Records the outcome of a failed run. Returns 1 when the worker should pause. */
 static int record_failure(worker *w, const db_job *j, int rc, const char *err,
                           const worker_settings *st)
@@ -132,9 +155,11 @@ static int record_failure(worker *w, const db_job *j, int rc, const char *err,
     else
         log_warn("job %lld attempt %d of %d failed: series %s: %s%s", (long long)j->id, j->attempts,
                  st->job_max_attempts, j->series_uid, err, retry ? " (will retry)" : "");
-    int dbrc = db_job_failed(w->db, j->id, ldct_now_ms(), err, retry);
-    if (dbrc)
-        log_err("job %lld: cannot record the failure: %s", (long long)j->id, ldct_strerror(dbrc));
+    for (int tries = 1;; tries++) {
+        int dbrc = db_job_failed(w->db, j->id, ldct_now_ms(), err, retry);
+        if (dbrc == 0 || !db_wait_retry(w, j, dbrc, tries))
+            break;
+    }
     return retry;
 }
 
@@ -183,6 +208,8 @@ static int run_job(worker *w, const db_job *j)
         dst[i] = r.paths[i];
     }
     rc = src && dst ? db_job_done(w->db, j->id, ldct_now_ms(), r.n, src, dst) : -ENOMEM;
+    for (int tries = 1; rc && rc != -ENOMEM && db_wait_retry(w, j, rc, tries); tries++)
+        rc = db_job_done(w->db, j->id, ldct_now_ms(), r.n, src, dst);
     free(src);
     free(dst);
     if (!rc)
@@ -190,7 +217,10 @@ static int run_job(worker *w, const db_job *j)
     process_result_free(&r);
     if (rc)
         return record_failure(w, j, rc, "cannot record the result in the database", &st);
-    if (w->pool->o.job_done)
+    pthread_mutex_lock(&w->pool->lock);
+    int stopping = w->pool->stop;
+    pthread_mutex_unlock(&w->pool->lock);
+    if (w->pool->o.job_done && !stopping)
         w->pool->o.job_done(w->pool->o.ctx);
     return 0;
 }
@@ -293,14 +323,14 @@ static int wait_idle(worker_pool *p, int grace_s)
     return busy;
 }
 
-void worker_pool_stop(worker_pool *p, int grace_s)
+int worker_pool_stop(worker_pool *p, int grace_s)
 {
     if (!p)
-        return;
+        return 0;
     int busy = wait_idle(p, grace_s);
     if (busy > 0) {
         log_notice("%d job(s) still running; they run again at the next start", busy);
-        return;
+        return busy;
     }
     for (int i = 0; i < p->nworkers; i++) {
         if (p->w[i].started)
@@ -311,4 +341,5 @@ void worker_pool_stop(worker_pool *p, int grace_s)
     pthread_cond_destroy(&p->idle);
     pthread_mutex_destroy(&p->lock);
     free(p);
+    return 0;
 }

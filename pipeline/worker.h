@@ -56,9 +56,11 @@ void worker_pool_notify(worker_pool *p);
 int worker_pool_busy(worker_pool *p);
 
 /* Stops claiming, waits up to grace_s seconds for running jobs, then joins
- * and frees. A job still running after the grace time is left to the
- * database (pending again at the next start); its thread is abandoned and
- * the pool is not freed (the process is about to exit). NULL is a no-op. */
-void worker_pool_stop(worker_pool *p, int grace_s);
+ * and frees, and returns 0. A job still running after the grace time is
+ * left to the database (pending again at the next start): its thread is
+ * abandoned, the pool is not freed, and the number of such jobs is
+ * returned; the caller must then end the process with _exit() without
+ * freeing anything those threads use. NULL is a no-op. */
+int worker_pool_stop(worker_pool *p, int grace_s);
 
 #endif

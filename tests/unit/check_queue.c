@@ -307,7 +307,11 @@ START_TEST(unmatched_series_expire_and_are_removed)
     ck_assert_int_eq(db_series_expired(d, 9999, on_expired, &e), 0); /* stable at 10000 */
     ck_assert_int_eq(db_series_expired(d, 10000, on_expired, &e), 1);
     ck_assert_int_eq(e.id, s);
-    ck_assert_int_eq(db_series_remove(d, s), 0);
+    db_strings removed;
+    ck_assert_int_eq(db_series_remove(d, s, &removed), 0);
+    ck_assert_int_eq(removed.n, 3);
+    db_strings_free(&removed);
+    ck_assert_int_eq(db_series_remove(d, s, &removed), LDCT_ENOTFOUND); /* once */
     db_series_info si;
     ck_assert_int_eq(db_series_get(d, "1.1", &si), 0);
     ck_assert_str_eq(si.state, "removed");
@@ -335,6 +339,108 @@ START_TEST(defer_sends_a_stable_series_back_to_receiving)
 }
 END_TEST
 
+/* One more instance of series uid (instance number k), received at t. */
+static void late_instance(db *d, const char *uid, int k, int64_t t)
+{
+    char sop[64], path[128], old[8];
+    snprintf(sop, sizeof sop, "%s.%d", uid, k);
+    snprintf(path, sizeof path, "/spool/%s/%d.dcm", uid, k);
+    db_instance_rec r = {.study_uid = "1.2",
+                         .series_uid = uid,
+                         .sop_instance_uid = sop,
+                         .sop_class_uid = "1.2.840.10008.5.1.4.1.1.2",
+                         .transfer_syntax_uid = "1.2.840.10008.1.2.1",
+                         .modality = "CT",
+                         .path = path,
+                         .size = 10,
+                         .received_ms = t,
+                         .stable_seconds = 1};
+    ck_assert_int_eq(db_instance_put(d, &r, old, sizeof old), 0);
+}
+
+START_TEST(late_instance_during_a_job_is_processed_again_under_the_same_uids)
+{
+    char p[128];
+    db *d = open_fresh(p, sizeof p);
+    int64_t s = stable_series(d, "1.1", 1);
+    job(d, s, 0, "pacs", 0);
+    db_job j;
+    ck_assert_int_eq(db_job_claim(d, "w", 3000, &j), 0);
+    const char *src[2] = {"1.1.1", "1.1.2"}, *paths[2] = {"/o/a.dcm", "/o/b.dcm"};
+    char uids[2][DB_UID_LEN] = {"7.1", "7.2"};
+    ck_assert_int_eq(db_job_derived_uids(d, j.id, 1, src, uids), 0);
+    late_instance(d, "1.1", 2, 20000); /* while job 1 runs */
+    ck_assert_int_eq(db_job_done(d, j.id, 21000, 1, src, paths), 0);
+    db_series_info si;
+    ck_assert_int_eq(db_series_get(d, "1.1", &si), 0);
+    ck_assert_str_eq(si.state, "receiving"); /* not "done": the late one is not lost */
+    ck_assert_int_eq(db_series_mark_stable(d, 30000, NULL, NULL), 1);
+    db_job_spec again = {.series_id = s,
+                         .rule = "r",
+                         .action = "process",
+                         .algorithm = "nlm3d",
+                         .params = "",
+                         .derived_series_uid = "9.9.2",
+                         .destinations = "pacs",
+                         .process = 1};
+    int64_t id2;
+    ck_assert_int_eq(db_job_create(d, &again, 31000, &id2), 0);
+    ck_assert_int_ne(id2, j.id);
+    db_job j2;
+    ck_assert_int_eq(db_job_claim(d, "w", 32000, &j2), 0);
+    ck_assert_str_eq(j2.derived_series_uid, "9.9.1"); /* the series' first derived UID */
+    char again_uids[2][DB_UID_LEN] = {"8.1", "8.2"};
+    ck_assert_int_eq(db_job_derived_uids(d, j2.id, 2, src, again_uids), 0);
+    ck_assert_str_eq(again_uids[0], "7.1"); /* same instance in the PACS, replaced */
+    ck_assert_str_eq(again_uids[1], "8.2"); /* the new one gets a new UID */
+    db_close(d);
+}
+END_TEST
+
+START_TEST(series_stable_again_before_its_job_ran_keeps_one_job)
+{
+    char p[128];
+    db *d = open_fresh(p, sizeof p);
+    int64_t s = stable_series(d, "1.1", 1);
+    int64_t first = job(d, s, 0, "", 0);
+    late_instance(d, "1.1", 2, 20000);
+    ck_assert_int_eq(db_series_mark_stable(d, 30000, NULL, NULL), 1);
+    db_job_spec again = {.series_id = s,
+                         .rule = "r",
+                         .action = "process",
+                         .algorithm = "nlm3d",
+                         .params = "",
+                         .derived_series_uid = "9.9.2",
+                         .destinations = "",
+                         .process = 1};
+    int64_t id2 = 0;
+    ck_assert_int_eq(db_job_create(d, &again, 31000, &id2), 0);
+    ck_assert_int_eq(id2, first);
+    db_queue_totals t;
+    ck_assert_int_eq(db_queue_totals_get(d, &t), 0);
+    ck_assert_int_eq(t.jobs_pending, 1);
+    db_close(d);
+}
+END_TEST
+
+START_TEST(resend_before_removal_keeps_the_series)
+{
+    char p[128];
+    db *d = open_fresh(p, sizeof p);
+    int64_t s = stable_series(d, "1.1", 2);
+    ck_assert_int_eq(db_series_set_state(d, s, "unmatched"), 0);
+    late_instance(d, "1.1", 1, 50000); /* a resend reopens it */
+    db_strings removed;
+    ck_assert_int_eq(db_series_remove(d, s, &removed), LDCT_ENOTFOUND);
+    ck_assert_int_eq(removed.n, 0);
+    db_series_info si;
+    ck_assert_int_eq(db_series_get(d, "1.1", &si), 0);
+    ck_assert_str_eq(si.state, "receiving");
+    ck_assert_int_eq(si.instances, 2);
+    db_close(d);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("queue");
@@ -350,6 +456,9 @@ int main(void)
     tcase_add_test(tc, failure_with_retry_goes_back_to_pending);
     tcase_add_test(tc, unmatched_series_expire_and_are_removed);
     tcase_add_test(tc, defer_sends_a_stable_series_back_to_receiving);
+    tcase_add_test(tc, late_instance_during_a_job_is_processed_again_under_the_same_uids);
+    tcase_add_test(tc, series_stable_again_before_its_job_ran_keeps_one_job);
+    tcase_add_test(tc, resend_before_removal_keeps_the_series);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
