@@ -179,7 +179,11 @@ typedef struct core {
     int s[3], p[3], r[3];
     float g[3][2 * GPU_NLM_MAX_PATCH + 1];
     int box; /* 1: unweighted patch (running sums in y and z) */
-    float k; /* log2(e) / h^2 (times the box normalisation (2P+1)^dim when box) */
+    /* sqrt(k), k = log2(e) / h^2 (times the box normalisation (2P+1)^dim when
+     * box): the task's copy of the input is scaled by it, so the patch sums
+     * come out as the exponent -log2(w) without a multiply per pair; the
+     * accumulated values are unscaled at the end. */
+    float uscale;
 } core;
 
 /* a * b + c, fused where the caller is compiled with FMA (fma is a
@@ -200,8 +204,12 @@ static inline __attribute__((always_inline)) float mla(float a, float b, float c
 static inline __attribute__((always_inline)) float exp2_neg(float y, const int fma)
 {
     const float magic = 12582912.0f; /* 1.5 * 2^23 */
+    /* |y| first: running sums can leave y slightly below 0 (weight ~1),
+     * and inf - inf in them gives a NaN with the sign bit set; as positive
+     * bits both inf and NaN clamp to 126. */
     int32_t yb;
     memcpy(&yb, &y, sizeof yb);
+    yb &= 0x7fffffff;
     yb = yb < 0x42fc0000 ? yb : 0x42fc0000; /* 126.0f */
     memcpy(&y, &yb, sizeof y);
     float r = magic - y;       /* magic + n, n = round(-y) in [-126, 0] */
@@ -215,13 +223,15 @@ static inline __attribute__((always_inline)) float exp2_neg(float y, const int f
     p = mla(p, f, 6.931469440e-1f, fma);
     p = mla(p, f, 1.000000119f, fma);
     /* The low 9 bits of r's bits are n mod 512 (the magic's are 0), so
-     * this is (n + 127) << 23: the float 2^n. */
-    uint32_t bits;
-    memcpy(&bits, &r, sizeof bits);
-    bits = (bits + 127u) << 23;
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
+     * adding them << 23 to p's bits adds n to its exponent (p in [0.7, 1.5]
+     * has exponent 126 or 127, so it stays >= 0; at exponent 0, only for y
+     * in (125.5, 126), the result is ~1e-38 as an inexact subnormal). */
+    uint32_t rb, pb;
+    memcpy(&rb, &r, sizeof rb);
+    memcpy(&pb, &p, sizeof pb);
+    pb += rb << 23;
+    memcpy(&p, &pb, sizeof p);
+    return p;
 }
 
 /* x box of 2P+1 taps with P a compile-time constant after inlining, so the
@@ -376,7 +386,7 @@ static inline __attribute__((always_inline)) void chunk_body(const core *c, cons
     const size_t bplane = bxs * (size_t)(B + sy);
     const int nring = 2 * pz + 1, nyr = 2 * py + 1;
     const int box = c->box;
-    const float kk = c->k;
+    const float us = c->uscale;
 
     float *restrict U = ws + lo->u;
     float *restrict accw = ws + lo->accw;
@@ -398,7 +408,7 @@ static inline __attribute__((always_inline)) void chunk_body(const core *c, cons
             const float *srow = src + (size_t)gz * nx * ny + (size_t)gy * nx;
             float *urow = U + zz * pplane + (size_t)yy * PX;
             for (int xx = 0; xx < PX; xx++)
-                urow[xx] = srow[gpu__mirror(xx - rx, nx)];
+                urow[xx] = srow[gpu__mirror(xx - rx, nx)] * us;
         }
     }
     /* Centre offset: weight 1. */
@@ -504,7 +514,7 @@ static inline __attribute__((always_inline)) void chunk_body(const core *c, cons
                                     for (int x = 0; x < gbx; x++) {
                                         float t = gys[x] + xr[x];
                                         gys[x] = t - xold[x];
-                                        wout[x] = exp2_neg(t * kk, fma);
+                                        wout[x] = exp2_neg(t, fma);
                                     }
                                 } else if (qi == 0) {
 #pragma omp simd
@@ -530,7 +540,7 @@ static inline __attribute__((always_inline)) void chunk_body(const core *c, cons
                                         zr[x] = t;
                                         float v = zs[x] + t;
                                         zs[x] = v;
-                                        wout[x] = exp2_neg(v * kk, fma);
+                                        wout[x] = exp2_neg(v, fma);
                                     }
                                 } else {
                                     /* The slot held plane q - (2P+1), which
@@ -542,7 +552,7 @@ static inline __attribute__((always_inline)) void chunk_body(const core *c, cons
                                         float v = zs[x] + t - zr[x];
                                         zr[x] = t;
                                         zs[x] = v;
-                                        wout[x] = exp2_neg(v * kk, fma);
+                                        wout[x] = exp2_neg(v, fma);
                                     }
                                 }
                             } else {
@@ -588,7 +598,7 @@ static inline __attribute__((always_inline)) void chunk_body(const core *c, cons
                                 }
 #pragma omp simd
                                 for (int x = 0; x < gbx; x++)
-                                    wout[x] = exp2_neg(trow[x] * kk, fma);
+                                    wout[x] = exp2_neg(trow[x], fma);
                             }
                         }
                         if (yr < 2 * py || !done)
@@ -659,7 +669,7 @@ static inline __attribute__((always_inline)) void chunk_body(const core *c, cons
             const float *av = accv + (size_t)z * oplane + (size_t)y * nx;
 #pragma omp simd
             for (int x = 0; x < nx; x++)
-                o[x] = av[x] / aw[x];
+                o[x] = av[x] / (aw[x] * us);
         }
 }
 
@@ -749,7 +759,10 @@ static int run_ref(const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *ou
     if (c.box)
         for (int a = 0; a < dim; a++)
             norm *= 2 * p->patch_radius + 1;
-    c.k = (float)(1.4426950408889634 / ((double)h * h * norm));
+    /* Clamped so the scaled input stays finite and normal for absurd h
+     * (weights are then ~0 or ~1 either way; exp2_neg clamps inf and NaN). */
+    double us = sqrt(1.4426950408889634 / ((double)h * h * norm));
+    c.uscale = (float)(us > 1e18 ? 1e18 : us < 1e-18 ? 1e-18 : us);
 
     int threads = dev && dev->threads > 0 ? dev->threads : omp_get_max_threads();
     /* Tasks: (frame, chunk of planes, band of rows) for 3D, (frame, slice,
