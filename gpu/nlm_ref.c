@@ -274,6 +274,52 @@ static inline __attribute__((always_inline)) void xbox(float *restrict xr, const
     }
 }
 
+/* 2D box rows past the y warm-up: x box, y running sum and weights in one
+ * loop (saves storing and reloading the x-box row). Needs P >= 1 in y, so
+ * that the row leaving the y window (xold) is not the one being written. */
+static inline __attribute__((always_inline)) void
+xbox_exp_taps(float *restrict xr, float *restrict ys, const float *restrict xold, float *restrict w,
+              const float *restrict d, int n, int taps, const int fma)
+{
+#pragma omp simd
+    for (int x = 0; x < n; x++) {
+        float s = d[x];
+#pragma GCC unroll 11
+        for (int k = 1; k < taps; k++)
+            s += d[x + k];
+        xr[x] = s;
+        float t = ys[x] + s;
+        ys[x] = t - xold[x];
+        w[x] = exp2_neg(t, fma);
+    }
+}
+
+static inline __attribute__((always_inline)) void xbox_exp(float *xr, float *ys, const float *xold,
+                                                           float *w, const float *d, int n, int p,
+                                                           const int fma)
+{
+    switch (p) {
+    case 0:
+        xbox_exp_taps(xr, ys, xold, w, d, n, 1, fma);
+        break;
+    case 1:
+        xbox_exp_taps(xr, ys, xold, w, d, n, 3, fma);
+        break;
+    case 2:
+        xbox_exp_taps(xr, ys, xold, w, d, n, 5, fma);
+        break;
+    case 3:
+        xbox_exp_taps(xr, ys, xold, w, d, n, 7, fma);
+        break;
+    case 4:
+        xbox_exp_taps(xr, ys, xold, w, d, n, 9, fma);
+        break;
+    default:
+        xbox_exp_taps(xr, ys, xold, w, d, n, 11, fma);
+        break;
+    }
+}
+
 /* Float offsets of the per-task workspace; rows are padded to 16 floats so
  * every buffer starts on a 64-byte boundary. */
 typedef struct layout {
@@ -471,6 +517,16 @@ static inline __attribute__((always_inline)) void chunk_body(const core *c, cons
                             }
                             /* x box into the y ring. */
                             float *xr = gyring + (size_t)(yr % nyr) * bxs;
+                            if (box && nring == 1 && py > 0 && yr >= 2 * py) {
+                                /* 2D past the warm-up: fused, see xbox_exp. */
+                                const int yo1 = yr - 2 * py;
+                                float *w1 = dz == 0 ? wring + g * lo->wring_len +
+                                                          (size_t)(yo1 % (dy + 1)) * bxs
+                                                    : wrow + g * lo->rows;
+                                xbox_exp(xr, gys, gyring + (size_t)(yo1 % nyr) * bxs, w1, drow, gbx,
+                                         px, fma);
+                                continue;
+                            }
                             if (box) {
                                 xbox(xr, drow, gbx, px);
                             } else {
