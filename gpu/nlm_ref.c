@@ -320,6 +320,53 @@ static inline __attribute__((always_inline)) void xbox_exp(float *xr, float *ys,
     }
 }
 
+/* Squared differences of m members sharing a row (see the caller): member
+ * g's row d + g * stride is (a[x - g] - b[x])^2 when a_moves, else
+ * (a[x] - b[x + g])^2, for x < n (rows shorter than n get harmless extra
+ * values). m is a compile-time constant after inlining. */
+static inline __attribute__((always_inline)) void diff_rows_m(float *restrict d, size_t stride,
+                                                              const float *a, const float *b,
+                                                              int a_moves, int n, const int m)
+{
+    if (a_moves) {
+#pragma omp simd
+        for (int x = 0; x < n; x++) {
+            float bx = b[x];
+#pragma GCC unroll 4
+            for (int g = 0; g < m; g++) {
+                float t = a[x - g] - bx;
+                d[g * stride + x] = t * t;
+            }
+        }
+    } else {
+#pragma omp simd
+        for (int x = 0; x < n; x++) {
+            float ax = a[x];
+#pragma GCC unroll 4
+            for (int g = 0; g < m; g++) {
+                float t = ax - b[x + g];
+                d[g * stride + x] = t * t;
+            }
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void
+diff_rows(float *d, size_t stride, const float *a, const float *b, int a_moves, int n, int m)
+{
+    switch (m) {
+    case 2:
+        diff_rows_m(d, stride, a, b, a_moves, n, 2);
+        break;
+    case 3:
+        diff_rows_m(d, stride, a, b, a_moves, n, 3);
+        break;
+    default:
+        diff_rows_m(d, stride, a, b, a_moves, n, 4);
+        break;
+    }
+}
+
 /* Float offsets of the per-task workspace; rows are padded to 16 floats so
  * every buffer starts on a 64-byte boundary. */
 typedef struct layout {
@@ -356,7 +403,7 @@ static void layout_of(const core *c, int L, int B, layout *o)
     o->zsum = at, at += NG * o->zsum_len;
     o->yring = at, at += NG * o->yring_len;
     o->ysum = at, at += NG * bx;
-    o->drow = at, at += bx;
+    o->drow = at, at += NG * bx;
     o->trow = at, at += bx;
     o->wrow = at, at += NG * bx;
     o->wring = at, at += NG * o->wring_len;
@@ -503,17 +550,33 @@ static inline __attribute__((always_inline)) void chunk_body(const core *c, cons
                     for (int yr = 0; yr < by + 2 * py; yr++) {
                         const int y = oy0 - py + yr; /* row of the differences */
                         const int yo = yr - 2 * py, oy = oy0 + yo;
+                        /* Members on one side of dx = 0 share a row of
+                         * the difference: U(o) for dx <= 0 (then U(o + d)
+                         * moves right by g), U(o + d) for dx > 0 (then U(o)
+                         * moves left by g); one loop for all of them. */
+                        const int shared = ng > 1 && (dx > 0 || dx + ng - 1 <= 0);
+                        if (shared) {
+                            const int g1 = dx > 0; /* member with the widest row */
+                            const float *a = ua + (size_t)(y + ry) * PX + (ox0[0] - px + rx);
+                            const float *b =
+                                ub + (size_t)(y + dy + ry) * PX + (ox0[0] - px + rx + dx);
+                            diff_rows(drow, lo->rows, a, b, dx > 0, bx[g1 ? ng - 1 : 0] + 2 * px,
+                                      ng);
+                        }
                         for (int g = 0; g < ng; g++) {
                             const int ddx = dxg[g], gbx = bx[g], n = gbx + 2 * px;
                             float *gys = ysum + g * lo->rows;
                             float *gyring = yring + g * lo->yring_len;
-                            const float *a = ua + (size_t)(y + ry) * PX + (ox0[g] - px + rx);
-                            const float *b =
-                                ub + (size_t)(y + dy + ry) * PX + (ox0[g] - px + rx + ddx);
+                            float *gd = drow + g * lo->rows;
+                            if (!shared) {
+                                const float *a = ua + (size_t)(y + ry) * PX + (ox0[g] - px + rx);
+                                const float *b =
+                                    ub + (size_t)(y + dy + ry) * PX + (ox0[g] - px + rx + ddx);
 #pragma omp simd
-                            for (int x = 0; x < n; x++) {
-                                float t = a[x] - b[x];
-                                drow[x] = t * t;
+                                for (int x = 0; x < n; x++) {
+                                    float t = a[x] - b[x];
+                                    gd[x] = t * t;
+                                }
                             }
                             /* x box into the y ring. */
                             float *xr = gyring + (size_t)(yr % nyr) * bxs;
@@ -523,18 +586,18 @@ static inline __attribute__((always_inline)) void chunk_body(const core *c, cons
                                 float *w1 = dz == 0 ? wring + g * lo->wring_len +
                                                           (size_t)(yo1 % (dy + 1)) * bxs
                                                     : wrow + g * lo->rows;
-                                xbox_exp(xr, gys, gyring + (size_t)(yo1 % nyr) * bxs, w1, drow, gbx,
+                                xbox_exp(xr, gys, gyring + (size_t)(yo1 % nyr) * bxs, w1, gd, gbx,
                                          px, fma);
                                 continue;
                             }
                             if (box) {
-                                xbox(xr, drow, gbx, px);
+                                xbox(xr, gd, gbx, px);
                             } else {
 #pragma omp simd
                                 for (int x = 0; x < gbx; x++)
-                                    xr[x] = gx[0] * drow[x];
+                                    xr[x] = gx[0] * gd[x];
                                 for (int k = 1; k <= 2 * px; k++) {
-                                    const float *dk = drow + k;
+                                    const float *dk = gd + k;
                                     float gk = gx[k];
 #pragma omp simd
                                     for (int x = 0; x < gbx; x++)
