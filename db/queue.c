@@ -48,7 +48,6 @@ enum {
     Q_TOTALS,
     Q_SEND_CLAIM,
     Q_SEND_PATHS_DERIVED,
-    Q_SEND_PATHS_ORIGINAL,
     Q_SEND_DONE,
     Q_SEND_FAILED,
     Q_COUNT
@@ -798,16 +797,14 @@ int db_send_claim(db *d, int64_t now_ms, db_send *out)
 
 int db_send_paths(db *d, const db_send *snd, db_strings *paths)
 {
-    int derived = strcmp(snd->what, "derived") == 0;
-    sqlite3_stmt *s =
-        derived ? db__stmt(d, Q_SEND_PATHS_DERIVED,
-                           "SELECT path FROM derived_instances WHERE job_id = ?1 AND path <> ''"
-                           " ORDER BY path")
-                : db__stmt(d, Q_SEND_PATHS_ORIGINAL,
-                           "SELECT path FROM instances WHERE series_id = ?1 ORDER BY path");
+    if (strcmp(snd->what, "derived") != 0)
+        return db_series_paths(d, snd->series_id, paths);
+    sqlite3_stmt *s = db__stmt(d, Q_SEND_PATHS_DERIVED,
+                               "SELECT path FROM derived_instances WHERE job_id = ?1 AND path <> ''"
+                               " ORDER BY path");
     if (!s)
         return LDCT_EDB;
-    sqlite3_bind_int64(s, 1, derived ? snd->job_id : snd->series_id);
+    sqlite3_bind_int64(s, 1, snd->job_id);
     return collect_strings(d, s, paths, "send paths");
 }
 

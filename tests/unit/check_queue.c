@@ -20,25 +20,30 @@ static db *open_fresh(char *path, size_t len)
     return d;
 }
 
+/* Instance number k of series uid, received at t. */
+static void put_instance(db *d, const char *uid, int k, int64_t t)
+{
+    char sop[64], path[128], old[8];
+    snprintf(sop, sizeof sop, "%s.%d", uid, k);
+    snprintf(path, sizeof path, "/spool/%s/%d.dcm", uid, k);
+    db_instance_rec r = {.study_uid = "1.2",
+                         .series_uid = uid,
+                         .sop_instance_uid = sop,
+                         .sop_class_uid = "1.2.840.10008.5.1.4.1.1.2",
+                         .transfer_syntax_uid = "1.2.840.10008.1.2.1",
+                         .modality = "CT",
+                         .path = path,
+                         .size = 10,
+                         .received_ms = t,
+                         .stable_seconds = 1};
+    ck_assert_int_eq(db_instance_put(d, &r, old, sizeof old), 0);
+}
+
 /* Puts a series of n instances and marks it stable; returns its id. */
 static int64_t stable_series(db *d, const char *uid, int n)
 {
-    for (int i = 0; i < n; i++) {
-        char sop[64], path[128], old[8];
-        snprintf(sop, sizeof sop, "%s.%d", uid, i + 1);
-        snprintf(path, sizeof path, "/spool/%s/%d.dcm", uid, i + 1);
-        db_instance_rec r = {.study_uid = "1.2",
-                             .series_uid = uid,
-                             .sop_instance_uid = sop,
-                             .sop_class_uid = "1.2.840.10008.5.1.4.1.1.2",
-                             .transfer_syntax_uid = "1.2.840.10008.1.2.1",
-                             .modality = "CT",
-                             .path = path,
-                             .size = 10,
-                             .received_ms = 1000,
-                             .stable_seconds = 1};
-        ck_assert_int_eq(db_instance_put(d, &r, old, sizeof old), 0);
-    }
+    for (int i = 0; i < n; i++)
+        put_instance(d, uid, i + 1, 1000);
     ck_assert_int_ge(db_series_mark_stable(d, 10000, NULL, NULL), 1);
     db_series_info si;
     ck_assert_int_eq(db_series_get(d, uid, &si), 0);
@@ -339,25 +344,6 @@ START_TEST(defer_sends_a_stable_series_back_to_receiving)
 }
 END_TEST
 
-/* One more instance of series uid (instance number k), received at t. */
-static void late_instance(db *d, const char *uid, int k, int64_t t)
-{
-    char sop[64], path[128], old[8];
-    snprintf(sop, sizeof sop, "%s.%d", uid, k);
-    snprintf(path, sizeof path, "/spool/%s/%d.dcm", uid, k);
-    db_instance_rec r = {.study_uid = "1.2",
-                         .series_uid = uid,
-                         .sop_instance_uid = sop,
-                         .sop_class_uid = "1.2.840.10008.5.1.4.1.1.2",
-                         .transfer_syntax_uid = "1.2.840.10008.1.2.1",
-                         .modality = "CT",
-                         .path = path,
-                         .size = 10,
-                         .received_ms = t,
-                         .stable_seconds = 1};
-    ck_assert_int_eq(db_instance_put(d, &r, old, sizeof old), 0);
-}
-
 START_TEST(late_instance_during_a_job_is_processed_again_under_the_same_uids)
 {
     char p[128];
@@ -369,7 +355,7 @@ START_TEST(late_instance_during_a_job_is_processed_again_under_the_same_uids)
     const char *src[2] = {"1.1.1", "1.1.2"}, *paths[2] = {"/o/a.dcm", "/o/b.dcm"};
     char uids[2][DB_UID_LEN] = {"7.1", "7.2"};
     ck_assert_int_eq(db_job_derived_uids(d, j.id, 1, src, uids), 0);
-    late_instance(d, "1.1", 2, 20000); /* while job 1 runs */
+    put_instance(d, "1.1", 2, 20000); /* while job 1 runs */
     ck_assert_int_eq(db_job_done(d, j.id, 21000, 1, src, paths), 0);
     db_series_info si;
     ck_assert_int_eq(db_series_get(d, "1.1", &si), 0);
@@ -403,7 +389,7 @@ START_TEST(series_stable_again_before_its_job_ran_keeps_one_job)
     db *d = open_fresh(p, sizeof p);
     int64_t s = stable_series(d, "1.1", 1);
     int64_t first = job(d, s, 0, "", 0);
-    late_instance(d, "1.1", 2, 20000);
+    put_instance(d, "1.1", 2, 20000);
     ck_assert_int_eq(db_series_mark_stable(d, 30000, NULL, NULL), 1);
     db_job_spec again = {.series_id = s,
                          .rule = "r",
@@ -429,7 +415,7 @@ START_TEST(resend_before_removal_keeps_the_series)
     db *d = open_fresh(p, sizeof p);
     int64_t s = stable_series(d, "1.1", 2);
     ck_assert_int_eq(db_series_set_state(d, s, "unmatched"), 0);
-    late_instance(d, "1.1", 1, 50000); /* a resend reopens it */
+    put_instance(d, "1.1", 1, 50000); /* a resend reopens it */
     db_strings removed;
     ck_assert_int_eq(db_series_remove(d, s, &removed), LDCT_ENOTFOUND);
     ck_assert_int_eq(removed.n, 0);
