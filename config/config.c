@@ -117,7 +117,8 @@ static const opt_def OPTIONS[] = {
     RULE("match.ctdivol", T_RANGE, 0, 0, "", ctdivol, "mGy, LO..HI"),
     RULE("match.exposure", T_RANGE, 0, 0, "", exposure, "mAs, LO..HI"),
     RULE("action", T_ACTION, 0, 0, "process", action, "process | both | route | discard"),
-    RULE("algorithm", T_ALGORITHM, 0, 0, "auto", algorithm, "auto | nlm2d | nlm3d"),
+    RULE("algorithm", T_ALGORITHM, 0, 0, "auto", algorithm,
+         "auto | nlm2d | nlm3d | anlm | adaptive4d | fdk"),
     RULE("strength", T_DOUBLE, 0.01, 10, "1.0", strength, "scales h from the noise"),
     RULE("search_radius", T_INT, 0, 15, "0", search_radius, "0 = the algorithm's default"),
     RULE("patch_radius", T_INT, 0, 5, "0", patch_radius, "0 = the algorithm's default"),
@@ -197,7 +198,8 @@ static int ae_valid(const char *ae)
 }
 
 static const char *const ACTIONS[] = {"process", "both", "route", "discard", NULL};
-static const char *const ALGORITHMS[] = {"auto", "nlm2d", "nlm3d", NULL};
+static const char *const ALGORITHMS[] = {"auto",       "nlm2d", "nlm3d", "anlm",
+                                         "adaptive4d", "fdk",   NULL};
 
 static const char *parse_enum(const char *v, const char *const *names, int *out, const char *err)
 {
@@ -359,7 +361,8 @@ static const char *set_option(const opt_def *o, void *base, const char *raw)
     case T_ACTION:
         return parse_enum(v, ACTIONS, (int *)field, "expected process, both, route or discard");
     case T_ALGORITHM:
-        return parse_enum(v, ALGORITHMS, (int *)field, "expected auto, nlm2d or nlm3d");
+        return parse_enum(v, ALGORITHMS, (int *)field,
+                          "expected auto, nlm2d, nlm3d, anlm, adaptive4d or fdk");
     case T_NAMELIST: {
         cfg_rule *r = (cfg_rule *)((char *)base);
         return parse_list(v, &r->destinations[0][0], sizeof r->destinations[0], &r->ndest,

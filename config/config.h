@@ -77,7 +77,14 @@ typedef struct cfg_range {
 } cfg_range;
 
 typedef enum { RULE_PROCESS, RULE_BOTH, RULE_ROUTE, RULE_DISCARD } cfg_action;
-typedef enum { ALGO_AUTO, ALGO_NLM2D, ALGO_NLM3D } cfg_algorithm;
+typedef enum {
+    ALGO_AUTO,
+    ALGO_NLM2D,
+    ALGO_NLM3D,
+    ALGO_ANLM,
+    ALGO_ADAPTIVE4D,
+    ALGO_FDK
+} cfg_algorithm;
 
 #define CFG_PATTERN_MAX 64
 #define CFG_RULE_DEST_MAX 8

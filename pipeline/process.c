@@ -15,7 +15,8 @@
 #include <strings.h>
 
 static const char *const ALGO_NAMES[] = {
-    [ALGO_AUTO] = "auto", [ALGO_NLM2D] = "nlm2d", [ALGO_NLM3D] = "nlm3d"};
+    [ALGO_AUTO] = "auto", [ALGO_NLM2D] = "nlm2d",           [ALGO_NLM3D] = "nlm3d",
+    [ALGO_ANLM] = "anlm", [ALGO_ADAPTIVE4D] = "adaptive4d", [ALGO_FDK] = "fdk"};
 
 const char *process_algorithm_name(int algorithm)
 {
@@ -132,7 +133,14 @@ static int make_uids(const asm_series *s, const process_opts *o, process_result 
 static int run_filter(int algo, const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *out,
                       const gpu_device *dev)
 {
-    return algo == ALGO_NLM2D ? gpu_nlm2d(p, in, out, dev) : gpu_nlm3d(p, in, out, dev);
+    switch (algo) {
+    case ALGO_NLM2D:
+        return gpu_nlm2d(p, in, out, dev);
+    case ALGO_NLM3D:
+        return gpu_nlm3d(p, in, out, dev);
+    default:
+        return LDCT_EUNSUPPORTED; /* not built into this version */
+    }
 }
 
 static int gpu_failure(int rc)

@@ -193,7 +193,7 @@ START_TEST(rule_errors_name_their_lines)
                                  &rc);
     ck_assert_int_eq(rc, LDCT_EINVAL_CONFIG);
     ck_assert(has_error(cfg, 2, "expected process, both, route or discard"));
-    ck_assert(has_error(cfg, 3, "expected auto, nlm2d or nlm3d"));
+    ck_assert(has_error(cfg, 3, "expected auto, nlm2d, nlm3d, anlm, adaptive4d or fdk"));
     ck_assert(has_error(cfg, 4, "range is empty"));
     ck_assert(has_error(cfg, 5, "expected a number or a range"));
     ck_assert(has_error(cfg, 6, "out of range"));
