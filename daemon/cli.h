@@ -14,6 +14,10 @@ typedef struct cli_opts {
     char **argv;
 } cli_opts;
 
+/* The daemon's state directory, from --state-dir or the config (embedded
+ * defaults without --config); prints why on failure. */
+int cli_state_dir(const cli_opts *o, char *out, size_t len);
+
 /* Opens the daemon's database (read-only or not); prints why on failure. */
 int cli_open_db(const cli_opts *o, int readonly, db **d);
 
@@ -25,5 +29,9 @@ int cli_retry(cli_opts *o);
 
 /* ldct filter ... (argv[0] is "filter"); own option parsing. */
 int cli_filter(int argc, char **argv);
+
+/* ldct [--config FILE | --state-dir DIR] tune fdk ...: the FDK tuner
+ * (gpu/fdk_tune.h) caching into <state_dir>/fdk-tune.cache; own options. */
+int cli_tune(int argc, char **argv);
 
 #endif

@@ -8,8 +8,7 @@
 
 #include <stdio.h>
 
-/* Finds the state directory the daemon uses, from --state-dir or the config. */
-static int state_dir_of(const cli_opts *o, char *out, size_t len)
+int cli_state_dir(const cli_opts *o, char *out, size_t len)
 {
     if (o->state_dir) {
         snprintf(out, len, "%s", o->state_dir);
@@ -31,7 +30,7 @@ static int state_dir_of(const cli_opts *o, char *out, size_t len)
 int cli_open_db(const cli_opts *o, int readonly, db **d)
 {
     char dir[1024], path[1100];
-    int rc = state_dir_of(o, dir, sizeof dir);
+    int rc = cli_state_dir(o, dir, sizeof dir);
     if (rc)
         return rc;
     ingest_db_path(dir, path, sizeof path);

@@ -31,6 +31,8 @@ static void usage(FILE *f)
             "                         (ldct filter --help)\n"
             "  check-config FILE      validate a configuration file, every error with file:line\n"
             "  bench ALGO [OPTIONS]   benchmark a compute algorithm (ldct bench --help)\n"
+            "  tune fdk [OPTIONS]     tune the FDK backprojector on this GPU; the daemon\n"
+            "                         uses the result (ldct tune fdk --help)\n"
             "  version                print the version\n");
 }
 
@@ -201,6 +203,12 @@ int main(int argc, char **argv)
         return gpu_bench_main(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "filter"))
         return cli_filter(argc - 1, argv + 1);
+    int first = 1; /* the subcommand, after --config / --state-dir */
+    while (first + 1 < argc &&
+           (!strcmp(argv[first], "--config") || !strcmp(argv[first], "--state-dir")))
+        first += 2;
+    if (first < argc && !strcmp(argv[first], "tune"))
+        return cli_tune(argc, argv);
     cli_opts o = {0};
     const char *cmd;
     if (parse_global(argc, argv, &o, &cmd) || !cmd) {

@@ -9,6 +9,7 @@
 #include "config/config.h"
 #include "db/db.h"
 #include "db/queue.h"
+#include "gpu/fdk_tune.h"
 #include "pipeline/ingest.h"
 #include "pipeline/schedule.h"
 #include "pipeline/sender.h"
@@ -351,6 +352,8 @@ static int open_state(server *s)
     if (rc)
         return rc;
     char path[1100];
+    snprintf(path, sizeof path, "%s/fdk-tune.cache", s->cfg->node.state_dir);
+    gpu_fdk_tune_cache_set(path); /* written by `ldct tune fdk` */
     ingest_db_path(s->cfg->node.state_dir, path, sizeof path);
     if ((rc = db_open(path, 0, &s->db)))
         return rc;

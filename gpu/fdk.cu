@@ -29,12 +29,15 @@
  */
 #include <cufft.h>
 #include <errno.h>
+#include <mutex>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gpu/cuda_check.cuh"
+#include "gpu/cuda_util.h"
 #include "gpu/fdk.h"
+#include "gpu/fdk_tune.h"
 
 namespace
 {
@@ -43,7 +46,10 @@ __constant__ float4 c_m[3 * GPU_FDK_CONST_PROJ]; /* rows 0..2 of each launch's m
 
 constexpr int k_def_i = 32, k_def_k = 4, k_def_bx = 32, k_def_by = 8;
 
-template <int K>
+/* WCONST: every matrix of the launch has no z term in its third row (a
+ * circular orbit about z), so w is the same for the K voxels of a thread and
+ * one reciprocal serves all of them; otherwise w is advanced per voxel. */
+template <int K, bool WCONST>
 __global__ void __launch_bounds__(1024)
     bp_kernel(cudaTextureObject_t tex, float *__restrict__ vol, int nx, int ny, int zg0, int zlo,
               int zhi, int np, int accumulate)
@@ -63,13 +69,25 @@ __global__ void __launch_bounds__(1024)
         const float u0 = fmaf(r0.x, fx, fmaf(r0.y, fy, fmaf(r0.z, fz, r0.w)));
         const float v0 = fmaf(r1.x, fx, fmaf(r1.y, fy, fmaf(r1.z, fz, r1.w)));
         const float w0 = fmaf(r2.x, fx, fmaf(r2.y, fy, fmaf(r2.z, fz, r2.w)));
+        if (WCONST) {
+            if (w0 <= 0.0f)
+                continue; /* uniform across the K voxels */
+            const float rw = 1.0f / w0, ww = rw * rw;
+            const float u = u0 * rw, du = r0.z * rw, v = v0 * rw, dv = r1.z * rw;
 #pragma unroll
-        for (int k = 0; k < K; k++) {
-            const float w = fmaf((float)k, r2.z, w0);
-            const float rw = 1.0f / w;
-            const float u = fmaf((float)k, r0.z, u0) * rw, v = fmaf((float)k, r1.z, v0) * rw;
-            const float val = tex2DLayered<float>(tex, u, v, i);
-            acc[k] += w > 0.0f ? val * rw * rw : 0.0f;
+            for (int k = 0; k < K; k++)
+                acc[k] =
+                    fmaf(tex2DLayered<float>(tex, fmaf((float)k, du, u), fmaf((float)k, dv, v), i),
+                         ww, acc[k]);
+        } else {
+#pragma unroll
+            for (int k = 0; k < K; k++) {
+                const float w = fmaf((float)k, r2.z, w0);
+                const float rw = 1.0f / w;
+                const float u = fmaf((float)k, r0.z, u0) * rw, v = fmaf((float)k, r1.z, v0) * rw;
+                const float val = tex2DLayered<float>(tex, u, v, i);
+                acc[k] += w > 0.0f ? val * rw * rw : 0.0f;
+            }
         }
     }
 #pragma unroll
@@ -121,12 +139,32 @@ __global__ void response_kernel(cufftComplex *__restrict__ spec, const float *__
 
 struct cfg {
     int I, K, bx, by;
+    bool wconst; /* see bp_kernel */
 };
+
+/* A configuration left at 0 comes from the tuner's cache (fdk_tune.h) for
+ * this GPU model and size, else from the built-in defaults. */
+void cached_cfg(int dev, const gpu_fdk_geometry *g, const gpu_fdk_volume *v, cfg *c)
+{
+    char name[128];
+    gpu_fdk_cfg t;
+    if (gpu__cuda_device_name(dev, name, sizeof name) != 0 ||
+        gpu_fdk_tune_cache_lookup(NULL, name, g->nproj, g->nu, g->nv, v->nx, v->ny, v->nz, &t) < 0)
+        return;
+    const bool pow2 = t.bx > 0 && t.by > 0 && !(t.bx & (t.bx - 1)) && !(t.by & (t.by - 1));
+    if (!pow2 || t.i < 1 || (t.k != 1 && t.k != 2 && t.k != 4 && t.k != 8)) {
+        log_warn("fdk: ignoring the malformed tuned configuration %d,%d,%d,%d", t.i, t.k, t.bx,
+                 t.by);
+        return;
+    }
+    gpu_fdk_cfg_repair(&t, 1024, GPU_FDK_CONST_PROJ);
+    c->I = t.i, c->K = t.k, c->bx = t.bx, c->by = t.by;
+}
 
 cfg pick_cfg(const gpu_fdk_params *p)
 {
     cfg c = {p->bp_i ? p->bp_i : k_def_i, p->bp_k ? p->bp_k : k_def_k,
-             p->bp_bx ? p->bp_bx : k_def_bx, p->bp_by ? p->bp_by : k_def_by};
+             p->bp_bx ? p->bp_bx : k_def_bx, p->bp_by ? p->bp_by : k_def_by, false};
     if (c.I > GPU_FDK_CONST_PROJ)
         c.I = GPU_FDK_CONST_PROJ;
     if (!p->bp_bx || !p->bp_by) {
@@ -144,11 +182,39 @@ struct res {
     cudaArray_t arr[2];
     cudaTextureObject_t tex[2];
     cudaEvent_t ev_up[2], ev_free[2], ev_half, t0, t1;
-    cudaEvent_t *tev; /* 4 per step: filter start/end, backprojection start/end */
+    cudaEvent_t ev_end;      /* the slab's last kernel (staged download) */
+    cudaEvent_t ev_stage[2]; /* last DMA in or out of stage[b] */
+    float *stage[2];         /* pinned host staging (NULL: no staging) */
+    size_t stage_elems;      /* floats per stage buffer */
+    struct stage_slot *slot; /* the cached buffers held by this run, or NULL */
+    int stage_private;       /* 1: stage[] allocated for this run only */
+    cudaEvent_t *tev;        /* 4 per step: filter start/end, backprojection start/end */
     int ntev;
     cufftHandle fwd, inv;
     int have_fwd, have_inv;
 };
+
+/* Pinned host staging buffers, kept per GPU for the life of the process so
+ * that page-locking (tens of ms for hundreds of MB) is paid once: a worker
+ * reconstructs on its GPU again and again. A run takes its GPU's slot with
+ * try_lock; a concurrent run on the same GPU allocates its own buffers. */
+struct stage_slot {
+    std::mutex mu;
+    float *buf; /* 2 * elems floats */
+    size_t elems;
+};
+constexpr int k_stage_slots = 16;
+stage_slot g_stage[k_stage_slots];
+
+void stage_release(res *r)
+{
+    if (r->slot)
+        r->slot->mu.unlock();
+    else if (r->stage_private && r->stage[0])
+        cudaFreeHost(r->stage[0]);
+    r->slot = NULL;
+    r->stage[0] = r->stage[1] = NULL;
+}
 
 void release(res *r)
 {
@@ -173,7 +239,11 @@ void release(res *r)
     cudaFree(r->cosw);
     cudaFree(r->H);
     cudaFree(r->spec);
-    cudaEvent_t evs[] = {r->ev_half, r->t0, r->t1};
+    stage_release(r);
+    for (int b = 0; b < 2; b++)
+        if (r->ev_stage[b])
+            cudaEventDestroy(r->ev_stage[b]);
+    cudaEvent_t evs[] = {r->ev_half, r->ev_end, r->t0, r->t1};
     for (cudaEvent_t e : evs)
         if (e)
             cudaEventDestroy(e);
@@ -191,6 +261,67 @@ void release(res *r)
         cudaStreamDestroy(r->comp);
 }
 
+/* 1 when p is page-locked host memory (DMA-able as it is). */
+bool host_pinned(const void *p)
+{
+    cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        (void)cudaGetLastError(); /* pageable memory may report an error on old drivers */
+        return false;
+    }
+    return a.type == cudaMemoryTypeHost;
+}
+
+/* memcpy on the host's cores: one thread copies well under 10 GB/s, the
+ * DMA engines run at several times that. */
+void par_copy(float *dst, const float *src, size_t n)
+{
+    const size_t piece = (size_t)1 << 20; /* floats */
+    const long pieces = (long)((n + piece - 1) / piece);
+#pragma omp parallel for schedule(static) if (pieces > 1)
+    for (long i = 0; i < pieces; i++) {
+        const size_t o = (size_t)i * piece, len = n - o < piece ? n - o : piece;
+        memcpy(dst + o, src + o, sizeof(float) * len);
+    }
+}
+
+/* Two pinned staging buffers of `elems` floats: the GPU's cached slot when
+ * free, else buffers for this run. Returns 0 or LDCT_ENOMEM_GPU (no pinned
+ * memory: the caller goes on without staging). */
+int stage_acquire(res *r, int dev, size_t elems)
+{
+    stage_slot *slot = dev >= 0 && dev < k_stage_slots ? &g_stage[dev] : NULL;
+    if (slot && slot->mu.try_lock()) {
+        if (slot->elems < elems) {
+            if (slot->buf)
+                cudaFreeHost(slot->buf);
+            slot->buf = NULL;
+            slot->elems = 0;
+            if (cudaHostAlloc(&slot->buf, sizeof(float) * 2 * elems, cudaHostAllocDefault) !=
+                cudaSuccess) {
+                (void)cudaGetLastError();
+                slot->buf = NULL;
+                slot->mu.unlock();
+                return LDCT_ENOMEM_GPU;
+            }
+            slot->elems = elems;
+        }
+        r->slot = slot;
+        r->stage[0] = slot->buf;
+    } else {
+        if (cudaHostAlloc(&r->stage[0], sizeof(float) * 2 * elems, cudaHostAllocDefault) !=
+            cudaSuccess) {
+            (void)cudaGetLastError();
+            r->stage[0] = NULL;
+            return LDCT_ENOMEM_GPU;
+        }
+        r->stage_private = 1;
+    }
+    r->stage[1] = r->stage[0] + elems;
+    r->stage_elems = elems;
+    return 0;
+}
+
 int make_events(res *r, int steps)
 {
     r->tev = (cudaEvent_t *)calloc(4 * (size_t)steps, sizeof(cudaEvent_t));
@@ -204,6 +335,9 @@ int make_events(res *r, int steps)
         CUDA_CHECK(cudaEventCreateWithFlags(&r->ev_free[b], cudaEventDisableTiming));
     }
     CUDA_CHECK(cudaEventCreateWithFlags(&r->ev_half, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&r->ev_end, cudaEventDisableTiming));
+    for (int b = 0; b < 2; b++)
+        CUDA_CHECK(cudaEventCreateWithFlags(&r->ev_stage[b], cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreate(&r->t0));
     CUDA_CHECK(cudaEventCreate(&r->t1));
     CUDA_CHECK(cudaStreamCreateWithFlags(&r->up, cudaStreamNonBlocking));
@@ -352,15 +486,31 @@ void fold_matrices(const gpu_fdk_geometry *g, const gpu_fdk_volume *v, float4 *f
     }
 }
 
-template <int K>
+template <int K, bool WCONST>
 int launch_k(const res *r, const cfg &c, int b, float *vol, int nx, int ny, int zg0, int zlo,
              int zhi, int np, int acc)
 {
     dim3 blk(c.bx, c.by),
         grd((nx + c.bx - 1) / c.bx, (ny + c.by - 1) / c.by, (zhi - zlo + K - 1) / K);
-    bp_kernel<K><<<grd, blk, 0, r->comp>>>(r->tex[b], vol, nx, ny, zg0, zlo, zhi, np, acc);
+    bp_kernel<K, WCONST><<<grd, blk, 0, r->comp>>>(r->tex[b], vol, nx, ny, zg0, zlo, zhi, np, acc);
     CUDA_CHECK(cudaGetLastError());
     return 0;
+}
+
+template <bool WCONST>
+int launch_w(const res *r, const cfg &c, int b, float *vol, int nx, int ny, int zg0, int zlo,
+             int zhi, int np, int acc)
+{
+    switch (c.K) {
+    case 1:
+        return launch_k<1, WCONST>(r, c, b, vol, nx, ny, zg0, zlo, zhi, np, acc);
+    case 2:
+        return launch_k<2, WCONST>(r, c, b, vol, nx, ny, zg0, zlo, zhi, np, acc);
+    case 8:
+        return launch_k<8, WCONST>(r, c, b, vol, nx, ny, zg0, zlo, zhi, np, acc);
+    default:
+        return launch_k<4, WCONST>(r, c, b, vol, nx, ny, zg0, zlo, zhi, np, acc);
+    }
 }
 
 int launch_bp(const res *r, const cfg &c, int b, float *vol, int nx, int ny, int zg0, int zlo,
@@ -368,16 +518,17 @@ int launch_bp(const res *r, const cfg &c, int b, float *vol, int nx, int ny, int
 {
     if (zhi <= zlo)
         return 0;
-    switch (c.K) {
-    case 1:
-        return launch_k<1>(r, c, b, vol, nx, ny, zg0, zlo, zhi, np, acc);
-    case 2:
-        return launch_k<2>(r, c, b, vol, nx, ny, zg0, zlo, zhi, np, acc);
-    case 8:
-        return launch_k<8>(r, c, b, vol, nx, ny, zg0, zlo, zhi, np, acc);
-    default:
-        return launch_k<4>(r, c, b, vol, nx, ny, zg0, zlo, zhi, np, acc);
-    }
+    return c.wconst ? launch_w<true>(r, c, b, vol, nx, ny, zg0, zlo, zhi, np, acc)
+                    : launch_w<false>(r, c, b, vol, nx, ny, zg0, zlo, zhi, np, acc);
+}
+
+/* 1 when no folded matrix has a z term in its third row (w independent of z). */
+int w_independent_of_z(const float4 *fm, int nproj)
+{
+    for (int i = 0; i < nproj; i++)
+        if (fm[3 * (size_t)i + 2].z != 0.0f)
+            return 0;
+    return 1;
 }
 
 struct job {
@@ -389,6 +540,7 @@ struct job {
     cfg c;
     int filter, npad;
     double filter_ms, bp_ms;
+    bool stage_in, stage_out; /* pageable projections / volume go through r->stage */
 };
 
 int upload(res *r, const job &j, int s)
@@ -396,10 +548,51 @@ int upload(res *r, const job &j, int s)
     const int b = s % 2, p0 = s * j.c.I;
     const int n = j.g->nproj - p0 < j.c.I ? j.g->nproj - p0 : j.c.I;
     const size_t pix = (size_t)j.g->nu * j.g->nv;
+    const float *src = j.proj->data + pix * p0;
+    if (j.stage_in) { /* the host copy overlaps the kernels queued before */
+        CUDA_CHECK(cudaEventSynchronize(r->ev_stage[b]));
+        par_copy(r->stage[b], src, pix * n);
+        src = r->stage[b];
+    }
     CUDA_CHECK(cudaStreamWaitEvent(r->up, r->ev_free[b], 0));
-    CUDA_CHECK(cudaMemcpyAsync(r->raw[b], j.proj->data + pix * p0, sizeof(float) * pix * n,
-                               cudaMemcpyHostToDevice, r->up));
+    CUDA_CHECK(
+        cudaMemcpyAsync(r->raw[b], src, sizeof(float) * pix * n, cudaMemcpyHostToDevice, r->up));
     CUDA_CHECK(cudaEventRecord(r->ev_up[b], r->up));
+    if (j.stage_in)
+        CUDA_CHECK(cudaEventRecord(r->ev_stage[b], r->up));
+    return 0;
+}
+
+/* Downloads slab [zs, zs + nzs) through the pinned buffers, chunk after
+ * chunk: the DMA of chunk c overlaps the host copy of chunk c - 1, and the
+ * chunks of the first half (below `half`) start as soon as ev_half, during
+ * the second half's kernels. */
+int download_staged(res *r, const job &j, int zs, int nzs, int half)
+{
+    const size_t plane = (size_t)j.v->nx * j.v->ny;
+    const int per = (int)(r->stage_elems / plane);
+    float *prev_dst = NULL;
+    size_t prev_n = 0;
+    int c = 0;
+    for (int z = 0; z < nzs; c++) {
+        const int end = z < half ? half : nzs, n = end - z < per ? end - z : per;
+        const int b = c % 2;
+        CUDA_CHECK(cudaStreamWaitEvent(r->up, z < half ? r->ev_half : r->ev_end, 0));
+        CUDA_CHECK(cudaMemcpyAsync(r->stage[b], r->vol + plane * z, sizeof(float) * plane * n,
+                                   cudaMemcpyDeviceToHost, r->up));
+        CUDA_CHECK(cudaEventRecord(r->ev_stage[b], r->up));
+        if (prev_dst) {
+            CUDA_CHECK(cudaEventSynchronize(r->ev_stage[1 - b]));
+            par_copy(prev_dst, r->stage[1 - b], prev_n);
+        }
+        prev_dst = j.out->data + plane * (zs + z);
+        prev_n = plane * n;
+        z += n;
+    }
+    if (prev_dst) {
+        CUDA_CHECK(cudaEventSynchronize(r->ev_stage[(c - 1) % 2]));
+        par_copy(prev_dst, r->stage[(c - 1) % 2], prev_n);
+    }
     return 0;
 }
 
@@ -441,7 +634,13 @@ int step(res *r, job &j, int s, int steps, int zs, int nzs)
     const int last = s == steps - 1, half = last ? nzs / 2 : nzs;
     if ((rc = launch_bp(r, j.c, b, r->vol, nx, ny, zs, 0, half, n, s > 0)) != 0)
         return rc;
-    if (last) {
+    if (last && j.stage_out) {
+        CUDA_CHECK(cudaEventRecord(r->ev_half, r->comp));
+        if ((rc = launch_bp(r, j.c, b, r->vol, nx, ny, zs, half, nzs, n, s > 0)) != 0)
+            return rc;
+        CUDA_CHECK(cudaEventRecord(ev[3], r->comp));
+        CUDA_CHECK(cudaEventRecord(r->ev_end, r->comp));
+    } else if (last) {
         const size_t plane = (size_t)nx * ny;
         float *dst = j.out->data + plane * zs;
         CUDA_CHECK(cudaEventRecord(r->ev_half, r->comp));
@@ -512,12 +711,31 @@ int run_slabs(res *r, job &j, int slab)
             if (s + 1 < steps && (rc = upload(r, j, s + 1)) != 0)
                 return rc;
         }
+        if (j.stage_out && (rc = download_staged(r, j, zs, nzs, nzs / 2)) != 0)
+            return rc;
         CUDA_CHECK(cudaStreamSynchronize(r->up));
         CUDA_CHECK(cudaStreamSynchronize(r->comp));
         if ((rc = add_times(r, j, steps)) != 0)
             return rc;
     }
     return 0;
+}
+
+/* Pageable projections or volume go through pinned buffers (copied on the
+ * host's cores, then DMA'd); without pinned memory the run goes on with
+ * pageable copies, slower but correct. */
+void plan_staging(res *r, job *j, int dev)
+{
+    j->stage_in = !host_pinned(j->proj->data);
+    j->stage_out = !host_pinned(j->out->data);
+    if (!j->stage_in && !j->stage_out)
+        return;
+    const size_t batch = (size_t)j->g->nu * j->g->nv * j->c.I;
+    const size_t planes = (size_t)j->v->nx * j->v->ny * 8;
+    if (stage_acquire(r, dev, batch > planes ? batch : planes) != 0) {
+        log_warn("fdk: no pinned host memory for staging; copying from pageable memory");
+        j->stage_in = j->stage_out = false;
+    }
 }
 
 int resolve_device(const gpu_device *dev, gpu_device *d)
@@ -537,7 +755,10 @@ int run(const gpu_fdk_params *p, const gpu_fdk_geometry *g, const gpu_volume *pr
     gpu_device d;
     if (rc || (rc = resolve_device(dev, &d)) != 0)
         return rc;
-    job j = {g, proj, v, out, NULL, pick_cfg(p), filter, gpu_fdk_pad_length(g->nu), 0, 0};
+    job j = {g, proj, v,     out,  NULL, pick_cfg(p), filter, gpu_fdk_pad_length(g->nu),
+             0, 0,    false, false};
+    if (!p->bp_i && !p->bp_k && !p->bp_bx && !p->bp_by)
+        cached_cfg(d.index, g, v, &j.c);
     if (j.c.I > g->nproj)
         j.c.I = g->nproj;
     int slab = 0;
@@ -552,11 +773,13 @@ int run(const gpu_fdk_params *p, const gpu_fdk_geometry *g, const gpu_volume *pr
         return -ENOMEM;
     fold_matrices(g, v, fm);
     j.fm = fm;
+    j.c.wconst = w_independent_of_z(fm, g->nproj) != 0;
     if ((rc = make_events(&r, (g->nproj + j.c.I - 1) / j.c.I)) != 0)
         goto done;
     CUDA_CHECK_GOTO(cudaEventRecord(r.t0, r.comp), rc, done);
     if ((rc = make_arrays(&r, g->nu, g->nv, j.c.I)) != 0)
         goto done;
+    plan_staging(&r, &j, d.index);
     if (filter && (rc = make_filter(&r, p, g, j.npad, j.c.I)) != 0)
         goto done;
     CUDA_CHECK_GOTO(cudaMalloc(&r.vol, sizeof(float) * (size_t)v->nx * v->ny * slab), rc, done);

@@ -3,7 +3,8 @@
 # the CPU reference), then the FDK benchmarks of issue 5 at RabbitCT size,
 # JSON lines under $OUT. Usage: tests/bench/fdk_device.sh [DIR] [what]
 #   DIR: holds check_gpu_fdk and gpu_bench (default build/fdkcarry)
-#   what: all (default) | test | bench | sweep (several, comma-separated)
+#   what: all (default) | test | bench | sweep | tune (several, comma-separated;
+#         sweep and tune only when named)
 #   CFGS: backprojector configurations "I,K,BX,BY ..." for sweep
 B=${1:-build/fdkcarry}
 WHAT=${2:-all}
@@ -29,4 +30,13 @@ if [ "$WHAT" != all ] && want sweep; then
         "$B/gpu_bench" bench fdk --rabbitct-size --device gpu --repeat 3 --config "$c" --json |
             tee -a "$OUT/sweep.jsonl"
     done
+fi
+if [ "$WHAT" != all ] && want tune; then
+    echo "== genetic-algorithm tuner at RabbitCT size, then the benchmark with its result"
+    rm -f "$OUT/fdk-tune.cache"
+    "$B/gpu_bench" tune fdk --rabbitct-size --device gpu --cache "$OUT/fdk-tune.cache" --json |
+        tee -a "$OUT/tune.jsonl"
+    cfg=$(sed -n 's/.*"tuned_config":"\([0-9,]*\)".*/\1/p' "$OUT/tune.jsonl" | tail -n 1)
+    [ -n "$cfg" ] && "$B/gpu_bench" bench fdk --rabbitct-size --device gpu --repeat 5 \
+        --config "$cfg" --json | tee -a "$OUT/bench.jsonl"
 fi
