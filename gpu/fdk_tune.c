@@ -56,8 +56,8 @@ static unsigned ungray(unsigned g)
 
 static gpu_fdk_cfg decode(unsigned g)
 {
-    gpu_fdk_cfg c = {(int)ungray(g & 63) + 1, 1 << ungray((g >> 6) & 3),
-                     4 << ungray((g >> 8) & 7), 1 << ungray((g >> 11) & 7)};
+    gpu_fdk_cfg c = {(int)ungray(g & 63) + 1, 1 << ungray((g >> 6) & 3), 4 << ungray((g >> 8) & 7),
+                     1 << ungray((g >> 11) & 7)};
     return c;
 }
 
