@@ -93,7 +93,8 @@ static const opt_def OPTIONS[] = {
          "where results go when a rule has no destination; empty = state_dir/results"),
     NODE("sender_threads", T_INT, 1, 64, "4", sender_threads, "parallel C-STORE senders"),
     NODE("retention_hours", T_INT, 0, 87600, "72", retention_hours,
-         "unmatched and discarded series are removed after this; 0 = at once"),
+         "unmatched and discarded series are removed after this, delivered ones this long"
+         " after delivery; 0 = at once"),
     NODE("job_max_attempts", T_INT, 1, 100, "3", job_max_attempts,
          "tries of a job that fails for a passing reason"),
     DEST("host", T_STR, 0, 0, "", host, "host name or address"),

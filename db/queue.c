@@ -22,6 +22,8 @@ enum {
     Q_SERIES_EXPIRED,
     Q_SERIES_DEL_INSTANCES,
     Q_SERIES_REMOVED,
+    Q_SERIES_DERIVED_PATHS,
+    Q_SERIES_DEL_DERIVED,
     Q_JOB_INSERT,
     Q_SEND_INSERT,
     Q_SERIES_AFTER_CREATE,
@@ -199,11 +201,20 @@ int db_series_set_state(db *d, int64_t series_id, const char *state)
     return run(d, s, "series state");
 }
 
+/* A done series (alias s) whose every job is done and every send delivered,
+ * the last of them finished at or before ?1. */
+#define DELIVERED_BEFORE_1                                                                         \
+    "NOT EXISTS (SELECT 1 FROM jobs j WHERE j.series_id = s.id AND j.state != 'done')"             \
+    " AND NOT EXISTS (SELECT 1 FROM sends x WHERE x.series_id = s.id AND x.state != 'done')"       \
+    " AND COALESCE((SELECT max(finished_ms) FROM sends x WHERE x.series_id = s.id),"               \
+    " (SELECT max(finished_ms) FROM jobs j WHERE j.series_id = s.id), s.stable_ms) <= ?1"
+
 int db_series_expired(db *d, int64_t before_ms, db_expired_cb cb, void *ctx)
 {
     sqlite3_stmt *s = db__stmt(d, Q_SERIES_EXPIRED,
-                               "SELECT id, series_uid, state FROM series WHERE state IN"
-                               " ('unmatched','discarded') AND stable_ms <= ?1 LIMIT 100");
+                               "SELECT id, series_uid, state FROM series s WHERE"
+                               " (state IN ('unmatched','discarded') AND stable_ms <= ?1)"
+                               " OR (state = 'done' AND " DELIVERED_BEFORE_1 ") LIMIT 100");
     if (!s)
         return LDCT_EDB;
     sqlite3_bind_int64(s, 1, before_ms);
@@ -229,17 +240,50 @@ int db_series_expired(db *d, int64_t before_ms, db_expired_cb cb, void *ctx)
     return n;
 }
 
-/* Marks an unmatched / discarded series removed; LDCT_ENOTFOUND if it is in
- * another state now (reopened by a resend since the expiry query). */
+/* Marks an unmatched / discarded / delivered series removed; LDCT_ENOTFOUND
+ * if it is in another state now (reopened by a resend since the expiry
+ * query, or a send requeued). */
 static int series_mark_removed(db *d, int64_t series_id)
 {
     sqlite3_stmt *s = db__stmt(d, Q_SERIES_REMOVED,
-                               "UPDATE series SET state = 'removed' WHERE id = ?1"
-                               " AND state IN ('unmatched', 'discarded')");
-    if (s)
-        sqlite3_bind_int64(s, 1, series_id);
+                               "UPDATE series AS s SET state = 'removed' WHERE id = ?2"
+                               " AND (state IN ('unmatched', 'discarded') OR (state = 'done'"
+                               " AND " DELIVERED_BEFORE_1 "))");
+    if (s) {
+        sqlite3_bind_int64(s, 1, INT64_MAX); /* delivered, whenever */
+        sqlite3_bind_int64(s, 2, series_id);
+    }
     int rc = run(d, s, "series removed");
     return rc ? rc : sqlite3_changes(d->h) == 1 ? 0 : LDCT_ENOTFOUND;
+}
+
+/* The outbox files of the series' delivered derived instances (jobs with
+ * destinations; files in the results folder are the output and stay): their
+ * paths go into *paths and are cleared in the rows, which keep the derived
+ * UIDs for a later job of the same series. */
+static int derived_paths_release(db *d, int64_t series_id, db_strings *paths)
+{
+#define DELIVERED_DERIVED                                                                          \
+    " FROM derived_instances WHERE path != '' AND job_id IN (SELECT id FROM jobs WHERE"            \
+    " series_id = ?1 AND destinations != '')"
+    /* Two statements: RETURNING would give the paths after the update. */
+    sqlite3_stmt *s = db__stmt(d, Q_SERIES_DERIVED_PATHS, "SELECT path" DELIVERED_DERIVED);
+    if (!s)
+        return LDCT_EDB;
+    sqlite3_bind_int64(s, 1, series_id);
+    db_strings more;
+    int rc = collect_strings(d, s, &more, "derived paths"), cap = paths->n;
+    for (int i = 0; !rc && i < more.n; i++)
+        rc = strings_push(paths, more.v[i], &cap); /* cap = n: the first push reallocates */
+    db_strings_free(&more);
+    sqlite3_stmt *u = rc ? NULL
+                         : db__stmt(d, Q_SERIES_DEL_DERIVED,
+                                    "UPDATE derived_instances SET path = '' WHERE rowid IN"
+                                    " (SELECT rowid" DELIVERED_DERIVED ")");
+    if (u)
+        sqlite3_bind_int64(u, 1, series_id);
+    return rc ? rc : run(d, u, "release derived paths");
+#undef DELIVERED_DERIVED
 }
 
 int db_series_remove(db *d, int64_t series_id, db_strings *paths)
@@ -256,6 +300,8 @@ int db_series_remove(db *d, int64_t series_id, db_strings *paths)
     } else if (!rc) {
         rc = LDCT_EDB;
     }
+    if (!rc)
+        rc = derived_paths_release(d, series_id, paths);
     if (!rc)
         rc = db__exec(d, "UPDATE series SET instance_count = 0 WHERE state = 'removed'");
     rc = end(d, rc);

@@ -54,17 +54,22 @@ int db_series_defer(db *d, int64_t series_id, int stable_seconds);
 /* stable -> "unmatched" or "discarded" (no-op from any other state). */
 int db_series_set_state(db *d, int64_t series_id, const char *state);
 
-/* Unmatched and discarded series that became stable at or before
- * before_ms: cb for each (after the query; strings valid during the call). */
+/* Series to remove: unmatched and discarded series that became stable at or
+ * before before_ms, and done series whose every job is done and every send
+ * delivered, the last at or before before_ms (series with a failed job or
+ * a dead send stay for inspection and `ldct retry`). cb for each, at most
+ * 100 per call (after the query; strings valid during the call). */
 typedef void (*db_expired_cb)(void *ctx, int64_t series_id, const char *series_uid,
                               const char *state);
 int db_series_expired(db *d, int64_t before_ms, db_expired_cb cb, void *ctx);
 
-/* Marks an unmatched or discarded series removed and deletes its instance
- * rows, in one transaction; the paths of the deleted rows go into *paths
+/* Marks an unmatched, discarded or delivered series (see above) removed and
+ * deletes its instance rows, in one transaction; the paths of the deleted
+ * rows, and of its derived instances in the outbox (jobs with
+ * destinations; their rows keep the UIDs, path emptied), go into *paths
  * (free with db_strings_free) for the caller to unlink after the commit.
- * LDCT_ENOTFOUND when the series is no longer unmatched or discarded (a
- * resend reopened it): nothing is removed. */
+ * LDCT_ENOTFOUND when the series no longer qualifies (a resend reopened it,
+ * a send was requeued): nothing is removed. */
 int db_series_remove(db *d, int64_t series_id, db_strings *paths);
 
 /* ---- jobs ----------------------------------------------------------------- */

@@ -150,7 +150,8 @@ int schedule_pending(db *d, const ldct_config *cfg)
     return rc ? rc : n;
 }
 
-/* Removes the files of a series, then its directory when empty. */
+/* Removes the files of a series (spool and outbox), then each directory
+ * that held them when it is empty. */
 static void remove_files(const db_strings *paths)
 {
     char dir[1024] = "";
@@ -158,11 +159,24 @@ static void remove_files(const db_strings *paths)
         if (unlink(paths->v[i]) != 0 && errno != ENOENT)
             log_warn("cannot remove %s: %s", paths->v[i], strerror(errno));
         const char *slash = strrchr(paths->v[i], '/');
-        if (slash)
-            snprintf(dir, sizeof dir, "%.*s", (int)(slash - paths->v[i]), paths->v[i]);
+        if (!slash)
+            continue;
+        if (dir[0] && (strncmp(dir, paths->v[i], strlen(dir)) != 0 ||
+                       (size_t)(slash - paths->v[i]) != strlen(dir)))
+            (void)rmdir(dir); /* fails harmlessly when not empty */
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - paths->v[i]), paths->v[i]);
     }
     if (dir[0])
-        (void)rmdir(dir); /* fails harmlessly when not empty */
+        (void)rmdir(dir);
+}
+
+static const char *removal_reason(const char *state)
+{
+    if (strcmp(state, "discarded") == 0)
+        return "discarded by its rule";
+    if (strcmp(state, "done") == 0)
+        return "processed and delivered";
+    return "no rule matched";
 }
 
 typedef struct expire_ctx {
@@ -185,8 +199,7 @@ static void expire_one(void *ctx, int64_t id, const char *uid, const char *state
         log_warn("series %s: cannot remove it: %s", uid, ldct_strerror(rc));
     } else {
         log_notice("series %s removed after %d h (%s, %d file(s))", uid, e->hours,
-                   strcmp(state, "discarded") == 0 ? "discarded by its rule" : "no rule matched",
-                   paths.n);
+                   removal_reason(state), paths.n);
         e->removed++;
     }
     db_strings_free(&paths);

@@ -36,8 +36,10 @@ int schedule_pending(db *d, const ldct_config *cfg);
  * the series when it becomes stable). */
 int schedule_quiet_seconds(const ldct_config *cfg);
 
-/* Removes unmatched and discarded series older than retention_hours (files,
- * then rows), with a log line each. Returns the number removed. */
+/* Removes unmatched and discarded series older than retention_hours, and
+ * processed series retention_hours after their last delivery (rows first,
+ * then the spool files and the delivered outbox files; the results folder
+ * is output and stays), with a log line each. Returns the number removed. */
 int schedule_expire(db *d, const ldct_config *cfg, int64_t now_ms);
 
 #endif

@@ -1,7 +1,7 @@
 /* Unit tests for db/queue: job creation and claiming order, derived UIDs
  * fixed once per job, finishing with sends, failures and retries, crash
  * recovery, send claiming (one in flight per destination) and backoff,
- * retention of unmatched series. */
+ * retention of unmatched series and of delivered ones. */
 #include "common/err.h"
 #include "db/queue.h"
 #include "pipeline/sender.h"
@@ -328,6 +328,103 @@ START_TEST(unmatched_series_expire_and_are_removed)
 }
 END_TEST
 
+typedef struct delivered {
+    int n;
+    char state[16];
+} delivered;
+
+static void on_delivered(void *ctx, int64_t id, const char *uid, const char *state)
+{
+    (void)id, (void)uid;
+    delivered *v = ctx;
+    v->n++;
+    snprintf(v->state, sizeof v->state, "%s", state);
+}
+
+static int count_expired(db *d, int64_t before)
+{
+    delivered v = {0};
+    ck_assert_int_ge(db_series_expired(d, before, on_delivered, &v), 0);
+    return v.n;
+}
+
+/* Job of series 1.1 (2 instances) done at 4000 with outbox files. */
+static int64_t processed_series(db *d, const char *dests)
+{
+    int64_t s = stable_series(d, "1.1", 2);
+    job(d, s, 0, dests, 0);
+    db_job j;
+    ck_assert_int_eq(db_job_claim(d, "w", 3000, &j), 0);
+    const char *src[2] = {"1.1.1", "1.1.2"}, *paths[2] = {"/outbox/1/7.1.dcm", "/outbox/1/7.2.dcm"};
+    char uids[2][DB_UID_LEN] = {"7.1", "7.2"};
+    ck_assert_int_eq(db_job_derived_uids(d, j.id, 2, src, uids), 0);
+    ck_assert_int_eq(db_job_done(d, j.id, 4000, 2, src, paths), 0);
+    return s;
+}
+
+static int has_path(const db_strings *v, const char *path)
+{
+    for (int i = 0; i < v->n; i++)
+        if (strcmp(v->v[i], path) == 0)
+            return 1;
+    return 0;
+}
+
+START_TEST(delivered_series_expire_with_their_outbox_files_but_not_before)
+{
+    char p[128];
+    db *d = open_fresh(p, sizeof p);
+    int64_t s = processed_series(d, "pacs");
+    ck_assert_int_eq(count_expired(d, INT64_MAX / 2), 0); /* send pending */
+    db_send snd;
+    ck_assert_int_eq(db_send_claim(d, 5000, &snd), 0);
+    ck_assert_int_eq(db_send_failed(d, snd.id, 5000, -1, "refused"), 0);
+    ck_assert_int_eq(count_expired(d, INT64_MAX / 2), 0); /* dead: kept for ldct retry */
+    int changed = 0;
+    ck_assert_int_eq(db_job_retry(d, 1, &changed), 0);
+    ck_assert_int_eq(db_send_claim(d, 6000, &snd), 0);
+    ck_assert_int_eq(db_send_done(d, snd.id, 7000), 0);
+    ck_assert_int_eq(count_expired(d, 6999), 0); /* delivered at 7000 */
+    delivered v = {0};
+    ck_assert_int_eq(db_series_expired(d, 7000, on_delivered, &v), 1);
+    ck_assert_str_eq(v.state, "done");
+    db_strings removed;
+    ck_assert_int_eq(db_series_remove(d, s, &removed), 0);
+    ck_assert_int_eq(removed.n, 4);
+    ck_assert(has_path(&removed, "/spool/1.1/1.dcm"));
+    ck_assert(has_path(&removed, "/outbox/1/7.2.dcm"));
+    db_strings_free(&removed);
+    ck_assert_int_eq(db_series_remove(d, s, &removed), LDCT_ENOTFOUND);
+    /* Sent again later: processed again under the same derived UIDs. */
+    put_instance(d, "1.1", 1, 9000);
+    ck_assert_int_ge(db_series_mark_stable(d, 20000, NULL, NULL), 1);
+    job(d, s, 0, "pacs", 0);
+    db_job j;
+    ck_assert_int_eq(db_job_claim(d, "w", 21000, &j), 0);
+    const char *src[1] = {"1.1.1"};
+    char uids[1][DB_UID_LEN] = {"8.1"};
+    ck_assert_int_eq(db_job_derived_uids(d, j.id, 1, src, uids), 0);
+    ck_assert_str_eq(uids[0], "7.1");
+    db_close(d);
+}
+END_TEST
+
+START_TEST(results_folder_output_stays_when_its_series_expires)
+{
+    char p[128];
+    db *d = open_fresh(p, sizeof p);
+    int64_t s = processed_series(d, ""); /* no destination: results folder */
+    ck_assert_int_eq(count_expired(d, 3999), 0);
+    ck_assert_int_eq(count_expired(d, 4000), 1);
+    db_strings removed;
+    ck_assert_int_eq(db_series_remove(d, s, &removed), 0);
+    ck_assert_int_eq(removed.n, 2); /* the two spool files only */
+    ck_assert(!has_path(&removed, "/outbox/1/7.1.dcm"));
+    db_strings_free(&removed);
+    db_close(d);
+}
+END_TEST
+
 START_TEST(defer_sends_a_stable_series_back_to_receiving)
 {
     char p[128];
@@ -441,6 +538,8 @@ int main(void)
     tcase_add_test(tc, recover_requeues_running_work_and_fails_repeated_crashers);
     tcase_add_test(tc, failure_with_retry_goes_back_to_pending);
     tcase_add_test(tc, unmatched_series_expire_and_are_removed);
+    tcase_add_test(tc, delivered_series_expire_with_their_outbox_files_but_not_before);
+    tcase_add_test(tc, results_folder_output_stays_when_its_series_expires);
     tcase_add_test(tc, defer_sends_a_stable_series_back_to_receiving);
     tcase_add_test(tc, late_instance_during_a_job_is_processed_again_under_the_same_uids);
     tcase_add_test(tc, series_stable_again_before_its_job_ran_keeps_one_job);
