@@ -121,7 +121,7 @@ static int cmp_double(const void *a, const void *b)
 /* Median of `repeat` measurements of c. */
 static int measure(const tune_ctx *t, const gpu_fdk_cfg *c, int repeat, double *ms)
 {
-    double v[99];
+    double v[99] = {0};
     for (int i = 0; i < repeat; i++) {
         int rc = eval_cfg((void *)t, c, &v[i]);
         if (rc)
