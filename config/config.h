@@ -53,8 +53,10 @@ typedef struct cfg_node {
     char devices[256];              /* "auto", "cpu" or a list of "gpu:N": one worker each */
     char results_dir[CFG_PATH_MAX]; /* "" = <state_dir>/results */
     int sender_threads;
-    int retention_hours;  /* unmatched / discarded series are removed after this */
-    int job_max_attempts; /* a job failing for a passing reason is retried this often */
+    int retention_hours;              /* unmatched / discarded series are removed after this */
+    int job_max_attempts;             /* a job failing for a passing reason is retried this often */
+    int http_port;                    /* status / metrics HTTP listener; 0 = off */
+    char http_bind[CFG_HOST_MAX + 1]; /* numeric address it binds to */
 } cfg_node;
 
 typedef struct cfg_destination {

@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "config/config.h"
 #include "daemon/cli.h"
+#include "daemon/status.h"
 #include "daemon/version.h"
 #include "db/db.h"
 #include "db/queue.h"
@@ -41,28 +42,19 @@ static int cmd_status(cli_opts *o)
     db *d;
     if (cli_open_db(o, 1, &d))
         return 1;
-    db_totals t;
-    db_queue_totals q;
-    int rc = db_totals_get(d, &t);
-    if (!rc)
-        rc = db_queue_totals_get(d, &q);
+    status_snapshot st;
+    int rc = status_read(d, &st);
     db_close(d);
     if (rc)
         return 1;
-    char last[32];
-    ldct_time_format(t.last_received_ms, last, sizeof last);
     if (o->json) {
-        printf("{\"series\":%lld,\"instances\":%lld,\"receiving\":%lld,\"stable\":%lld,"
-               "\"bytes\":%lld,\"last_received_ms\":%lld,\"jobs\":{\"pending\":%lld,"
-               "\"running\":%lld,\"done\":%lld,\"failed\":%lld},\"sends\":{\"pending\":%lld,"
-               "\"sending\":%lld,\"done\":%lld,\"dead\":%lld}}\n",
-               (long long)t.series, (long long)t.instances, (long long)t.receiving,
-               (long long)t.stable, (long long)t.bytes, (long long)t.last_received_ms,
-               (long long)q.jobs_pending, (long long)q.jobs_running, (long long)q.jobs_done,
-               (long long)q.jobs_failed, (long long)q.sends_pending, (long long)q.sends_sending,
-               (long long)q.sends_done, (long long)q.sends_dead);
+        status_write_json(stdout, &st);
         return 0;
     }
+    const db_totals t = st.t;
+    const db_queue_totals q = st.q;
+    char last[32];
+    ldct_time_format(t.last_received_ms, last, sizeof last);
     printf("series:      %lld (%lld receiving, %lld stable)\n", (long long)t.series,
            (long long)t.receiving, (long long)t.stable);
     printf("instances:   %lld (%.1f MiB)\n", (long long)t.instances,

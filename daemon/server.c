@@ -6,6 +6,7 @@
 #include "common/err.h"
 #include "common/fsutil.h"
 #include "common/log.h"
+#include "daemon/http.h"
 #include "config/config.h"
 #include "db/db.h"
 #include "db/queue.h"
@@ -42,6 +43,9 @@ typedef struct server {
     scp_server *scp;
     worker_pool *workers;
     sender_pool *senders;
+    http_server *http;
+    int64_t started_ms;
+    int nworkers;
     unsigned ticks;
     int exit_code;
 } server;
@@ -167,9 +171,10 @@ static void warn_restart_needed(const cfg_node *old, const cfg_node *new)
         old->max_associations != new->max_associations || old->max_pdu != new->max_pdu ||
         old->acse_timeout != new->acse_timeout || old->dimse_timeout != new->dimse_timeout ||
         strcmp(old->ae_title, new->ae_title) != 0 || strcmp(old->devices, new->devices) != 0 ||
-        old->sender_threads != new->sender_threads)
+        old->sender_threads != new->sender_threads || old->http_port != new->http_port ||
+        strcmp(old->http_bind, new->http_bind) != 0)
         log_warn("reload: port, ae_title, state_dir, max_associations, max_pdu, timeouts, "
-                 "devices and sender_threads take effect after a restart");
+                 "devices, sender_threads, http_port and http_bind take effect after a restart");
 }
 
 static void reload(server *s)
@@ -253,6 +258,37 @@ static int start_dicom(server *s)
     return rc;
 }
 
+/* The daemon part of a status snapshot; runs on the HTTP thread. */
+static void live_status(void *ctx, status_snapshot *st)
+{
+    const server *s = ctx;
+    st->uptime_s = (ldct_now_ms() - s->started_ms) / 1000;
+    st->associations_active = s->scp ? scp_server_active(s->scp) : 0;
+    st->workers = s->nworkers;
+}
+
+/* Monitoring is not worth refusing DICOM over: a listener that cannot
+ * start is logged and the daemon runs without it. */
+static void start_http(server *s)
+{
+    const cfg_node *n = &s->cfg->node;
+    if (n->http_port <= 0)
+        return;
+    char db_path[1100];
+    ingest_db_path(n->state_dir, db_path, sizeof db_path);
+    http_opts o = {.bind = n->http_bind,
+                   .port = n->http_port,
+                   .db_path = db_path,
+                   .live = live_status,
+                   .ctx = s};
+    int rc = http_start(&o, &s->http);
+    if (rc)
+        log_err("status over HTTP is off: %s", ldct_strerror(rc));
+    else
+        log_info("status over HTTP on %s port %d (/status, /metrics, /healthz)", n->http_bind,
+                 n->http_port);
+}
+
 static void start_loop_handles(server *s)
 {
     uv_signal_t *sigs[] = {&s->sig_term, &s->sig_int, &s->sig_hup};
@@ -285,6 +321,8 @@ static void close_handle(uv_handle_t *h, void *arg)
 
 static void shutdown_all(server *s)
 {
+    http_stop(s->http);
+    s->http = NULL;
     if (s->scp) {
         int active = scp_server_active(s->scp);
         if (active)
@@ -383,6 +421,7 @@ static int start_pipeline(server *s)
         return rc;
     }
     w.ndev = rc;
+    s->nworkers = rc;
     sender_pool_opts so = {.db_path = db_path,
                            .threads = n->sender_threads,
                            .calling_ae = n->ae_title,
@@ -398,7 +437,7 @@ static int start_pipeline(server *s)
 
 int server_run(const char *config_path)
 {
-    server s = {.config_path = config_path, .exit_code = 0};
+    server s = {.config_path = config_path, .exit_code = 0, .started_ms = ldct_now_ms()};
     pthread_mutex_init(&s.cfg_lock, NULL);
     uv_loop_init(&s.loop);
     int rc = load_config(&s);
@@ -415,6 +454,7 @@ int server_run(const char *config_path)
         return 1;
     }
     start_loop_handles(&s);
+    start_http(&s);
     const cfg_node *n = &s.cfg->node;
     log_notice("ldctd ready: AE %s on port %d, state in %s%s%s", n->ae_title, n->port, n->state_dir,
                config_path ? ", config " : ", embedded defaults", config_path ? config_path : "");

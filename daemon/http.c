@@ -1,0 +1,156 @@
+/* Status and metrics over HTTP with libmicrohttpd; see http.h. */
+#include "daemon/http.h"
+
+#include "common/err.h"
+#include "common/log.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+struct http_server {
+    struct MHD_Daemon *mhd;
+    db *db; /* used by the MHD thread only */
+    http_live_fn live;
+    void *ctx;
+};
+
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type,
+                             char *body, size_t len)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+    enum MHD_Result ok = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
+static enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status, const char *text)
+{
+    char *body = strdup(text);
+    return body ? reply(c, status, "text/plain; charset=utf-8", body, strlen(body)) : MHD_NO;
+}
+
+/* The snapshot written by `write` into a fresh buffer. */
+static enum MHD_Result reply_status(http_server *h, struct MHD_Connection *c, const char *type,
+                                    void (*write)(FILE *, const status_snapshot *))
+{
+    status_snapshot s;
+    if (status_read(h->db, &s) != 0)
+        return reply_text(c, MHD_HTTP_SERVICE_UNAVAILABLE, "database unavailable\n");
+    if (h->live)
+        h->live(h->ctx, &s);
+    char *body = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&body, &len);
+    if (!f)
+        return MHD_NO;
+    write(f, &s);
+    if (fclose(f) != 0) {
+        free(body);
+        return MHD_NO;
+    }
+    return reply(c, MHD_HTTP_OK, type, body, len);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *upload,
+                                  size_t *upload_size, void **req)
+{
+    (void)version, (void)upload, (void)req;
+    http_server *h = cls;
+    if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
+        return reply_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET and HEAD\n");
+    if (*upload_size) { /* a GET with a body: ignore the body */
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (strcmp(url, "/status") == 0)
+        return reply_status(h, c, "application/json", status_write_json);
+    if (strcmp(url, "/metrics") == 0)
+        return reply_status(h, c, "text/plain; version=0.0.4; charset=utf-8",
+                            status_write_prometheus);
+    if (strcmp(url, "/healthz") == 0) {
+        status_snapshot s;
+        return status_read(h->db, &s) == 0
+                   ? reply_text(c, MHD_HTTP_OK, "ok\n")
+                   : reply_text(c, MHD_HTTP_SERVICE_UNAVAILABLE, "database unavailable\n");
+    }
+    if (strcmp(url, "/") == 0)
+        return reply_text(c, MHD_HTTP_OK,
+                          "ldctd: GET /status (JSON), /metrics (Prometheus), "
+                          "/healthz\n");
+    return reply_text(c, MHD_HTTP_NOT_FOUND, "not found\n");
+}
+
+/* The listening address; 0 or LDCT_EINPUT. */
+static int make_addr(const http_opts *o, struct sockaddr_storage *ss, unsigned *flags)
+{
+    memset(ss, 0, sizeof *ss);
+    struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
+    if (inet_pton(AF_INET, o->bind, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)o->port);
+        return 0;
+    }
+    if (inet_pton(AF_INET6, o->bind, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons((uint16_t)o->port);
+        *flags |= MHD_USE_IPv6;
+        return 0;
+    }
+    log_err("http_bind = %s: not a numeric IPv4 or IPv6 address", o->bind);
+    return LDCT_EINPUT;
+}
+
+int http_start(const http_opts *o, http_server **out)
+{
+    *out = NULL;
+    struct sockaddr_storage ss;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+    int rc = make_addr(o, &ss, &flags);
+    if (rc)
+        return rc;
+    http_server *h = calloc(1, sizeof *h);
+    if (!h)
+        return -ENOMEM;
+    h->live = o->live;
+    h->ctx = o->ctx;
+    if ((rc = db_open(o->db_path, 1, &h->db)) != 0) {
+        free(h);
+        return rc;
+    }
+    h->mhd =
+        MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR,
+                         (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT, 16U,
+                         MHD_OPTION_CONNECTION_TIMEOUT, 10U, MHD_OPTION_END);
+    if (!h->mhd) {
+        log_err("cannot listen for HTTP on %s port %d", o->bind, o->port);
+        db_close(h->db);
+        free(h);
+        return LDCT_ENET;
+    }
+    *out = h;
+    return 0;
+}
+
+void http_stop(http_server *h)
+{
+    if (!h)
+        return;
+    MHD_stop_daemon(h->mhd);
+    db_close(h->db);
+    free(h);
+}

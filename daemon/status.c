@@ -1,0 +1,84 @@
+/* Snapshot of the node's state and its JSON / Prometheus forms; see status.h. */
+#include "daemon/status.h"
+
+#include "daemon/version.h"
+
+int status_read(db *d, status_snapshot *s)
+{
+    s->uptime_s = -1;
+    s->associations_active = -1;
+    s->workers = -1;
+    int rc = db_totals_get(d, &s->t);
+    return rc ? rc : db_queue_totals_get(d, &s->q);
+}
+
+static void json_daemon_part(FILE *f, const status_snapshot *s)
+{
+    if (s->uptime_s < 0)
+        return;
+    fprintf(f, ",\"version\":\"%s\",\"uptime_s\":%lld,\"associations_active\":%d,\"workers\":%d",
+            LDCT_VERSION, (long long)s->uptime_s, s->associations_active, s->workers);
+}
+
+void status_write_json(FILE *f, const status_snapshot *s)
+{
+    const db_totals *t = &s->t;
+    const db_queue_totals *q = &s->q;
+    fprintf(f,
+            "{\"series\":%lld,\"instances\":%lld,\"receiving\":%lld,\"stable\":%lld,"
+            "\"bytes\":%lld,\"last_received_ms\":%lld,\"jobs\":{\"pending\":%lld,"
+            "\"running\":%lld,\"done\":%lld,\"failed\":%lld},\"sends\":{\"pending\":%lld,"
+            "\"sending\":%lld,\"done\":%lld,\"dead\":%lld}",
+            (long long)t->series, (long long)t->instances, (long long)t->receiving,
+            (long long)t->stable, (long long)t->bytes, (long long)t->last_received_ms,
+            (long long)q->jobs_pending, (long long)q->jobs_running, (long long)q->jobs_done,
+            (long long)q->jobs_failed, (long long)q->sends_pending, (long long)q->sends_sending,
+            (long long)q->sends_done, (long long)q->sends_dead);
+    json_daemon_part(f, s);
+    fputs("}\n", f);
+}
+
+static void metric(FILE *f, const char *name, const char *type, const char *help)
+{
+    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void labelled(FILE *f, const char *name, const char *const *labels, const int64_t *v, int n)
+{
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%s{state=\"%s\"} %lld\n", name, labels[i], (long long)v[i]);
+}
+
+void status_write_prometheus(FILE *f, const status_snapshot *s)
+{
+    static const char *const job_states[] = {"pending", "running", "done", "failed"};
+    static const char *const send_states[] = {"pending", "sending", "done", "dead"};
+    const int64_t jobs[] = {s->q.jobs_pending, s->q.jobs_running, s->q.jobs_done, s->q.jobs_failed};
+    const int64_t sends[] = {s->q.sends_pending, s->q.sends_sending, s->q.sends_done,
+                             s->q.sends_dead};
+    metric(f, "ldct_series", "gauge", "Series known to the node (rows in the queue).");
+    fprintf(f, "ldct_series %lld\n", (long long)s->t.series);
+    metric(f, "ldct_series_receiving", "gauge", "Series still receiving instances.");
+    fprintf(f, "ldct_series_receiving %lld\n", (long long)s->t.receiving);
+    metric(f, "ldct_instances", "gauge", "Instances held in the spool.");
+    fprintf(f, "ldct_instances %lld\n", (long long)s->t.instances);
+    metric(f, "ldct_spool_bytes", "gauge", "Bytes of the instances held in the spool.");
+    fprintf(f, "ldct_spool_bytes %lld\n", (long long)s->t.bytes);
+    metric(f, "ldct_last_received_timestamp_seconds", "gauge",
+           "Unix time of the last instance received (0: none).");
+    fprintf(f, "ldct_last_received_timestamp_seconds %.3f\n", (double)s->t.last_received_ms / 1e3);
+    metric(f, "ldct_jobs", "gauge", "Jobs by state.");
+    labelled(f, "ldct_jobs", job_states, jobs, 4);
+    metric(f, "ldct_sends", "gauge", "Sends (series to one destination) by state.");
+    labelled(f, "ldct_sends", send_states, sends, 4);
+    if (s->uptime_s < 0)
+        return;
+    metric(f, "ldct_uptime_seconds", "gauge", "Seconds since ldctd started.");
+    fprintf(f, "ldct_uptime_seconds %lld\n", (long long)s->uptime_s);
+    metric(f, "ldct_associations_active", "gauge", "DICOM associations running now.");
+    fprintf(f, "ldct_associations_active %d\n", s->associations_active);
+    metric(f, "ldct_workers", "gauge", "Processing workers (one per device).");
+    fprintf(f, "ldct_workers %d\n", s->workers);
+    metric(f, "ldct_build_info", "gauge", "Always 1; the version in a label.");
+    fprintf(f, "ldct_build_info{version=\"%s\"} 1\n", LDCT_VERSION);
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Status and metrics over HTTP (http_port): /healthz answers ok, /status is
+# JSON with the queue totals and the daemon's own figures, /metrics is
+# Prometheus text whose counts follow what was received; unknown paths get
+# 404 and other methods 405; no UIDs or patient data in either.
+. "$(dirname "$0")/lib.sh"
+command -v curl > /dev/null || skip "no curl"
+HTTP=$(free_port)
+write_config "stable_seconds = 1" "http_port = $HTTP" "[rule mr-only]" "match.modality = MR"
+start_daemon
+url="http://127.0.0.1:$HTTP"
+[ "$(curl -s "$url/healthz")" = ok ] || fail "healthz: $(curl -s "$url/healthz")"
+"$MKSERIES" --out "$T/s" --rows 32 --cols 32 --slices 3 > /dev/null || fail "mkseries"
+storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T"/s/*.dcm || fail "storescu"
+curl -s "$url/status" > "$T/status.json" || fail "GET /status"
+python3 - "$T/status.json" << 'PY' || fail "status: $(cat "$T/status.json")"
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["instances"] == 3 and s["series"] == 1, s
+assert s["uptime_s"] >= 0 and s["workers"] >= 1 and s["associations_active"] == 0, s
+assert set(s["jobs"]) == {"pending", "running", "done", "failed"}, s
+assert s["version"], s
+PY
+curl -s "$url/metrics" > "$T/metrics.txt" || fail "GET /metrics"
+grep -qx "ldct_instances 3" "$T/metrics.txt" || fail "metrics: $(cat "$T/metrics.txt")"
+grep -qx 'ldct_jobs{state="failed"} 0' "$T/metrics.txt" || fail "no job states"
+grep -q '^# TYPE ldct_spool_bytes gauge$' "$T/metrics.txt" || fail "no TYPE lines"
+uid=$(dcmdump -q +P 0020,000e "$T/s/IMG0001.dcm" | sed -E 's/.*\[([^]]*)\].*/\1/')
+! grep -q "$uid" "$T/status.json" "$T/metrics.txt" || fail "a UID in the status"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$url/nothing")" = 404 ] || fail "no 404"
+[ "$(curl -s -o /dev/null -w '%{http_code}' -X POST "$url/status")" = 405 ] || fail "no 405"
+# The listener binds to loopback by default.
+if command -v ss > /dev/null; then
+    ss -ltn | grep -q "127.0.0.1:$HTTP " || fail "not on 127.0.0.1: $(ss -ltn | grep ":$HTTP ")"
+fi
+stop_daemon || fail "exit code $?"
