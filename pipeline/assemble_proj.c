@@ -122,7 +122,7 @@ static int check_supported(const view *v, int n, int *cylindrical, char *err, si
     if (a->ffs_mode[0] && strcmp(a->ffs_mode, "FFSNONE") != 0)
         return fail(err, len, LDCT_EUNSUPPORTED,
                     "flying focal spot mode %s is not supported (only FFSNONE)", a->ffs_mode);
-    double zmin = a->axial_mm, zmax = a->axial_mm;
+    double zmin = INFINITY, zmax = -INFINITY;
     for (int i = 0; i < n; i++) {
         const scp_ctpd_info *b = &v[i].info;
         if (fabs(b->shift_axial_mm) > 1e-6 || fabs(b->shift_radial_mm) > 1e-6 ||
@@ -305,6 +305,8 @@ static void describe(const view *v, int n, int nuse, int cylindrical, asm_proj *
     snprintf(o->first_path, sizeof o->first_path, "%s", v[0].path);
     snprintf(o->study_uid, sizeof o->study_uid, "%s", a->study_uid);
     snprintf(o->series_uid, sizeof o->series_uid, "%s", a->series_uid);
+    snprintf(o->first_sop, sizeof o->first_sop, "%s", a->sop_instance_uid);
+    snprintf(o->last_sop, sizeof o->last_sop, "%s", v[nuse - 1].info.sop_instance_uid);
     o->fov_mm = 2 * a->radial_mm * sin(gpu_fdk_fan_half_angle(&o->geo));
     o->cone_mm = o->geo.nv * o->geo.dv * a->radial_mm / a->src_det_mm;
 }

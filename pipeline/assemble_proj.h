@@ -50,8 +50,9 @@ typedef struct asm_proj {
     int nsrc;              /* instances in the series */
     char first_path[1024]; /* the first view used: the patient/study attributes come from it */
     char study_uid[65], series_uid[65];
-    double fov_mm;  /* diameter the fan covers at the isocentre */
-    double cone_mm; /* axial extent the detector covers at the isocentre */
+    char first_sop[65], last_sop[65]; /* SOP Instance UIDs of the first and last view used */
+    double fov_mm;                    /* diameter the fan covers at the isocentre */
+    double cone_mm;                   /* axial extent the detector covers at the isocentre */
 } asm_proj;
 
 /* 1 when the file is DICOM-CT-PD projection data ((7029,1010) present), 0

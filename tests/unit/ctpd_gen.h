@@ -67,7 +67,7 @@ static int ctpd_gen_write(const ctpd_gen *g, const char *dir, char (*paths)[1024
         return -1;
     int rc = 0;
     for (int i = 0; i < g->views && !rc; i++) {
-        char sop[65], err[256];
+        char sop[65], err[256] = "";
         rc = scp_uid_new("1.2.826.0.1.3680043.10.543.7", sop, sizeof sop);
         ctpd_gen_view(g, i, values);
         scp_ctpd_params p = {.patient_name = g->patient_name ? g->patient_name : "PHANTOM^CTPD",
