@@ -147,16 +147,16 @@ static int make_uids(const process_opts *o, int slices, process_result *r,
     return rc;
 }
 
+/* Short enough (< 256 characters) for PACS that cut long values. */
 static void derivation_text(const asm_proj *p, const grid *g, char *out, size_t len)
 {
     snprintf(out, len,
-             "ldct-node fdk: FDK reconstruction, %s kernel, %d views (%s scan, %.1f deg), %s"
-             " detector %dx%d, SOD %.1f mm, SDD %.1f mm, FOV %.1f mm, %.2f mm slices,"
-             " mu_water %.4g/mm; projection series %s",
+             "ldct-node fdk: FDK, %s kernel, %d views, %s scan %.0f deg, %s detector %dx%d,"
+             " SOD %.0f SDD %.0f mm, FOV %.0f mm, %.3g mm slices, mu_water %.4g/mm",
              gpu_fdk_filter_name(g->kernel), p->nviews, p->short_scan ? "short" : "full",
              p->geo.scan_range * 180 / 3.14159265358979323846,
              p->cylindrical ? "cylindrical (rebinned)" : "flat", p->geo.nu, p->geo.nv, p->geo.dso,
-             p->geo.dsd, g->fov, g->thickness, g->mu_water, p->series_uid);
+             p->geo.dsd, g->fov, g->thickness, g->mu_water);
 }
 
 typedef struct slice_job {
