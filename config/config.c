@@ -27,6 +27,7 @@ typedef enum {
     T_RANGE,
     T_ACTION,
     T_ALGORITHM,
+    T_KERNEL,
     T_NAMELIST,
     T_UIDROOT,
     T_DEVICES
@@ -133,6 +134,16 @@ static const opt_def OPTIONS[] = {
     RULE("series_number_offset", T_INT, 0, 100000, "1000", series_number_offset, ""),
     RULE("stable_seconds", T_INT, 0, 86400, "0", stable_seconds, "0 = the node's"),
     RULE("priority", T_INT, -1000, 1000, "0", priority, "higher first"),
+    RULE("matrix", T_INT, 16, 2048, "512", fdk_matrix, "fdk: image columns and rows"),
+    RULE("fov_mm", T_DOUBLE, 0, 1000, "0", fdk_fov_mm,
+         "fdk: field of view (mm); 0 = what the fan covers"),
+    RULE("slice_thickness_mm", T_DOUBLE, 0, 100, "0", fdk_slice_mm,
+         "fdk: slice thickness and spacing (mm); 0 = detector row pitch at the isocentre"),
+    RULE("slices", T_INT, 0, 4096, "0", fdk_slices, "fdk: number of slices; 0 = the cone's"),
+    RULE("kernel", T_KERNEL, 0, 0, "shepp-logan", fdk_kernel,
+         "fdk: ram-lak | shepp-logan | cosine | hamming | hann"),
+    RULE("mu_water", T_DOUBLE, 0.001, 1, "0.0193", fdk_mu_water,
+         "fdk: water's linear attenuation (1/mm) for HU; 0.0193 ~ 70 keV"),
 };
 #define NOPTIONS (sizeof OPTIONS / sizeof OPTIONS[0])
 
@@ -203,6 +214,7 @@ static int ae_valid(const char *ae)
 }
 
 static const char *const ACTIONS[] = {"process", "both", "route", "discard", NULL};
+static const char *const KERNELS[] = {"ram-lak", "shepp-logan", "cosine", "hamming", "hann", NULL};
 static const char *const ALGORITHMS[] = {"auto",       "nlm2d", "nlm3d", "anlm",
                                          "adaptive4d", "fdk",   NULL};
 
@@ -368,6 +380,9 @@ static const char *set_option(const opt_def *o, void *base, const char *raw)
     case T_ALGORITHM:
         return parse_enum(v, ALGORITHMS, (int *)field,
                           "expected auto, nlm2d, nlm3d, anlm, adaptive4d or fdk");
+    case T_KERNEL:
+        return parse_enum(v, KERNELS, (int *)field,
+                          "expected ram-lak, shepp-logan, cosine, hamming or hann");
     case T_NAMELIST: {
         cfg_rule *r = (cfg_rule *)((char *)base);
         return parse_list(v, &r->destinations[0][0], sizeof r->destinations[0], &r->ndest,
@@ -690,6 +705,7 @@ static void print_value(FILE *f, const opt_def *o, const void *base)
     case T_RANGE:
     case T_ACTION:
     case T_ALGORITHM:
+    case T_KERNEL:
     case T_NAMELIST:
         break; /* rule options: not printed by config_node_print */
     case T_AELIST:

@@ -116,6 +116,14 @@ typedef struct cfg_rule {
     int series_number_offset;
     int stable_seconds;
     int priority;
+    /* fdk (projection data): output matrix, field of view (0 = the fan's),
+     * slice thickness (0 = the detector row pitch at the isocentre), slices
+     * (0 = what the cone covers), kernel (cfg_fdk_kernel order: ram-lak,
+     * shepp-logan, cosine, hamming, hann), water's attenuation per mm. */
+    int fdk_matrix;
+    double fdk_fov_mm, fdk_slice_mm;
+    int fdk_slices, fdk_kernel;
+    double fdk_mu_water;
 } cfg_rule;
 
 typedef struct ldct_config {

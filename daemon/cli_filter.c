@@ -6,6 +6,7 @@
 #include "common/log.h"
 #include "config/config.h"
 #include "daemon/cli.h"
+#include "gpu/fdk.h"
 #include "pipeline/process.h"
 #include "scp/scp.h"
 
@@ -20,6 +21,7 @@ typedef struct filter_opts {
     const char *in, *out, *device, *suffix, *uid_root;
     int algorithm, number_offset;
     gpu_nlm_params nlm;
+    process_fdk fdk;
 } filter_opts;
 
 typedef struct input_file {
@@ -34,17 +36,25 @@ typedef struct input_list {
 
 static void filter_usage(FILE *f)
 {
-    fprintf(f, "usage: ldct filter --algo auto|nlm2d|nlm3d --in DIR --out DIR [options]\n"
-               "  --search-radius N   search window radius (default nlm2d 10, nlm3d 5)\n"
-               "  --patch-radius N    patch radius (default nlm2d 3, nlm3d 2)\n"
-               "  --h H               filter strength in HU (default: from the noise)\n"
-               "  --strength X        scales the automatic h (default 1.0)\n"
-               "  --device D          cpu | gpu | gpu:N | auto (default auto)\n"
-               "  --suffix S          appended to SeriesDescription (default \" [DN]\")\n"
-               "  --series-number-offset N  added to SeriesNumber (default 1000)\n"
-               "  --uid-root ROOT     root of the new UIDs\n"
-               "Every DICOM image file under --in is read (other files are skipped);\n"
-               "each series becomes one derived series in --out (<SOPInstanceUID>.dcm).\n");
+    fprintf(f,
+            "usage: ldct filter --algo auto|nlm2d|nlm3d|fdk --in DIR --out DIR [options]\n"
+            "  --search-radius N   search window radius (default nlm2d 10, nlm3d 5)\n"
+            "  --patch-radius N    patch radius (default nlm2d 3, nlm3d 2)\n"
+            "  --h H               filter strength in HU (default: from the noise)\n"
+            "  --strength X        scales the automatic h (default 1.0)\n"
+            "  --device D          cpu | gpu | gpu:N | auto (default auto)\n"
+            "  --suffix S          appended to SeriesDescription (default \" [DN]\")\n"
+            "  --series-number-offset N  added to SeriesNumber (default 1000)\n"
+            "  --uid-root ROOT     root of the new UIDs\n"
+            "fdk (projection data; auto picks it for DICOM-CT-PD series):\n"
+            "  --matrix N          image columns and rows (default 512)\n"
+            "  --fov MM            field of view (default: what the fan covers)\n"
+            "  --slice-thickness MM  (default: the detector row pitch at the isocentre)\n"
+            "  --slices N          (default: what the cone covers)\n"
+            "  --kernel K          ram-lak|shepp-logan|cosine|hamming|hann (default shepp-logan)\n"
+            "  --mu-water X        water's attenuation per mm for HU (default 0.0193)\n"
+            "Every DICOM image file under --in is read (other files are skipped);\n"
+            "each series becomes one derived series in --out (<SOPInstanceUID>.dcm).\n");
 }
 
 static int list_push(input_list *l, const char *path, const char *series)
@@ -111,6 +121,7 @@ static int run_series(const filter_opts *fo, const gpu_device *dev, input_file *
         paths[i] = files[i].path;
     process_opts o = {.algorithm = fo->algorithm,
                       .nlm = fo->nlm,
+                      .fdk = fo->fdk,
                       .dev = dev,
                       .uid_root = fo->uid_root,
                       .description_suffix = fo->suffix,
@@ -134,6 +145,27 @@ static int run_series(const filter_opts *fo, const gpu_device *dev, input_file *
     return 0;
 }
 
+static int parse_fdk_option(int c, const char *v, process_fdk *f)
+{
+    char *end = NULL;
+    double x = c == 'K' ? 0 : strtod(v, &end);
+    if (c != 'K' && (*end || !(x >= 0)))
+        return fprintf(stderr, "ldct filter: bad number '%s'\n", v), -1;
+    if (c == 'K' && (f->kernel = gpu_fdk_filter_parse(v)) < 0)
+        return fprintf(stderr, "ldct filter: unknown kernel '%s'\n", v), -1;
+    if (c == 'M')
+        f->matrix = (int)x;
+    else if (c == 'F')
+        f->fov_mm = x;
+    else if (c == 'T')
+        f->slice_mm = x;
+    else if (c == 'Z')
+        f->slices = (int)x;
+    else if (c == 'W')
+        f->mu_water = x;
+    return 0;
+}
+
 static int parse_filter(int argc, char **argv, filter_opts *o)
 {
     static const struct option longopts[] = {{"algo", 1, 0, 'a'},
@@ -147,6 +179,12 @@ static int parse_filter(int argc, char **argv, filter_opts *o)
                                              {"suffix", 1, 0, 'x'},
                                              {"series-number-offset", 1, 0, 'n'},
                                              {"uid-root", 1, 0, 'u'},
+                                             {"matrix", 1, 0, 'M'},
+                                             {"fov", 1, 0, 'F'},
+                                             {"slice-thickness", 1, 0, 'T'},
+                                             {"slices", 1, 0, 'Z'},
+                                             {"kernel", 1, 0, 'K'},
+                                             {"mu-water", 1, 0, 'W'},
                                              {"help", 0, 0, '?'},
                                              {0, 0, 0, 0}};
     int c;
@@ -188,6 +226,15 @@ static int parse_filter(int argc, char **argv, filter_opts *o)
         case 'u':
             o->uid_root = optarg;
             break;
+        case 'M':
+        case 'F':
+        case 'T':
+        case 'Z':
+        case 'K':
+        case 'W':
+            if (parse_fdk_option(c, optarg, &o->fdk))
+                return -1;
+            break;
         default:
             return -1;
         }
@@ -209,6 +256,9 @@ int cli_filter(int argc, char **argv)
                       .number_offset = defaults->rule[0].series_number_offset};
     gpu_nlm_params_default(&fo.nlm);
     fo.nlm.search_radius = fo.nlm.patch_radius = 0; /* the algorithm's defaults */
+    fo.fdk = (process_fdk){.matrix = defaults->rule[0].fdk_matrix,
+                           .kernel = defaults->rule[0].fdk_kernel,
+                           .mu_water = defaults->rule[0].fdk_mu_water};
     int rc = 1;
     input_list in = {0, 0, NULL};
     gpu_device dev;

@@ -216,6 +216,50 @@ double gpu_fdk_phantom_density(const gpu_fdk_ellipsoid *e, int n, const double x
 int gpu_fdk_phantom_voxelize(const gpu_fdk_ellipsoid *e, int n, const gpu_fdk_volume *vol, int ss,
                              gpu_volume *out);
 
+/* Line integral along the whole line src + t dir (t real): the sum of
+ * density times chord length over the ellipsoids. */
+double gpu_fdk_phantom_ray(const gpu_fdk_ellipsoid *e, int n, const double src[3],
+                           const double dir[3]);
+
+/* ---- cylindrical detectors (fdk_rebin.c) ------------------------------- */
+
+/* A cylindrical detector on a circular orbit: a cylinder of radius dsd about
+ * the source (axis along z through the source), column a at fan angle
+ * gamma = (a - cu) * dgamma (positive towards the flat detector's +u, i.e.
+ * (-sin b, cos b, 0) for the source angle b), row b at height (b - cv) * dv
+ * on the cylinder. cu, cv are 0-based and may be fractional. */
+typedef struct gpu_fdk_cylinder {
+    int nu, nv;
+    double dgamma; /* radians between columns (element pitch along the arc / dsd) */
+    double dv;     /* row pitch on the cylinder, mm */
+    double cu, cv; /* element (column, row) hit by the central ray, 0-based */
+    double dsd;    /* source to detector (the cylinder's radius), mm */
+} gpu_fdk_cylinder;
+
+/* The virtual flat detector the cylinder's projections are rebinned onto
+ * (at dsd from the source, as gpu_fdk_geometry_circular's). */
+typedef struct gpu_fdk_flat {
+    int nu, nv;
+    double du, dv, cu, cv;
+} gpu_fdk_flat;
+
+/* The flat detector covering the cylinder's fan: pixel pitch dsd * dgamma
+ * along u, the cylinder's rows along v. */
+void gpu_fdk_cylinder_flat(const gpu_fdk_cylinder *c, gpu_fdk_flat *f);
+
+/* Rebins cylindrical projections (in: c->nu x c->nv x nproj) onto the flat
+ * detector f (out: f->nu x f->nv x nproj, caller-initialised) by bilinear
+ * interpolation in (fan angle, height); see fdk_rebin.c. OpenMP. Returns 0
+ * or LDCT_EINPUT (shapes). */
+int gpu_fdk_rebin_cylinder(const gpu_fdk_cylinder *c, const gpu_fdk_flat *f, const gpu_volume *in,
+                           gpu_volume *out);
+
+/* Closed-form ellipsoid projections on a cylindrical detector: source at
+ * dso (cos b, sin b, 0) for b = angles[i], i < proj->nz; proj has shape
+ * c->nu x c->nv x nproj. Returns 0 or LDCT_EINPUT. */
+int gpu_fdk_phantom_project_cylinder(const gpu_fdk_ellipsoid *e, int n, const gpu_fdk_cylinder *c,
+                                     double dso, const double *angles, gpu_volume *proj);
+
 #ifdef __cplusplus
 }
 #endif

@@ -61,8 +61,8 @@ double gpu_fdk_phantom_density(const gpu_fdk_ellipsoid *e, int n, const double x
     return f;
 }
 
-/* Line integral along src + t dir (all t): sum of density * chord length. */
-static double ray_integral(const gpu_fdk_ellipsoid *e, int n, const double *src, const double *dir)
+double gpu_fdk_phantom_ray(const gpu_fdk_ellipsoid *e, int n, const double src[3],
+                           const double dir[3])
 {
     double len = sqrt(dir[0] * dir[0] + dir[1] * dir[1] + dir[2] * dir[2]), sum = 0;
     for (int i = 0; i < n; i++) {
@@ -120,7 +120,7 @@ int gpu_fdk_phantom_project(const gpu_fdk_ellipsoid *e, int n, const gpu_fdk_geo
         for (int a = 0; a < g->nu; a++) {
             double uv1[3] = {a, b, 1.0}, dir[3];
             mat3_vec(inv, uv1, dir);
-            proj->data[(size_t)r * g->nu + a] = (float)ray_integral(e, n, src, dir);
+            proj->data[(size_t)r * g->nu + a] = (float)gpu_fdk_phantom_ray(e, n, src, dir);
         }
     }
     return 0;

@@ -4,6 +4,8 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "pipeline/assemble_proj.h"
+#include "pipeline/recon.h"
 #include "pipeline/rules.h"
 #include "scp/scp.h"
 
@@ -35,8 +37,31 @@ int process_algorithm_parse(const char *name)
 
 void process_params_format(const cfg_rule *r, char *out, size_t len)
 {
-    snprintf(out, len, "search_radius=%d patch_radius=%d h=%g strength=%g series_number_offset=%d",
-             r->search_radius, r->patch_radius, r->h, r->strength, r->series_number_offset);
+    snprintf(out, len,
+             "search_radius=%d patch_radius=%d h=%g strength=%g series_number_offset=%d"
+             " matrix=%d fov_mm=%g slice_thickness_mm=%g slices=%d kernel=%d mu_water=%g",
+             r->search_radius, r->patch_radius, r->h, r->strength, r->series_number_offset,
+             r->fdk_matrix, r->fdk_fov_mm, r->fdk_slice_mm, r->fdk_slices, r->fdk_kernel,
+             r->fdk_mu_water);
+}
+
+static int fdk_params_set(process_fdk *f, const char *key, double v)
+{
+    if (strcmp(key, "matrix") == 0)
+        f->matrix = (int)v;
+    else if (strcmp(key, "fov_mm") == 0)
+        f->fov_mm = v;
+    else if (strcmp(key, "slice_thickness_mm") == 0)
+        f->slice_mm = v;
+    else if (strcmp(key, "slices") == 0)
+        f->slices = (int)v;
+    else if (strcmp(key, "kernel") == 0 && v >= 0 && v < GPU_FDK_NFILTERS)
+        f->kernel = (int)v;
+    else if (strcmp(key, "mu_water") == 0)
+        f->mu_water = v;
+    else
+        return LDCT_EINPUT;
+    return 0;
 }
 
 static int params_set(process_opts *o, const char *key, double v)
@@ -53,7 +78,7 @@ static int params_set(process_opts *o, const char *key, double v)
     else if (strcmp(key, "series_number_offset") == 0)
         o->series_number_offset = (int)v;
     else
-        return LDCT_EINPUT;
+        return fdk_params_set(&o->fdk, key, v);
     return 0;
 }
 
@@ -61,6 +86,7 @@ int process_params_parse(const char *params, process_opts *o)
 {
     gpu_nlm_params_default(&o->nlm);
     o->nlm.search_radius = o->nlm.patch_radius = 0; /* the algorithm's defaults */
+    o->fdk = (process_fdk){.kernel = GPU_FDK_SHEPP_LOGAN};
     char buf[512];
     snprintf(buf, sizeof buf, "%s", params);
     char *save = NULL;
@@ -242,6 +268,15 @@ int process_series(const char *const *paths, int n, const process_opts *o, proce
 {
     memset(r, 0, sizeof *r);
     err[0] = '\0';
+    int projection = n > 0 && asm_proj_is_projection(paths[0]);
+    if (o->algorithm == ALGO_FDK || (o->algorithm == ALGO_AUTO && projection))
+        return recon_series(paths, n, o, r, err, err_len);
+    if (projection)
+        return snprintf(err, err_len,
+                        "projection data (DICOM-CT-PD) can only be reconstructed (algorithm fdk"
+                        " or auto), not filtered with %s",
+                        process_algorithm_name(o->algorithm)),
+               LDCT_EINPUT;
     asm_series s;
     int64_t t0 = ldct_now_ms();
     int rc = asm_series_load(paths, n, &s, err, err_len);

@@ -21,9 +21,22 @@
 typedef int (*process_uids_fn)(void *ctx, int n, const char *const *source_sops,
                                char (*uids)[DERIVE_UID_LEN]);
 
+/* Reconstruction of projection data (algorithm fdk; pipeline/recon.h).
+ * Zero fields take the defaults: matrix 512, field of view what the fan
+ * covers, slice thickness the detector row pitch at the isocentre, slices
+ * what the cone covers, mu_water 0.0193 / mm; kernel is enum gpu_fdk_filter
+ * (process_params_parse's default: shepp-logan). */
+typedef struct process_fdk {
+    int matrix;
+    double fov_mm, slice_mm;
+    int slices, kernel;
+    double mu_water;
+} process_fdk;
+
 typedef struct process_opts {
     int algorithm;          /* cfg_algorithm; ALGO_AUTO is resolved with the thickness */
     gpu_nlm_params nlm;     /* radii, h or h_auto with strength */
+    process_fdk fdk;        /* algorithm fdk */
     const gpu_device *dev;  /* NULL: the CPU */
     const char *uid_root;   /* root of the fresh UIDs */
     const char *series_uid; /* derived series UID; NULL: a fresh one */

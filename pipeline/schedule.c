@@ -5,6 +5,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "db/queue.h"
+#include "pipeline/assemble_proj.h"
 #include "pipeline/process.h"
 #include "pipeline/rules.h"
 #include "scp/scp.h"
@@ -30,7 +31,7 @@ int schedule_quiet_seconds(const ldct_config *cfg)
 }
 
 /* Reads the attributes rules match on from the series' first instance. */
-static int read_attributes(db *d, const db_series_info *si, scp_slice_info *info)
+static int read_attributes(db *d, const db_series_info *si, scp_slice_info *info, int *projection)
 {
     db_strings paths = {0, NULL};
     int rc = db_series_paths(d, si->id, &paths);
@@ -38,6 +39,7 @@ static int read_attributes(db *d, const db_series_info *si, scp_slice_info *info
         return rc;
     char err[256] = "";
     rc = paths.n ? scp_slice_read_info(paths.v[0], info, err, sizeof err) : LDCT_ENOTFOUND;
+    *projection = !rc && asm_proj_is_projection(paths.v[0]); /* DICOM-CT-PD: auto is fdk */
     if (rc)
         log_warn("series %s: cannot read its first instance: %s", si->series_uid,
                  err[0] ? err : ldct_strerror(rc));
@@ -65,7 +67,7 @@ static const cfg_rule *match(const ldct_config *cfg, const db_series_info *si,
 }
 
 static int create_job(db *d, const ldct_config *cfg, const db_series_info *si, const cfg_rule *r,
-                      double thickness)
+                      double thickness, int projection)
 {
     char uid[65] = "", params[256], dests[600] = "";
     int process = r->action == RULE_PROCESS || r->action == RULE_BOTH;
@@ -76,8 +78,9 @@ static int create_job(db *d, const ldct_config *cfg, const db_series_info *si, c
     for (int k = 0; k < r->ndest; k++)
         snprintf(dests + strlen(dests), sizeof dests - strlen(dests), "%s%s", k ? "," : "",
                  r->destinations[k]);
-    const char *algo =
-        process ? process_algorithm_name((int)rules_algorithm(r, thickness)) : "none";
+    int algorithm =
+        projection && r->algorithm == ALGO_AUTO ? ALGO_FDK : (int)rules_algorithm(r, thickness);
+    const char *algo = process ? process_algorithm_name(algorithm) : "none";
     db_job_spec spec = {.series_id = si->id,
                         .rule = r->name,
                         .action = ACTION_NAMES[r->action],
@@ -112,7 +115,8 @@ int schedule_series(db *d, const ldct_config *cfg, const char *series_uid)
     if (rc)
         return rc;
     scp_slice_info info;
-    int readable = read_attributes(d, &si, &info) == 0;
+    int projection = 0;
+    int readable = read_attributes(d, &si, &info, &projection) == 0;
     const cfg_rule *r = match(cfg, &si, &info, readable);
     double thickness = readable && info.slice_thickness > 0 ? info.slice_thickness : NAN;
     if (readable)
@@ -133,7 +137,7 @@ int schedule_series(db *d, const ldct_config *cfg, const char *series_uid)
                    cfg->node.retention_hours);
         return (rc = db_series_set_state(d, si.id, "discarded")) ? rc : SCHED_DISCARDED;
     }
-    rc = create_job(d, cfg, &si, r, thickness);
+    rc = create_job(d, cfg, &si, r, thickness, projection);
     if (rc)
         log_err("series %s: cannot create its job: %s", series_uid, ldct_strerror(rc));
     return rc ? rc : SCHED_JOB;

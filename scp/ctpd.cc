@@ -309,6 +309,10 @@ int write_file(const scp_ctpd_params *p, const char *path, char *err, size_t len
     }
     DcmFileFormat ff;
     OFCondition c = ff.loadFile(path);
+    /* Large elements are read lazily from the file, which is rewritten in
+     * place below: load them now or the pixels are lost. */
+    if (c.good())
+        c = ff.loadAllDataIntoMemory();
     if (c.good())
         c = put_private(ff.getDataset(), &p->geo);
     if (c.good())

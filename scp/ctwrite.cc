@@ -163,26 +163,30 @@ int check_params(const scp_ct_params *p, const char *path)
 
 int write_file(const scp_ct_params *p, const char *path)
 {
-    time_t now = time(nullptr);
-    struct tm tm;
-    localtime_r(&now, &tm);
-    char date[16], tim[16];
-    strftime(date, sizeof date, "%Y%m%d", &tm);
-    strftime(tim, sizeof tim, "%H%M%S", &tm);
-
     DcmFileFormat ff;
-    putter w{ff.getDataset()};
-    put_patient_study(w, p, date, tim);
-    put_series_equipment(w, p, date, tim);
-    put_image(w, p, date, tim);
-    put_pixels(w, p);
-    int err = scp__cond_err(w.cond, "building CT dataset");
+    int err = scp__ct_build(p, ff.getDataset());
     if (err == 0)
         err = scp__save(&ff, p->transfer_syntax_uid, path, nullptr, 0);
     return err;
 }
 
 } // namespace
+
+int scp__ct_build(const scp_ct_params *p, DcmItem *ds)
+{
+    time_t now = time(nullptr);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    char date[16], tim[16];
+    strftime(date, sizeof date, "%Y%m%d", &tm);
+    strftime(tim, sizeof tim, "%H%M%S", &tm);
+    putter w{ds};
+    put_patient_study(w, p, date, tim);
+    put_series_equipment(w, p, date, tim);
+    put_image(w, p, date, tim);
+    put_pixels(w, p);
+    return scp__cond_err(w.cond, "building CT dataset");
+}
 
 extern "C" int scp_ct_write(const scp_ct_params *p, const char *path)
 {

@@ -12,6 +12,8 @@
 
 #include <stddef.h>
 
+#include "scp/scp.h"
+
 class OFCondition;
 class DcmDataset;
 class DcmFileFormat;
@@ -63,5 +65,9 @@ void scp__frame_rescale(DcmItem *ds, int frame, double *slope, double *intercept
 /* Loads a whole file and decodes its pixel data to native (uncompressed)
  * form. 0 or an error with a message. */
 int scp__load_decoded(const char *path, DcmFileFormat *ff, char *err, size_t len);
+
+/* Builds every module of a CT Image Storage instance from p into ds
+ * (ctwrite.cc; what scp_ct_write saves). Returns 0 or LDCT_EDICOM. */
+int scp__ct_build(const scp_ct_params *p, DcmItem *ds);
 
 #endif

@@ -320,6 +320,37 @@ typedef struct scp_ctpd_params {
  * Mayo orientation: transposed, detector row index fastest) to path. */
 int scp_ctpd_write(const scp_ctpd_params *p, const char *path, char *err, size_t err_len);
 
+/* ---- reconstructed images (from projection data) ----------------------- */
+
+/* One axial slice reconstructed from a projection series. */
+typedef struct scp_recon_params {
+    const char *source_path; /* a view of the projection series: patient, study and
+                              * equipment attributes, SeriesDescription and
+                              * SeriesNumber come from it */
+    const char *series_uid, *sop_uid, *frame_of_reference_uid; /* required */
+    const char *series_description_suffix; /* appended to the source's (cut to 64) */
+    int series_number_offset;              /* added to the source's SeriesNumber */
+    int instance_number;
+    int rows, cols;
+    double pixel_spacing; /* mm, square pixels */
+    double slice_thickness;
+    double position[3];                 /* ImagePositionPatient; orientation 1\0\0\0\1\0 */
+    const char *derivation_description; /* required */
+    const char *const *source_sops;     /* views referenced in SourceImageSequence */
+    int nsource;
+    const float *values; /* rows*cols HU, row-major; stored as round(HU) in int16 */
+} scp_recon_params;
+
+/* Writes one CT Image Storage instance (Explicit VR Little Endian) of a
+ * reconstruction: ImageType DERIVED\PRIMARY\AXIAL, the patient and study
+ * of the source, a new series (UIDs given), DerivationDescription,
+ * SourceImageSequence items for source_sops (class of the source), rescale
+ * slope 1 intercept 0 (values rounded, clamped to int16, NaN -> -1024).
+ * Not durable (the caller fsyncs); on failure nothing is left at out_path.
+ * Returns 0, -EINVAL, LDCT_EINPUT (source unreadable) or LDCT_EDICOM with a
+ * message in err. Any thread. */
+int scp_recon_write(const scp_recon_params *p, const char *out_path, char *err, size_t err_len);
+
 #ifdef __cplusplus
 }
 #endif
