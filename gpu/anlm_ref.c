@@ -7,11 +7,14 @@
  * three separable passes, so a patch distance costs O(1) per voxel and
  * offset instead of |P|. The fields live on a mirrored copy with a halo of
  * S + r_P, so the inner loops have no border tests; sums are in double.
- * Each pass runs its z planes in parallel (OpenMP); one thread owns each
- * output voxel, so no two threads write the same value.
+ * OpenMP threads take chunks of CHUNK planes and run all offsets of both
+ * sweeps of a chunk alone (no barrier per offset); one thread owns each
+ * output voxel, so no two threads write the same value, and the result does
+ * not depend on the thread count.
  *
- * Memory: about 12 volumes of doubles and floats (mirrored fields, two box
- * sum buffers, accumulators); meant for tests and moderate sizes.
+ * Memory: about 10 volumes of floats and doubles (mirrored fields,
+ * accumulators) plus per-thread chunk buffers; meant for tests, the CPU
+ * fallback and moderate sizes.
  * Any thread may call these functions.
  */
 #include "gpu/anlm.h"
@@ -134,61 +137,65 @@ static void local_stats(const gpu_volume *in, int rb, float *mean, float *var)
             }
 }
 
-/* D(x,d) of field f (padded) for all voxels: box sums of radius r over
- * (f(y) - f(y+d))^2, divided by the box size, into dist (volume layout).
- * t1, t2: scratch of nx * (ny+2r) * (nz+2r) doubles. */
-static void patch_dist(const grid *g, const float *f, int dx, int dy, int dz, int r, double *t1,
-                       double *t2, double *dist)
+/* Per-thread scratch of a chunk of planes: box-sum buffers and distances. */
+typedef struct scratch {
+    double *t1, *t2, *dist;
+} scratch;
+
+enum { CHUNK = 8 }; /* planes per task: the patch halo 2 r_P is paid per chunk */
+
+/* D(x,d) of field f (padded) for the voxels of planes [z0, z1): box sums of
+ * radius r over (f(y) - f(y+d))^2 (x, then y, then z, each in ascending
+ * order), divided by the box size, into w->dist (chunk layout). */
+static void patch_dist(const grid *g, const float *f, int dx, int dy, int dz, int r, int z0, int z1,
+                       const scratch *w)
 {
-    const int ey = g->ny + 2 * r, ez = g->nz + 2 * r, nx = g->nx, ny = g->ny;
+    const int ey = g->ny + 2 * r, ez = z1 - z0 + 2 * r, nx = g->nx, ny = g->ny;
     const long sd = ((long)dz * g->py + dy) * g->px + dx;
     const double inv = 1.0 / ((double)(2 * r + 1) * (2 * r + 1) * (2 * r + 1));
-#pragma omp parallel for schedule(static)
     for (int z = 0; z < ez; z++)
         for (int y = 0; y < ey; y++) {
-            const float *row = f + gidx(g, 0, y - r, z - r);
-            double *o = t1 + ((size_t)z * ey + y) * nx;
+            const float *row = f + gidx(g, 0, y - r, z0 + z - r);
+            double *o = w->t1 + ((size_t)z * ey + y) * nx;
             for (int x = 0; x < nx; x++) {
-                double s = 0;
+                double sum = 0;
                 for (int a = -r; a <= r; a++) {
                     double e = (double)row[x + a] - row[x + a + sd];
-                    s += e * e;
+                    sum += e * e;
                 }
-                o[x] = s;
+                o[x] = sum;
             }
         }
-#pragma omp parallel for schedule(static)
     for (int z = 0; z < ez; z++)
         for (int y = 0; y < ny; y++) {
-            double *o = t2 + ((size_t)z * ny + y) * nx;
+            double *o = w->t2 + ((size_t)z * ny + y) * nx;
             for (int x = 0; x < nx; x++) {
-                double s = 0;
+                double sum = 0;
                 for (int b = 0; b <= 2 * r; b++)
-                    s += t1[((size_t)z * ey + y + b) * nx + x];
-                o[x] = s;
+                    sum += w->t1[((size_t)z * ey + y + b) * nx + x];
+                o[x] = sum;
             }
         }
-#pragma omp parallel for schedule(static)
-    for (int z = 0; z < g->nz; z++)
+    for (int z = 0; z < z1 - z0; z++)
         for (int y = 0; y < ny; y++) {
-            double *o = dist + ((size_t)z * ny + y) * nx;
+            double *o = w->dist + ((size_t)z * ny + y) * nx;
             for (int x = 0; x < nx; x++) {
-                double s = 0;
+                double sum = 0;
                 for (int c = 0; c <= 2 * r; c++)
-                    s += t2[((size_t)(z + c) * ny + y) * nx + x];
-                o[x] = s * inv;
+                    sum += w->t2[((size_t)(z + c) * ny + y) * nx + x];
+                o[x] = sum * inv;
             }
         }
 }
 
-/* Everything one pass needs: padded U, R, mean, variance; work buffers. */
+/* Everything one pass needs: padded U, R, mean, variance; per-voxel state. */
 typedef struct pass_ctx {
     grid g;
     gpu__anlm_range range;
     float mu, nu;
+    int pmax, threads;
     float *u, *res, *mean, *var; /* padded (halo g.h) */
     float *vmean;                /* in-volume local mean (Rician theta) */
-    double *t1, *t2, *dist;
     double s2_floor;
     float *s2;                      /* adaptive sigma^2 (< 0: no offset kept) */
     double *acc_w, *acc_wg, *w_max; /* accumulators */
@@ -197,31 +204,29 @@ typedef struct pass_ctx {
 static void ctx_free(pass_ctx *c)
 {
     free(c->u), free(c->res), free(c->mean), free(c->var), free(c->vmean);
-    free(c->t1), free(c->t2), free(c->dist), free(c->s2);
-    free(c->acc_w), free(c->acc_wg), free(c->w_max);
+    free(c->s2), free(c->acc_w), free(c->acc_wg), free(c->w_max);
     memset(c, 0, sizeof *c);
 }
 
 /* Allocates and fills the padded fields for radii up to s + pmax. */
-static int ctx_init(pass_ctx *c, const gpu_anlm_params *p, const gpu_volume *in, int pmax)
+static int ctx_init(pass_ctx *c, const gpu_anlm_params *p, const gpu_volume *in, int pmax,
+                    int threads)
 {
     memset(c, 0, sizeof *c);
     grid *g = &c->g;
     g->nx = in->nx, g->ny = in->ny, g->nz = in->nz;
     g->h = p->search_radius + pmax;
     g->px = g->nx + 2 * g->h, g->py = g->ny + 2 * g->h, g->pz = g->nz + 2 * g->h;
+    c->pmax = pmax, c->threads = threads;
     size_t n = gpu_volume_count(in), np = (size_t)g->px * g->py * g->pz;
-    size_t nt = (size_t)g->nx * (g->ny + 2 * pmax) * (g->nz + 2 * pmax);
     c->u = malloc(np * sizeof(float)), c->res = malloc(np * sizeof(float));
     c->mean = malloc(np * sizeof(float)), c->var = malloc(np * sizeof(float));
-    c->vmean = malloc(n * sizeof(float));
-    c->t1 = malloc(nt * sizeof(double)), c->t2 = malloc(nt * sizeof(double));
-    c->dist = malloc(n * sizeof(double)), c->s2 = malloc(n * sizeof(float));
+    c->vmean = malloc(n * sizeof(float)), c->s2 = malloc(n * sizeof(float));
     c->acc_w = malloc(n * sizeof(double)), c->acc_wg = malloc(n * sizeof(double));
     c->w_max = malloc(n * sizeof(double));
     float *vvar = malloc(n * sizeof(float)), *vres = malloc(n * sizeof(float));
-    if (!c->u || !c->res || !c->mean || !c->var || !c->vmean || !c->t1 || !c->t2 || !c->dist ||
-        !c->s2 || !c->acc_w || !c->acc_wg || !c->w_max || !vvar || !vres) {
+    if (!c->u || !c->res || !c->mean || !c->var || !c->vmean || !c->s2 || !c->acc_w || !c->acc_wg ||
+        !c->w_max || !vvar || !vres) {
         free(vvar), free(vres);
         ctx_free(c);
         return -ENOMEM;
@@ -242,44 +247,45 @@ static int ctx_init(pass_ctx *c, const gpu_anlm_params *p, const gpu_volume *in,
 
 typedef enum sweep { SWEEP_SIGMA, SWEEP_WEIGHTS } sweep;
 
-/* One offset of one sweep: updates s2 (noise) or the accumulators. */
-static void sweep_offset(pass_ctx *c, sweep which, int r, int dx, int dy, int dz, double s2_floor,
-                         double str2, int rician)
+/* One offset of one sweep over planes [z0, z1): updates s2 (noise) or the
+ * accumulators of those voxels. */
+static void sweep_offset(pass_ctx *c, sweep which, int r, int dx, int dy, int dz, int z0, int z1,
+                         const scratch *w, double str2, int rician)
 {
     const grid *g = &c->g;
-    patch_dist(g, which == SWEEP_SIGMA ? c->res : c->u, dx, dy, dz, r, c->t1, c->t2, c->dist);
+    patch_dist(g, which == SWEEP_SIGMA ? c->res : c->u, dx, dy, dz, r, z0, z1, w);
     const long sd = ((long)dz * g->py + dy) * g->px + dx;
-#pragma omp parallel for schedule(static)
-    for (int z = 0; z < g->nz; z++)
+    for (int z = z0; z < z1; z++)
         for (int y = 0; y < g->ny; y++)
             for (int x = 0; x < g->nx; x++) {
                 size_t pi = gidx(g, x, y, z), vi = vidx(g, x, y, z);
                 if (!gpu__anlm_keep(&c->range, c->mu, c->nu, c->mean[pi], c->var[pi],
                                     c->mean[pi + sd], c->var[pi + sd]))
                     continue;
-                double d = c->dist[vi];
+                double d = w->dist[vi - vidx(g, 0, 0, z0)];
                 if (which == SWEEP_SIGMA) {
                     if (c->s2[vi] < 0 || d < c->s2[vi])
                         c->s2[vi] = (float)d;
                     continue;
                 }
-                double h2 = str2 * fmax(c->s2[vi], s2_floor);
+                double h2 = str2 * fmax(c->s2[vi], c->s2_floor);
                 if (d > 3.0 * h2)
                     continue;
-                double w = exp(-d / h2), uj = c->u[pi + sd];
-                c->acc_w[vi] += w;
-                c->acc_wg[vi] += w * (rician ? uj * uj : uj);
-                c->w_max[vi] = w > c->w_max[vi] ? w : c->w_max[vi];
+                double wt = exp(-d / h2), uj = c->u[pi + sd];
+                c->acc_w[vi] += wt;
+                c->acc_wg[vi] += wt * (rician ? uj * uj : uj);
+                c->w_max[vi] = wt > c->w_max[vi] ? wt : c->w_max[vi];
             }
 }
 
-/* Runs both sweeps of one pass with patch radius r (s2 left in c->s2:
- * negative where no offset was kept). */
-static void run_sweeps(pass_ctx *c, const gpu_anlm_params *p, int r, int weights)
+/* Both sweeps (or only the noise sweep) of one pass with patch radius r for
+ * planes [z0, z1); s2 left negative where no offset was kept. */
+static void chunk_sweeps(pass_ctx *c, const gpu_anlm_params *p, int r, int weights, int z0, int z1,
+                         const scratch *w)
 {
-    size_t n = (size_t)c->g.nx * c->g.ny * c->g.nz;
     const int S = p->search_radius;
-    for (size_t i = 0; i < n; i++) {
+    const double str2 = (double)p->strength * p->strength;
+    for (size_t i = vidx(&c->g, 0, 0, z0); i < vidx(&c->g, 0, 0, z1); i++) {
         c->s2[i] = -1.0f;
         c->acc_w[i] = c->acc_wg[i] = c->w_max[i] = 0;
     }
@@ -288,9 +294,35 @@ static void run_sweeps(pass_ctx *c, const gpu_anlm_params *p, int r, int weights
             for (int dy = -S; dy <= S; dy++)
                 for (int dx = -S; dx <= S; dx++)
                     if (dx || dy || dz)
-                        sweep_offset(c, pass ? SWEEP_WEIGHTS : SWEEP_SIGMA, r, dx, dy, dz,
-                                     c->s2_floor, (double)p->strength * p->strength,
-                                     p->noise == GPU_ANLM_RICIAN);
+                        sweep_offset(c, pass ? SWEEP_WEIGHTS : SWEEP_SIGMA, r, dx, dy, dz, z0, z1,
+                                     w, str2, p->noise == GPU_ANLM_RICIAN);
+}
+
+/* The sweeps of one pass, chunks of CHUNK planes spread over the threads;
+ * each thread owns its chunk's voxels (no barrier inside a chunk). */
+static int run_sweeps(pass_ctx *c, const gpu_anlm_params *p, int r, int weights)
+{
+    const grid *g = &c->g;
+    const int nchunks = (g->nz + CHUNK - 1) / CHUNK;
+    const size_t nt = (size_t)g->nx * (g->ny + 2 * c->pmax) * (CHUNK + 2 * c->pmax);
+    int failed = 0;
+#pragma omp parallel num_threads(c->threads)
+    {
+        scratch w = {malloc(nt * sizeof(double)), malloc(nt * sizeof(double)),
+                     malloc((size_t)g->nx * g->ny * CHUNK * sizeof(double))};
+        if (!w.t1 || !w.t2 || !w.dist) {
+#pragma omp atomic write
+            failed = 1;
+        }
+#pragma omp for schedule(dynamic, 1)
+        for (int k = 0; k < nchunks; k++) {
+            int z0 = k * CHUNK, z1 = z0 + CHUNK < g->nz ? z0 + CHUNK : g->nz;
+            if (w.t1 && w.t2 && w.dist)
+                chunk_sweeps(c, p, r, weights, z0, z1, &w);
+        }
+        free(w.t1), free(w.t2), free(w.dist);
+    }
+    return failed ? -ENOMEM : 0;
 }
 
 double gpu_anlm_rician_xi(double theta)
@@ -301,10 +333,9 @@ double gpu_anlm_rician_xi(double theta)
     double t2 = theta * theta, z = t2 / 4.0;
     if (theta > 37.0)
         return 1.0; /* high SNR: Rician ~ Gaussian (xi -> 1 from below) */
-    double i0 = 0, i1 = 0, term0 = 1, term1 = z / 2.0;
     /* Power series of I0(z) and I1(z) (z <= 343 here, so the terms stay
      * below 1e150), scaled by exp(-z) afterwards. */
-    double hz = z / 2.0;
+    double hz = z / 2.0, i0 = 0, i1 = 0, term0 = 1, term1 = hz;
     for (int k = 0; k < 400; k++) {
         if (k > 0) {
             term0 *= hz * hz / ((double)k * k);
@@ -418,14 +449,13 @@ int gpu_anlm_sigma_ref(const gpu_anlm_params *p, const gpu_volume *in, gpu_volum
     int saved = omp_get_max_threads();
     omp_set_num_threads(threads_of(dev));
     pass_ctx c;
-    rc = ctx_init(&c, p, in, p->patch_radius);
-    if (rc == 0) {
-        run_sweeps(&c, p, p->patch_radius, 0);
+    rc = ctx_init(&c, p, in, p->patch_radius, threads_of(dev));
+    if (rc == 0 && (rc = run_sweeps(&c, p, p->patch_radius, 0)) == 0) {
         size_t n = gpu_volume_count(in);
         for (size_t i = 0; i < n; i++)
             sigma->data[i] = c.s2[i] > 0 ? sqrtf(c.s2[i]) : 0.0f;
-        ctx_free(&c);
     }
+    ctx_free(&c);
     omp_set_num_threads(saved);
     return rc;
 }
@@ -492,8 +522,8 @@ int gpu_anlm_mix_ref(const gpu_volume *a, const gpu_volume *b, gpu_volume *out)
 
 static int run_pass(pass_ctx *c, const gpu_anlm_params *p, int r, float *out)
 {
-    run_sweeps(c, p, r, 1);
-    return finish_pass(c, p->noise == GPU_ANLM_RICIAN, out);
+    int rc = run_sweeps(c, p, r, 1);
+    return rc ? rc : finish_pass(c, p->noise == GPU_ANLM_RICIAN, out);
 }
 
 int gpu_anlm_ref(const gpu_anlm_params *p, const gpu_volume *in, gpu_volume *out,
@@ -507,7 +537,7 @@ int gpu_anlm_ref(const gpu_anlm_params *p, const gpu_volume *in, gpu_volume *out
     int pmax = p->mix && p->patch_radius2 > p->patch_radius ? p->patch_radius2 : p->patch_radius;
     pass_ctx c;
     gpu_volume a = {0}, b = {0};
-    rc = ctx_init(&c, p, in, pmax);
+    rc = ctx_init(&c, p, in, pmax, threads_of(dev));
     if (rc)
         goto done;
     if (!p->mix) {

@@ -600,6 +600,24 @@ START_TEST(poisson_counts_over_three_decades_gain_5_db)
 }
 END_TEST
 
+/* Chunks are owned by one thread each: 1 and 3 threads agree bit for bit. */
+START_TEST(same_result_with_any_thread_count)
+{
+    gpu_volume in = vol(19, 17, 21), o1 = vol(19, 17, 21), o3 = vol(19, 17, 21);
+    fill_structured(&in, -200.0, 25.0);
+    gpu_anlm_params p;
+    gpu_anlm_params_default(&p);
+    gpu_device d1 = {.kind = GPU_DEVICE_CPU, .threads = 1}, d3 = d1;
+    d3.threads = 3;
+    ck_assert_int_eq(gpu_anlm_ref(&p, &in, &o1, &d1), 0);
+    ck_assert_int_eq(gpu_anlm_ref(&p, &in, &o3, &d3), 0);
+    ck_assert(memcmp(o1.data, o3.data, gpu_volume_count(&in) * sizeof(float)) == 0);
+    gpu_volume_close(&in);
+    gpu_volume_close(&o1);
+    gpu_volume_close(&o3);
+}
+END_TEST
+
 START_TEST(rejects_bad_parameters)
 {
     gpu_volume in = vol(5, 5, 5), out = vol(5, 5, 5);
@@ -635,6 +653,7 @@ static Suite *anlm_suite(void)
     tcase_add_test(tc, mixing_takes_each_band_from_the_documented_input);
     tcase_add_test(tc, negative_hu_volume_is_filtered_not_passed_through);
     tcase_add_test(tc, poisson_counts_over_three_decades_gain_5_db);
+    tcase_add_test(tc, same_result_with_any_thread_count);
     tcase_add_test(tc, rejects_bad_parameters);
     suite_add_tcase(s, tc);
     return s;
