@@ -37,9 +37,10 @@ typedef struct input_list {
 static void filter_usage(FILE *f)
 {
     fprintf(f,
-            "usage: ldct filter --algo auto|nlm2d|nlm3d|fdk --in DIR --out DIR [options]\n"
-            "  --search-radius N   search window radius (default nlm2d 10, nlm3d 5)\n"
-            "  --patch-radius N    patch radius (default nlm2d 3, nlm3d 2)\n"
+            "usage: ldct filter --algo auto|nlm2d|nlm3d|anlm|fdk --in DIR --out DIR [options]\n"
+            "  --search-radius N   search window radius (default nlm2d 10, nlm3d 5, anlm 3)\n"
+            "  --patch-radius N    patch radius (default nlm2d 3, nlm3d 2; anlm: radii 1\n"
+            "                      and 2 with sub-band mixing, N > 0 = one pass)\n"
             "  --h H               filter strength in HU (default: from the noise)\n"
             "  --strength X        scales the automatic h (default 1.0)\n"
             "  --device D          cpu | gpu | gpu:N | auto (default auto)\n"

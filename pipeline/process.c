@@ -4,6 +4,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "gpu/anlm.h"
 #include "pipeline/assemble_proj.h"
 #include "pipeline/recon.h"
 #include "pipeline/rules.h"
@@ -156,10 +157,34 @@ static int make_uids(const asm_series *s, const process_opts *o, process_result 
     return rc;
 }
 
-static int run_filter(int algo, const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *out,
+/* anlm from the rule's options: its own search radius (0 = 3), strength;
+ * patch radius 0 = radii 1 and 2 with sub-band mixing, else one pass with
+ * that radius. h is local (from the noise), so the rule's h is unused. MR
+ * series are magnitude images: Rician noise model. */
+static gpu_anlm_params anlm_params_of(const gpu_nlm_params *p, const char *modality)
+{
+    gpu_anlm_params a;
+    gpu_anlm_params_default(&a);
+    if (p->search_radius > 0)
+        a.search_radius = p->search_radius;
+    if (p->patch_radius > 0)
+        a.mix = 0, a.patch_radius = p->patch_radius;
+    if (p->strength > 0)
+        a.strength = p->strength;
+    if (modality && strcmp(modality, "MR") == 0)
+        a.noise = GPU_ANLM_RICIAN;
+    return a;
+}
+
+static int run_filter(int algo, const gpu_nlm_params *p, const asm_series *s, gpu_volume *out,
                       const gpu_device *dev)
 {
+    const gpu_volume *in = &s->vol;
+    gpu_anlm_params ap;
     switch (algo) {
+    case ALGO_ANLM:
+        ap = anlm_params_of(p, s->modality);
+        return gpu_anlm(&ap, in, out, dev);
     case ALGO_NLM2D:
         return gpu_nlm2d(p, in, out, dev);
     case ALGO_NLM3D:
@@ -180,6 +205,8 @@ static int gpu_failure(int rc)
 static gpu_nlm_params radii_resolved(const gpu_nlm_params *in, int algo)
 {
     gpu_nlm_params p = *in;
+    if (algo == ALGO_ANLM)
+        return p; /* anlm_params_of() resolves its own defaults */
     if (p.search_radius <= 0)
         p.search_radius = algo == ALGO_NLM2D ? 10 : 5;
     if (p.patch_radius <= 0)
@@ -200,22 +227,42 @@ static int denoise(const asm_series *s, const process_opts *o, int algo, gpu_vol
     p.h = r->h;
     p.h_auto = 0;
     gpu_device_name(dev, r->device, sizeof r->device);
-    rc = run_filter(algo, &p, &s->vol, out, dev);
+    rc = run_filter(algo, &p, s, out, dev);
     if (rc && dev->kind == GPU_DEVICE_CUDA && gpu_failure(rc)) {
         log_warn("series %s: %s on %s failed (%s); running it on the CPU", s->series_uid,
                  process_algorithm_name(algo), r->device, ldct_strerror(rc));
         r->gpu_fallback = 1;
         snprintf(r->device, sizeof r->device, "cpu");
-        rc = run_filter(algo, &p, &s->vol, out, &cpu);
+        rc = run_filter(algo, &p, s, out, &cpu);
     }
     if (rc)
         snprintf(err, err_len, "%s failed: %s", process_algorithm_name(algo), ldct_strerror(rc));
     return rc;
 }
 
-static void derivation_text(const process_result *r, const process_opts *o, int algo, char *out,
-                            size_t len)
+static void derivation_anlm(const process_opts *o, const char *modality, char *out, size_t len)
 {
+    gpu_anlm_params a = anlm_params_of(&o->nlm, modality);
+    char radii[64];
+    if (a.mix)
+        snprintf(radii, sizeof radii, "patch radii %d and %d with Haar sub-band mixing",
+                 a.patch_radius, a.patch_radius2);
+    else
+        snprintf(radii, sizeof radii, "patch radius %d", a.patch_radius);
+    snprintf(out, len,
+             "ldct-node anlm: adaptive non-local means 3D, search radius %d, %s, block radius %d,"
+             " h = local noise x strength %.2f, preselection mean %.2f variance %.2f, %s noise",
+             a.search_radius, radii, a.block_radius, a.strength, a.mean_ratio, a.var_ratio,
+             a.noise == GPU_ANLM_RICIAN ? "Rician" : "Gaussian");
+}
+
+static void derivation_text(const process_result *r, const process_opts *o, int algo,
+                            const char *modality, char *out, size_t len)
+{
+    if (algo == ALGO_ANLM) {
+        derivation_anlm(o, modality, out, len);
+        return;
+    }
     gpu_nlm_params p = radii_resolved(&o->nlm, algo);
     const char *dims = strcmp(r->algorithm, "nlm2d") == 0 ? "2D" : "3D";
     if (o->nlm.h_auto)
@@ -249,7 +296,7 @@ static int filter_and_write(const asm_series *s, const process_opts *o, process_
     r->filter_s = seconds_since(t0);
     if (!rc) {
         char derivation[512];
-        derivation_text(r, o, algo, derivation, sizeof derivation);
+        derivation_text(r, o, algo, s->modality, derivation, sizeof derivation);
         derive_params dp = {.series_uid = r->series_uid,
                             .description_suffix = o->description_suffix,
                             .series_number_offset = o->series_number_offset,
