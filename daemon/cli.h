@@ -26,4 +26,8 @@ int cli_retry(cli_opts *o);
 /* ldct filter ... (argv[0] is "filter"); own option parsing. */
 int cli_filter(int argc, char **argv);
 
+/* ldct phantom ... / ldct quality ... (argv[0] is the subcommand). */
+int cli_phantom(int argc, char **argv);
+int cli_quality(int argc, char **argv);
+
 #endif

@@ -29,6 +29,8 @@ static void usage(FILE *f)
             "  retry JOB              requeue a failed job and its dead sends\n"
             "  filter --algo A --in DIR --out DIR [OPTIONS]  process a folder offline\n"
             "                         (ldct filter --help)\n"
+            "  phantom --out DIR [OPTIONS]  low-dose CT simulator (ldct phantom --help)\n"
+            "  quality --test DIR --ref DIR [--json] [--png FILE]  image quality vs truth\n"
             "  check-config FILE      validate a configuration file, every error with file:line\n"
             "  bench ALGO [OPTIONS]   benchmark a compute algorithm (ldct bench --help)\n"
             "  version                print the version\n");
@@ -201,6 +203,10 @@ int main(int argc, char **argv)
         return gpu_bench_main(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "filter"))
         return cli_filter(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "phantom"))
+        return cli_phantom(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "quality"))
+        return cli_quality(argc - 1, argv + 1);
     cli_opts o = {0};
     const char *cmd;
     if (parse_global(argc, argv, &o, &cmd) || !cmd) {
