@@ -52,9 +52,10 @@ static void phantom_usage(FILE *f)
                "  --slices Z          slices (default 16)\n"
                "  --thickness MM      slice thickness and distance (default 1.5)\n"
                "  --fov MM            reconstruction field of view (default 220)\n"
-               "  --views N           projections per rotation (default 2 * size)\n"
+               "  --views N           projections per rotation (default 4 * size)\n"
                "  --dose F            dose fraction of the low-dose scan (default 0.25)\n"
-               "  --i0 N              photons per detector element and view, full dose (3e5)\n"
+               "  --i0 N              full-dose photons per mm^2 (isocentre) and view at\n"
+               "                      1000 views per rotation (default 4e5)\n"
                "  --electronic-noise S  electronic noise, photons sd (default 0)\n"
                "  --mas X             full-dose tube current-time product (default 200)\n"
                "  --filter F          ram-lak | shepp-logan | cosine | hamming | hann\n"
@@ -313,8 +314,11 @@ static int simulate(const phantom_opts *o, const gpu_device *dev)
         gpu_volume_init(&noisy, g.nu, g.nv, g.nproj, 1) ||
         gpu_volume_init(&img, v.nx, v.ny, v.nz, 1))
         goto done;
-    fprintf(stderr, "phantom %s: %d views of %dx%d, volume %dx%dx%d\n", ph.layout.name, g.nproj,
-            g.nu, g.nv, v.nx, v.ny, v.nz);
+    fprintf(stderr,
+            "phantom %s: %d views of %dx%d (%.3g photons per element at full dose), "
+            "volume %dx%dx%d\n",
+            ph.layout.name, g.nproj, g.nu, g.nv, gpu_phantom_i0_element(&o->scan, &g), v.nx, v.ny,
+            v.nz);
     if (gpu_phantom_project(&ph, &g, &clean))
         goto done;
     if (o->object_truth ? gpu_phantom_truth(&ph, &v, &img)
@@ -323,11 +327,12 @@ static int simulate(const phantom_opts *o, const gpu_device *dev)
     if (write_series(o, &ids, &img, &v, "truth", 1, 0))
         goto done;
     fprintf(stderr, "truth written; full dose...\n");
-    if (scan_and_reconstruct(o, &g, &clean, &noisy, o->scan.i0, 0, &v, &img, dev) ||
+    double i0 = gpu_phantom_i0_element(&o->scan, &g);
+    if (scan_and_reconstruct(o, &g, &clean, &noisy, i0, 0, &v, &img, dev) ||
         write_series(o, &ids, &img, &v, "full", 2, 1.0))
         goto done;
     fprintf(stderr, "full dose written; low dose (%.3g)...\n", o->scan.dose);
-    if (scan_and_reconstruct(o, &g, &clean, &noisy, o->scan.i0 * o->scan.dose, 1, &v, &img, dev) ||
+    if (scan_and_reconstruct(o, &g, &clean, &noisy, i0 * o->scan.dose, 1, &v, &img, dev) ||
         write_series(o, &ids, &img, &v, "low", 3, o->scan.dose))
         goto done;
     fprintf(stderr, "low dose written; projections...\n");

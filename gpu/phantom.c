@@ -12,12 +12,18 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/err.h"
 #include "gpu/rng.h"
 
-enum { ROD = 1000 }; /* z semi-axis of the body's structures (mm) */
+enum { ROD = 1000 };       /* z semi-axis of the body's structures (mm) */
+#define DET_OVERSAMPLE 2.0 /* detector pixels per voxel at the isocentre (columns) */
+/* Rays averaged per detector element (columns x rows): the element's
+ * aperture, which band-limits the projections as a real detector does and
+ * keeps sharp edges from aliasing into streaks. */
+enum { APERTURE_U = 3, APERTURE_V = 1 };
 
 static const double HU_FAT = -100, HU_SOFT = 40, HU_LIVER = 60, HU_BONE = 700, HU_AIR = -1000;
 
@@ -155,7 +161,7 @@ void gpu_phantom_scan_default(gpu_phantom_scan *s)
                             .views = 0,
                             .dso = 595,
                             .dsd = 1085.6,
-                            .i0 = 3e5,
+                            .i0 = 4e5,
                             .dose = 0.25,
                             .electronic_sd = 0,
                             .seed = 1,
@@ -175,21 +181,59 @@ int gpu_phantom_geometry(const gpu_phantom_scan *s, gpu_fdk_geometry *g, gpu_fdk
     if (!scan_valid(s))
         return LDCT_EINPUT;
     double pix = s->fov / s->size, mag = s->dsd / s->dso;
-    int views = s->views ? s->views : 2 * s->size;
-    int nu = (int)ceil(s->fov * 1.1 / pix) | 1;
+    int views = s->views ? s->views : 4 * s->size;
+    int nu = (int)ceil(s->fov * 1.1 / (pix / DET_OVERSAMPLE)) | 1;
     /* The nearest voxel to the source (fov / 2 from the isocentre) is
      * magnified most: rows must cover the slab's height there. */
     double zhalf = 0.5 * s->slices * s->thickness;
     double zcover = zhalf * s->dso / (s->dso - 0.75 * s->fov);
     int nv = 2 * (int)ceil(zcover / s->thickness) + 3;
     gpu_fdk_volume_centered(v, s->size, s->size, s->slices, pix, pix, s->thickness);
-    return gpu_fdk_geometry_circular(g, views, nu, nv, pix * mag, s->thickness * mag, s->dso,
-                                     s->dsd, 0.0, 2 * 3.14159265358979323846, 0, 0);
+    return gpu_fdk_geometry_circular(g, views, nu, nv, pix * mag / DET_OVERSAMPLE,
+                                     s->thickness * mag, s->dso, s->dsd, 0.0,
+                                     2 * 3.14159265358979323846, 0, 0);
+}
+
+/* Moves every detector position of g by (du, dv) pixels: u' = u + du means
+ * P0' = P0 + du P2 (u = P0.X / P2.X), likewise for v. */
+static void shift_detector(gpu_fdk_geometry *g, double du, double dv)
+{
+    for (int i = 0; i < g->nproj; i++) {
+        double *m = g->matrices + 12 * (size_t)i;
+        for (int k = 0; k < 4; k++) {
+            m[k] += du * m[8 + k];
+            m[4 + k] += dv * m[8 + k];
+        }
+    }
+}
+
+double gpu_phantom_i0_element(const gpu_phantom_scan *s, const gpu_fdk_geometry *g)
+{
+    double iso = g->dso / g->dsd;
+    return s->i0 * (g->du * iso) * (g->dv * iso) * 1000.0 / g->nproj;
 }
 
 int gpu_phantom_project(const gpu_phantom *ph, const gpu_fdk_geometry *g, gpu_volume *proj)
 {
-    return gpu_fdk_phantom_project(ph->e, ph->n, g, proj);
+    gpu_fdk_geometry sub = *g;
+    gpu_volume tmp = {0};
+    size_t nm = 12 * (size_t)g->nproj, n = gpu_volume_count(proj);
+    sub.matrices = malloc(nm * sizeof *sub.matrices);
+    int rc = sub.matrices ? gpu_volume_init(&tmp, proj->nx, proj->ny, proj->nz, 1) : -ENOMEM;
+    memset(proj->data, 0, rc ? 0 : n * sizeof *proj->data);
+    for (int s = 0; !rc && s < APERTURE_U * APERTURE_V; s++) {
+        memcpy(sub.matrices, g->matrices, nm * sizeof *sub.matrices);
+        /* A ray through the sub-pixel centre at (du, dv) from the pixel centre
+         * is the pixel-centre ray of a detector moved by (-du, -dv). */
+        shift_detector(&sub, 0.5 - (s % APERTURE_U + 0.5) / APERTURE_U,
+                       0.5 - (s / APERTURE_U + 0.5) / APERTURE_V);
+        rc = gpu_fdk_phantom_project(ph->e, ph->n, &sub, &tmp);
+        for (size_t i = 0; !rc && i < n; i++)
+            proj->data[i] += tmp.data[i] / (APERTURE_U * APERTURE_V);
+    }
+    free(sub.matrices);
+    gpu_volume_close(&tmp);
+    return rc;
 }
 
 int gpu_phantom_noise(const gpu_volume *clean, double i0_eff, double electronic_sd, uint64_t seed,

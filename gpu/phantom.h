@@ -104,9 +104,10 @@ typedef struct gpu_phantom_scan {
     int size, slices;     /* reconstructed nx = ny = size, nz = slices */
     double fov;           /* mm; pixel spacing = fov / size */
     double thickness;     /* slice distance and thickness, mm */
-    int views;            /* projections over 360 degrees; 0 = 2 * size */
+    int views;            /* projections over 360 degrees; 0 = 4 * size */
     double dso, dsd;      /* source-isocentre, source-detector (mm) */
-    double i0;            /* photons per detector element and view, full dose */
+    double i0;            /* full-dose photons per mm^2 at the isocentre and view, for
+                           * 1000 views per rotation (see gpu_phantom_i0_element) */
     double dose;          /* fraction of full dose of the low-dose scan, (0, 1] */
     double electronic_sd; /* electronic noise (photons), 0 = none */
     uint64_t seed;
@@ -114,8 +115,11 @@ typedef struct gpu_phantom_scan {
 } gpu_phantom_scan;
 
 /* Defaults: size 256, 16 slices, fov 220, thickness 1.5, views 0, dso 595,
- * dsd 1085.6 (a clinical scanner's), i0 3e5, dose 0.25, electronic_sd 0,
- * seed 1, Shepp-Logan filter. */
+ * dsd 1085.6 (a clinical scanner's), i0 4e5, dose 0.25, electronic_sd 0,
+ * seed 1, Shepp-Logan filter. i0 4e5 /mm^2 matches the full-dose flux of
+ * the Mayo/AAPM data (about 1.5e5 photons per 0.42 mm^2 element and view
+ * at about 1150 views), so noise follows pixel size, slice thickness and
+ * view count as on a scanner. */
 void gpu_phantom_scan_default(gpu_phantom_scan *s);
 
 /* Circular full-scan geometry and volume for the settings: flat detector
@@ -124,10 +128,16 @@ void gpu_phantom_scan_default(gpu_phantom_scan *s);
  * with gpu_fdk_geometry_close). Returns 0, LDCT_EINPUT or -ENOMEM. */
 int gpu_phantom_geometry(const gpu_phantom_scan *s, gpu_fdk_geometry *g, gpu_fdk_volume *v);
 
+/* Full-dose photons per detector element and view: i0 times the element's
+ * area at the isocentre times 1000 / views (the same mAs spread over more
+ * views gives fewer photons per view). */
+double gpu_phantom_i0_element(const gpu_phantom_scan *s, const gpu_fdk_geometry *g);
+
 /* Noise-free line integrals (proj: nu x nv x nproj). */
 int gpu_phantom_project(const gpu_phantom *ph, const gpu_fdk_geometry *g, gpu_volume *proj);
 
-/* Noisy copy of clean line integrals at incident count i0_eff (= I0 * dose)
+/* Noisy copy of clean line integrals at incident count i0_eff (photons per
+ * element and view: gpu_phantom_i0_element * dose)
  * with generator stream `stream` (use different streams for independent
  * scans). noisy has clean's shape and may be clean itself. */
 int gpu_phantom_noise(const gpu_volume *clean, double i0_eff, double electronic_sd, uint64_t seed,

@@ -268,23 +268,7 @@ done:
     return rc;
 }
 
-/* Mean and sd of test - ref over a disk (all slices). */
-static int diff_stats(const gpu_volume *test, const gpu_volume *ref, const quality_grid *g,
-                      const gpu_phantom_roi *o, double *mean, double *sd)
-{
-    gpu_volume d = *ref;
-    size_t n = vox(ref);
-    d.data = malloc(n * sizeof *d.data);
-    if (!d.data)
-        return -ENOMEM;
-    for (size_t i = 0; i < n; i++)
-        d.data[i] = test->data[i] - ref->data[i];
-    int rc = quality_ring_stats(&d, g, o->x, o->y, 0, o->radius, mean, sd, NULL);
-    free(d.data);
-    return rc;
-}
-
-static int measure_rois(const gpu_volume *test, const gpu_volume *ref, const quality_grid *g,
+static int measure_rois(const gpu_volume *test, const gpu_volume *diff, const quality_grid *g,
                         const gpu_phantom_layout *l, quality_result *r)
 {
     double var = 0, bias = 0;
@@ -296,7 +280,7 @@ static int measure_rois(const gpu_volume *test, const gpu_volume *ref, const qua
         double sd_test;
         int rc = quality_ring_stats(test, g, o->x, o->y, 0, o->radius, &q->mean, &sd_test, &q->n);
         if (!rc)
-            rc = diff_stats(test, ref, g, o, &q->bias, &q->sd);
+            rc = quality_ring_stats(diff, g, o->x, o->y, 0, o->radius, &q->bias, &q->sd, NULL);
         if (rc)
             return rc;
         var += q->sd * q->sd;
@@ -308,17 +292,20 @@ static int measure_rois(const gpu_volume *test, const gpu_volume *ref, const qua
     return 0;
 }
 
-static int measure_lesions(const gpu_volume *test, const quality_grid *g,
+static int measure_lesions(const gpu_volume *test, const gpu_volume *diff, const quality_grid *g,
                            const gpu_phantom_layout *l, quality_result *r)
 {
     double pixel = fmax(test->spacing[0], test->spacing[1]);
     r->nlesion = l->nlesion;
     for (int i = 0; i < l->nlesion; i++) {
         const gpu_phantom_lesion *e = &l->lesion[i];
-        double rin = fmax(0.7 * e->radius, 0.75 * pixel), m_in, sd_in, m_bg, sd_bg;
+        double rin = fmax(0.7 * e->radius, 0.75 * pixel), m_in, sd_in, m_bg, sd_bg, m_d;
         int rc = quality_ring_stats(test, g, e->x, e->y, 0, rin, &m_in, &sd_in, NULL);
         if (!rc)
             rc = quality_ring_stats(test, g, e->x, e->y, e->bg_inner, e->bg_outer, &m_bg, &sd_bg,
+                                    NULL);
+        if (!rc)
+            rc = quality_ring_stats(diff, g, e->x, e->y, e->bg_inner, e->bg_outer, &m_d, &sd_bg,
                                     NULL);
         if (rc)
             return rc;
@@ -348,10 +335,17 @@ int quality_measure(const gpu_volume *test, const gpu_volume *ref, const quality
         rc = r->mask_voxels ? quality_ssim(test, ref, mask, r->psnr_range, &r->ssim) : LDCT_EINPUT;
     }
     free(mask);
+    gpu_volume diff = *ref;
+    diff.data = rc ? NULL : malloc(vox(ref) * sizeof *diff.data);
+    if (!rc && !diff.data)
+        rc = -ENOMEM;
+    for (size_t i = 0; !rc && i < vox(ref); i++)
+        diff.data[i] = test->data[i] - ref->data[i];
     if (!rc)
-        rc = measure_rois(test, ref, g, l, r);
+        rc = measure_rois(test, &diff, g, l, r);
     if (!rc)
-        rc = measure_lesions(test, g, l, r);
+        rc = measure_lesions(test, &diff, g, l, r);
+    free(diff.data);
     r->edge_rise_mm = NAN;
     if (!rc && l->has_edge)
         rc = quality_edge_rise(test, g, &l->edge, &r->edge_rise_mm);

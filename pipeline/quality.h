@@ -20,7 +20,9 @@
  *   variances), bias_hu = mean of the ROI biases, max_abs_bias the worst.
  * - lesion i: inner disk radius max(0.7 r, 0.75 pixel) (always holds a
  *   voxel centre), background annulus [bg_inner, bg_outer];
- *   contrast = mean(inner) - mean(annulus), cnr = contrast / sd(annulus).
+ *   contrast = mean(inner) - mean(annulus) of the test, cnr = contrast /
+ *   noise, noise = sd of test - reference over the annulus (the noise of
+ *   the background, without the reference's own deterministic texture).
  * - edge_rise_mm: the edge disk's radial edge-spread function (voxels binned
  *   by distance from the centre in bins of 0.1 pixel), normalised between
  *   the inner plateau [R - W, R - W/2] and the outer one [R + W/2, R + W],
