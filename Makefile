@@ -15,7 +15,7 @@ CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=c
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 DEB_PKGS := dcmtk libdcmtk-dev libuv1-dev libsqlite3-dev check libinih-dev libsystemd-dev \
-	libmicrohttpd-dev libfftw3-dev pkg-config dicom3tools orthanc sqlite3 curl \
+	libmicrohttpd-dev libfftw3-dev libpng-dev pkg-config dicom3tools orthanc sqlite3 curl \
 	clang-format cppcheck socat systemd python3
 
 WARN := -Wall -Wextra -Werror
@@ -27,7 +27,7 @@ NVFLAGS := -std=c++17 -O3 -lineinfo $(CUDA_ARCH) -I. -DLDCT_WITH_CUDA=1 \
 
 DCMTK_LIBS := -ldcmnet -ldcmtls -ldcmjpeg -ldcmjpls -ldcmimage -ldcmimgle -ldcmdata \
 	-lijg8 -lijg12 -lijg16 -ldcmtkcharls -loflog -lofstd -lssl -lcrypto -lz
-SYS_LIBS := -luv -lsqlite3 -linih -lsystemd -lmicrohttpd -lfftw3f -lfftw3f_omp -lpthread -lm
+SYS_LIBS := -luv -lsqlite3 -linih -lsystemd -lmicrohttpd -lfftw3f -lfftw3f_omp -lpng -lpthread -lm
 ifeq ($(WITH_CUDA),1)
 CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcufft -lcudart_static -ldl -lrt
 endif

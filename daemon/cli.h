@@ -33,5 +33,8 @@ int cli_filter(int argc, char **argv);
 /* ldct [--config FILE | --state-dir DIR] tune fdk ...: the FDK tuner
  * (gpu/fdk_tune.h) caching into <state_dir>/fdk-tune.cache; own options. */
 int cli_tune(int argc, char **argv);
+/* ldct phantom ... / ldct quality ... (argv[0] is the subcommand). */
+int cli_phantom(int argc, char **argv);
+int cli_quality(int argc, char **argv);
 
 #endif

@@ -30,6 +30,8 @@ static void usage(FILE *f)
             "  retry JOB              requeue a failed job and its dead sends\n"
             "  filter --algo A --in DIR --out DIR [OPTIONS]  process a folder offline\n"
             "                         (ldct filter --help)\n"
+            "  phantom --out DIR [OPTIONS]  low-dose CT simulator (ldct phantom --help)\n"
+            "  quality --test DIR --ref DIR [--json] [--png FILE]  image quality vs truth\n"
             "  check-config FILE      validate a configuration file, every error with file:line\n"
             "  bench ALGO [OPTIONS]   benchmark a compute algorithm (ldct bench --help)\n"
             "  tune fdk [OPTIONS]     tune the FDK backprojector on this GPU; the daemon\n"
@@ -201,6 +203,10 @@ int main(int argc, char **argv)
         first += 2;
     if (first < argc && !strcmp(argv[first], "tune"))
         return cli_tune(argc, argv);
+    if (argc >= 2 && !strcmp(argv[1], "phantom"))
+        return cli_phantom(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "quality"))
+        return cli_quality(argc - 1, argv + 1);
     cli_opts o = {0};
     const char *cmd;
     if (parse_global(argc, argv, &o, &cmd) || !cmd) {

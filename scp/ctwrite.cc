@@ -129,6 +129,12 @@ void put_image(putter &w, const scp_ct_params *p, const char *date, const char *
     w.str(DCM_SliceThickness, fmt_ds(p->slice_thickness));
     w.str(DCM_SliceLocation, fmt_ds(p->position[2]));
     w.str(DCM_KVP, fmt_ds(p->kvp));
+    if (p->exposure_mas > 0)
+        w.str(DCM_Exposure, std::to_string((long)(p->exposure_mas + 0.5)));
+    if (p->ctdivol > 0 && w.cond.good())
+        w.cond = w.ds->putAndInsertFloat64(DCM_CTDIvol, p->ctdivol);
+    if (p->convolution_kernel)
+        w.str(DCM_ConvolutionKernel, p->convolution_kernel);
     w.str(DCM_RescaleIntercept, fmt_ds(p->rescale_intercept));
     w.str(DCM_RescaleSlope, fmt_ds(p->rescale_slope));
     w.str(DCM_RescaleType, "HU");

@@ -154,6 +154,10 @@ typedef struct scp_ct_params {
     double orientation[6];   /* ImageOrientationPatient */
     double rescale_slope, rescale_intercept;
     double kvp;
+    /* Exposure (0018,1152) in mAs and CTDIvol (0018,9345) in mGy; written
+     * only when > 0. */
+    double exposure_mas, ctdivol;
+    const char *convolution_kernel; /* (0018,1210); NULL: absent */
     const int16_t *pixels;
     const char *transfer_syntax_uid; /* NULL: Explicit VR Little Endian */
 } scp_ct_params;

@@ -1,0 +1,319 @@
+/* ldct quality: image quality of a series against the simulator's truth
+ * (issue 6). Loads both series with the assembly pipeline, reads the
+ * phantom layout from the phantom.ini sidecar (--phantom FILE, else next to
+ * --ref, else in its parent folder, where `ldct phantom` writes it), and
+ * prints the metrics of pipeline/quality.h as text or one JSON object.
+ * --png draws truth | input | test | test - truth of the slice nearest the
+ * middle in W400 L40 (difference W200 L0); the input is --input DIR, else
+ * the `low` series next to --ref when there is one.
+ *
+ * Geometry: voxel (0,0,0) lies at the ImagePositionPatient of the first
+ * slice; the series must be axial (the phantom's are). Single-threaded
+ * driver; metrics use OpenMP.
+ */
+#include "common/err.h"
+#include "common/json.h"
+#include "daemon/cli.h"
+#include "pipeline/assemble.h"
+#include "pipeline/figure.h"
+#include "pipeline/quality.h"
+#include "scp/scp.h"
+
+#include <dirent.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct quality_opts {
+    const char *test, *ref, *input, *png, *layout;
+    int json;
+} quality_opts;
+
+typedef struct loaded {
+    asm_series s;
+    quality_grid g;
+} loaded;
+
+static void quality_usage(FILE *f)
+{
+    fprintf(f, "usage: ldct quality --test DIR --ref DIR [--json] [--png FILE]\n"
+               "  --phantom FILE   layout sidecar (default: phantom.ini next to --ref\n"
+               "                   or in its parent folder)\n"
+               "  --input DIR      series shown as the input in the figure\n"
+               "                   (default: 'low' next to --ref, when present)\n");
+}
+
+static int parse_quality(int argc, char **argv, quality_opts *o)
+{
+    static const struct option longopts[] = {
+        {"test", 1, 0, 't'},    {"ref", 1, 0, 'r'},  {"input", 1, 0, 'i'}, {"png", 1, 0, 'p'},
+        {"phantom", 1, 0, 'l'}, {"json", 0, 0, 'j'}, {"help", 0, 0, '?'},  {0, 0, 0, 0}};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        switch (c) {
+        case 't':
+            o->test = optarg;
+            break;
+        case 'r':
+            o->ref = optarg;
+            break;
+        case 'i':
+            o->input = optarg;
+            break;
+        case 'p':
+            o->png = optarg;
+            break;
+        case 'l':
+            o->layout = optarg;
+            break;
+        case 'j':
+            o->json = 1;
+            break;
+        default:
+            return -1;
+        }
+    }
+    if (!o->test || !o->ref || optind != argc)
+        return fprintf(stderr, "ldct quality: --test and --ref are required\n"), -1;
+    return 0;
+}
+
+/* Paths of the DICOM image files directly in dir (sorted); *n of them. */
+static char **list_dicom(const char *dir, int *n)
+{
+    struct dirent **names;
+    int k = scandir(dir, &names, NULL, alphasort);
+    if (k < 0)
+        return NULL;
+    char **paths = calloc((size_t)k + 1, sizeof *paths);
+    *n = 0;
+    for (int i = 0; i < k; i++) {
+        char path[2048], err[128];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]->d_name);
+        scp_slice_info info;
+        struct stat st;
+        if (paths && names[i]->d_name[0] != '.' && !stat(path, &st) && S_ISREG(st.st_mode) &&
+            !scp_slice_read_info(path, &info, err, sizeof err)) {
+            scp_slice_info_free(&info);
+            paths[(*n)++] = strdup(path);
+        }
+        free(names[i]);
+    }
+    free(names);
+    return paths;
+}
+
+static void free_list(char **paths, int n)
+{
+    for (int i = 0; paths && i < n; i++)
+        free(paths[i]);
+    free(paths);
+}
+
+/* The position of the frame at z = 0 (a classic single-frame slice). */
+static int first_position(const asm_series *s, double origin[3])
+{
+    for (int i = 0; i < s->nsrc; i++) {
+        if (s->src[i].frames != 1 || s->src[i].z[0] != 0)
+            continue;
+        scp_slice_info info;
+        char err[256];
+        if (scp_slice_read_info(s->src[i].path, &info, err, sizeof err))
+            return LDCT_EINPUT;
+        memcpy(origin, info.position, 3 * sizeof *origin);
+        int ok = info.has_position;
+        scp_slice_info_free(&info);
+        return ok ? 0 : LDCT_EINPUT;
+    }
+    return LDCT_EINPUT;
+}
+
+static int load(const char *dir, loaded *l)
+{
+    int n = 0, rc;
+    char **paths = list_dicom(dir, &n), err[512] = "";
+    if (!paths || n == 0) {
+        fprintf(stderr, "ldct quality: no DICOM image in %s\n", dir);
+        free_list(paths, n);
+        return -1;
+    }
+    rc = asm_series_load((const char *const *)paths, n, &l->s, err, sizeof err);
+    free_list(paths, n);
+    if (!rc && first_position(&l->s, l->g.origin)) {
+        snprintf(err, sizeof err, "no position of the first slice");
+        rc = LDCT_EINPUT;
+    }
+    if (rc)
+        fprintf(stderr, "ldct quality: %s: %s\n", dir, err[0] ? err : ldct_strerror(rc));
+    return rc ? -1 : 0;
+}
+
+/* dirname() of a copy. */
+static void parent_of(const char *dir, char *out, size_t len)
+{
+    char tmp[1024];
+    snprintf(tmp, sizeof tmp, "%s", dir);
+    snprintf(out, len, "%s", dirname(tmp));
+}
+
+static int find_layout(const quality_opts *o, gpu_phantom_layout *l)
+{
+    char path[1100], parent[1024], err[512];
+    if (o->layout) {
+        snprintf(path, sizeof path, "%s", o->layout);
+    } else {
+        snprintf(path, sizeof path, "%s/phantom.ini", o->ref);
+        if (access(path, R_OK)) {
+            parent_of(o->ref, parent, sizeof parent);
+            snprintf(path, sizeof path, "%s/phantom.ini", parent);
+        }
+    }
+    if (quality_layout_read(path, l, err, sizeof err)) {
+        fprintf(stderr, "ldct quality: %s (use --phantom FILE)\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+static void print_json(const quality_opts *o, const gpu_phantom_layout *l, const asm_series *s,
+                       const quality_result *r)
+{
+    printf("{\"phantom\":\"%s\",\"size\":[%d,%d,%d],\"psnr\":%.4f,\"psnr_range_hu\":%.1f,"
+           "\"ssim\":%.5f,\"noise_sd\":%.3f,\"bias_hu\":%.3f,\"max_abs_bias_hu\":%.3f,"
+           "\"edge_rise_mm\":",
+           l->name, s->vol.nx, s->vol.ny, s->vol.nz, r->psnr, r->psnr_range, r->ssim, r->noise_sd,
+           r->bias_hu, r->max_abs_bias);
+    printf(isfinite(r->edge_rise_mm) ? "%.4f" : "null", r->edge_rise_mm);
+    printf(",\"cnr\":[");
+    for (int i = 0; i < r->nlesion; i++)
+        printf("%s%.4f", i ? "," : "", r->lesion[i].cnr);
+    printf("],\"lesions\":[");
+    for (int i = 0; i < r->nlesion; i++)
+        printf("%s{\"x\":%.1f,\"y\":%.1f,\"diameter_mm\":%.1f,\"nominal_hu\":%.1f,"
+               "\"contrast_hu\":%.3f,\"background_sd\":%.3f,\"cnr\":%.4f}",
+               i ? "," : "", l->lesion[i].x, l->lesion[i].y, 2 * l->lesion[i].radius,
+               l->lesion[i].hu - l->lesion[i].background_hu, r->lesion[i].contrast,
+               r->lesion[i].bg_sd, r->lesion[i].cnr);
+    printf("],\"rois\":[");
+    for (int i = 0; i < r->nroi; i++)
+        printf("%s{\"name\":\"%s\",\"mean\":%.3f,\"sd\":%.3f,\"bias\":%.3f,\"voxels\":%ld}",
+               i ? "," : "", l->roi[i].name, r->roi[i].mean, r->roi[i].sd, r->roi[i].bias,
+               r->roi[i].n);
+    printf("],\"test\":");
+    json_write_string(stdout, o->test);
+    printf(",\"ref\":");
+    json_write_string(stdout, o->ref);
+    printf("}\n");
+}
+
+static void print_text(const gpu_phantom_layout *l, const quality_result *r)
+{
+    printf("psnr %.2f dB (range %.0f HU), ssim %.4f\n", r->psnr, r->psnr_range, r->ssim);
+    printf("noise sd %.2f HU, bias %.2f HU (worst %.2f)\n", r->noise_sd, r->bias_hu,
+           r->max_abs_bias);
+    if (l->has_edge)
+        printf("edge rise (10-90%%) %.3f mm\n", r->edge_rise_mm);
+    for (int i = 0; i < r->nlesion; i++)
+        printf("lesion %d: %.0f mm, +%.0f HU: contrast %.2f HU, cnr %.3f\n", i + 1,
+               2 * l->lesion[i].radius, l->lesion[i].hu - l->lesion[i].background_hu,
+               r->lesion[i].contrast, r->lesion[i].cnr);
+}
+
+/* The `low` series next to the reference, when it exists. */
+static const char *default_input(const quality_opts *o, char *buf, size_t len)
+{
+    if (o->input)
+        return o->input;
+    char parent[1024];
+    parent_of(o->ref, parent, sizeof parent);
+    snprintf(buf, len, "%s/low", parent);
+    struct stat st;
+    return !stat(buf, &st) && S_ISDIR(st.st_mode) ? buf : NULL;
+}
+
+static int write_png(const quality_opts *o, const loaded *test, const loaded *ref,
+                     const quality_result *r)
+{
+    char buf[1100], cap[3][64];
+    const char *in_dir = default_input(o, buf, sizeof buf);
+    loaded in = {0};
+    if (in_dir && load(in_dir, &in))
+        return -1;
+    const gpu_volume *tv = &test->s.vol, *rv = &ref->s.vol;
+    int rc = LDCT_EINPUT;
+    if (in_dir && !gpu_volume_same_shape(&in.s.vol, rv)) {
+        fprintf(stderr, "ldct quality: %s has another shape\n", in_dir);
+        goto done;
+    }
+    size_t plane = (size_t)rv->nx * rv->ny, off = plane * (size_t)(rv->nz / 2);
+    float *diff = malloc(plane * sizeof *diff);
+    if (!diff)
+        goto done;
+    for (size_t i = 0; i < plane; i++)
+        diff[i] = tv->data[off + i] - rv->data[off + i];
+    snprintf(cap[0], sizeof cap[0], "W400 L40 SLICE %d", rv->nz / 2 + 1);
+    snprintf(cap[1], sizeof cap[1], "PSNR %.1f SD %.1f", r->psnr, r->noise_sd);
+    snprintf(cap[2], sizeof cap[2], "W200 L0");
+    figure_panel p[4] = {{rv->data + off, 40, 400, "TRUTH", cap[0]},
+                         {in_dir ? in.s.vol.data + off : NULL, 40, 400, "LOW DOSE", "W400 L40"},
+                         {tv->data + off, 40, 400, "DENOISED", cap[1]},
+                         {diff, 0, 200, "DENOISED - TRUTH", cap[2]}};
+    if (!in_dir)
+        memmove(&p[1], &p[2], 2 * sizeof p[0]);
+    rc = figure_png_write(o->png, p, in_dir ? 4 : 3, rv->nx, rv->ny);
+    if (rc)
+        fprintf(stderr, "ldct quality: %s: %s\n", o->png, ldct_strerror(rc));
+    free(diff);
+done:
+    asm_series_close(&in.s);
+    return rc ? -1 : 0;
+}
+
+static int same_grid(const loaded *a, const loaded *b)
+{
+    for (int k = 0; k < 3; k++)
+        if (fabs(a->s.vol.spacing[k] - b->s.vol.spacing[k]) > 1e-3 * b->s.vol.spacing[k] ||
+            fabs(a->g.origin[k] - b->g.origin[k]) > 1e-2)
+            return 0;
+    return gpu_volume_same_shape(&a->s.vol, &b->s.vol);
+}
+
+int cli_quality(int argc, char **argv)
+{
+    quality_opts o = {0};
+    if (parse_quality(argc, argv, &o)) {
+        quality_usage(stderr);
+        return 2;
+    }
+    gpu_phantom_layout lay;
+    loaded test = {0}, ref = {0};
+    quality_result r;
+    int rc = 1;
+    if (scp_global_init() || find_layout(&o, &lay) || load(o.test, &test) || load(o.ref, &ref))
+        goto done;
+    if (!same_grid(&test, &ref)) {
+        fprintf(stderr, "ldct quality: %s and %s differ in shape, spacing or position\n", o.test,
+                o.ref);
+        goto done;
+    }
+    int err = quality_measure(&test.s.vol, &ref.s.vol, &test.g, &lay, &r);
+    if (err) {
+        fprintf(stderr, "ldct quality: %s\n", ldct_strerror(err));
+        goto done;
+    }
+    if (o.json)
+        print_json(&o, &lay, &test.s, &r);
+    else
+        print_text(&lay, &r);
+    rc = o.png && write_png(&o, &test, &ref, &r) ? 1 : 0;
+done:
+    asm_series_close(&test.s);
+    asm_series_close(&ref.s);
+    return rc;
+}
