@@ -34,17 +34,19 @@ typedef struct input_list {
 
 static void filter_usage(FILE *f)
 {
-    fprintf(f, "usage: ldct filter --algo auto|nlm2d|nlm3d --in DIR --out DIR [options]\n"
-               "  --search-radius N   search window radius (default nlm2d 10, nlm3d 5)\n"
-               "  --patch-radius N    patch radius (default nlm2d 3, nlm3d 2)\n"
-               "  --h H               filter strength in HU (default: from the noise)\n"
-               "  --strength X        scales the automatic h (default 1.0)\n"
-               "  --device D          cpu | gpu | gpu:N | auto (default auto)\n"
-               "  --suffix S          appended to SeriesDescription (default \" [DN]\")\n"
-               "  --series-number-offset N  added to SeriesNumber (default 1000)\n"
-               "  --uid-root ROOT     root of the new UIDs\n"
-               "Every DICOM image file under --in is read (other files are skipped);\n"
-               "each series becomes one derived series in --out (<SOPInstanceUID>.dcm).\n");
+    fprintf(f,
+            "usage: ldct filter --algo auto|nlm2d|nlm3d|adaptive4d --in DIR --out DIR [options]\n"
+            "  --search-radius N   search window radius (default nlm2d 10, nlm3d 5)\n"
+            "  --patch-radius N    patch radius (default nlm2d 3, nlm3d 2)\n"
+            "  --h H               filter strength in HU (default: from the noise)\n"
+            "  --strength X        scales the automatic h, or adaptive4d's noise threshold\n"
+            "                      (default 1.0)\n"
+            "  --device D          cpu | gpu | gpu:N | auto (default auto)\n"
+            "  --suffix S          appended to SeriesDescription (default \" [DN]\")\n"
+            "  --series-number-offset N  added to SeriesNumber (default 1000)\n"
+            "  --uid-root ROOT     root of the new UIDs\n"
+            "Every DICOM image file under --in is read (other files are skipped);\n"
+            "each series becomes one derived series in --out (<SOPInstanceUID>.dcm).\n");
 }
 
 static int list_push(input_list *l, const char *path, const char *series)
@@ -125,9 +127,12 @@ static int run_series(const filter_opts *fo, const gpu_device *dev, input_file *
         fprintf(stderr, "series %s: %s\n", files[0].series_uid, err);
         return -1;
     }
-    printf("series %s -> %s: %d file(s) %dx%dx%d, %s on %s%s, h %.1f (noise %.1f);"
+    char times[32] = "";
+    if (r.nt > 1)
+        snprintf(times, sizeof times, " x %d time points", r.nt);
+    printf("series %s -> %s: %d file(s) %dx%dx%d%s, %s on %s%s, h %.1f (noise %.1f);"
            " load %.2f s, filter %.2f s, write %.2f s\n",
-           files[0].series_uid, r.series_uid, r.n, r.nx, r.ny, r.nz, r.algorithm, r.device,
+           files[0].series_uid, r.series_uid, r.n, r.nx, r.ny, r.nz, times, r.algorithm, r.device,
            r.gpu_fallback ? " (GPU failed)" : "", r.h, r.noise_sigma, r.load_s, r.filter_s,
            r.write_s);
     process_result_free(&r);

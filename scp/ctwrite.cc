@@ -129,6 +129,10 @@ void put_image(putter &w, const scp_ct_params *p, const char *date, const char *
     w.str(DCM_SliceThickness, fmt_ds(p->slice_thickness));
     w.str(DCM_SliceLocation, fmt_ds(p->position[2]));
     w.str(DCM_KVP, fmt_ds(p->kvp));
+    if (p->trigger_time)
+        w.str(DCM_TriggerTime, p->trigger_time);
+    if (p->acquisition_time)
+        w.str(DCM_AcquisitionTime, p->acquisition_time);
     w.str(DCM_RescaleIntercept, fmt_ds(p->rescale_intercept));
     w.str(DCM_RescaleSlope, fmt_ds(p->rescale_slope));
     w.str(DCM_RescaleType, "HU");
