@@ -6,6 +6,8 @@
  *         [--patch-radius P[,..]] [--device cpu|gpu[:N][,..]] [--repeat N]
  *         [--warmup N] [--h H] [--strength F] [--gaussian] [--threads N] [--json]
  *
+ *   bench adaptive4d [--size XxYxZxT] [--device ..] [--backend auto|fft|spatial] ..
+ *
  * Comma-separated lists run every combination. Main thread only.
  */
 #ifndef LDCT_GPU_BENCH_H
@@ -18,6 +20,9 @@ extern "C" {
 /* argv[0] is "bench", argv[1] the algorithm. Returns a process exit code:
  * 0 success, 1 a run failed, 2 a usage error (message on stderr). */
 int gpu_bench_main(int argc, char **argv);
+
+/* `bench adaptive4d` (gpu/bench_adaptive4d.c); same arguments and result. */
+int gpu__bench_adaptive4d_main(int argc, char **argv);
 
 #ifdef __cplusplus
 }
