@@ -37,12 +37,14 @@ typedef struct input_list {
 static void filter_usage(FILE *f)
 {
     fprintf(f,
-            "usage: ldct filter --algo auto|nlm2d|nlm3d|anlm|fdk --in DIR --out DIR [options]\n"
+            "usage: ldct filter --algo auto|nlm2d|nlm3d|anlm|adaptive4d|fdk --in DIR --out DIR\n"
+            "       [options]\n"
             "  --search-radius N   search window radius (default nlm2d 10, nlm3d 5, anlm 3)\n"
             "  --patch-radius N    patch radius (default nlm2d 3, nlm3d 2; anlm: radii 1\n"
             "                      and 2 with sub-band mixing, N > 0 = one pass)\n"
             "  --h H               filter strength in HU (default: from the noise)\n"
-            "  --strength X        scales the automatic h (default 1.0)\n"
+            "  --strength X        scales the automatic h, or adaptive4d's noise threshold\n"
+            "                      (default 1.0)\n"
             "  --device D          cpu | gpu | gpu:N | auto (default auto)\n"
             "  --suffix S          appended to SeriesDescription (default \" [DN]\")\n"
             "  --series-number-offset N  added to SeriesNumber (default 1000)\n"
@@ -137,9 +139,12 @@ static int run_series(const filter_opts *fo, const gpu_device *dev, input_file *
         fprintf(stderr, "series %s: %s\n", files[0].series_uid, err);
         return -1;
     }
-    printf("series %s -> %s: %d file(s) %dx%dx%d, %s on %s%s, h %.1f (noise %.1f);"
+    char times[32] = "";
+    if (r.nt > 1)
+        snprintf(times, sizeof times, " x %d time points", r.nt);
+    printf("series %s -> %s: %d file(s) %dx%dx%d%s, %s on %s%s, h %.1f (noise %.1f);"
            " load %.2f s, filter %.2f s, write %.2f s\n",
-           files[0].series_uid, r.series_uid, r.n, r.nx, r.ny, r.nz, r.algorithm, r.device,
+           files[0].series_uid, r.series_uid, r.n, r.nx, r.ny, r.nz, times, r.algorithm, r.device,
            r.gpu_fallback ? " (GPU failed)" : "", r.h, r.noise_sigma, r.load_s, r.filter_s,
            r.write_s);
     process_result_free(&r);

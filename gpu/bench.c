@@ -443,6 +443,8 @@ int gpu_bench_main(int argc, char **argv)
         return fdk_main(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "anlm") == 0)
         return gpu__bench_anlm_main(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], "adaptive4d") == 0)
+        return gpu__bench_adaptive4d_main(argc, argv);
     if (argc < 2 || (strcmp(argv[1], "nlm2d") != 0 && strcmp(argv[1], "nlm3d") != 0)) {
         fprintf(stderr, "bench: unknown or missing algorithm%s%s\n", argc >= 2 ? ": " : "",
                 argc >= 2 ? argv[1] : "");

@@ -7,6 +7,7 @@
  *         [--warmup N] [--h H] [--strength F] [--gaussian] [--threads N] [--json]
  *
  *   bench anlm ... (gpu/bench_anlm.c; bench anlm --help)
+ *   bench adaptive4d [--size XxYxZxT] [--device ..] [--backend auto|fft|spatial] ..
  *
  * Comma-separated lists run every combination. Main thread only.
  */
@@ -23,6 +24,8 @@ int gpu_bench_main(int argc, char **argv);
 
 /* `bench anlm`, same arguments and exit codes (gpu/bench_anlm.c). */
 int gpu__bench_anlm_main(int argc, char **argv);
+/* `bench adaptive4d` (gpu/bench_adaptive4d.c); same arguments and result. */
+int gpu__bench_adaptive4d_main(int argc, char **argv);
 
 #ifdef __cplusplus
 }

@@ -2,80 +2,28 @@
  * FFTW3 in single precision, and the backprojector that defines the result
  * the CUDA version must match (see fdk.h for the formulas).
  *
- * FFTW is loaded at run time (dlopen of libfftw3f.so.3) rather than linked:
- * the GPU tests and tools link only libgpu and libcommon so that they run on
- * the GPU machine, and they must not pull in a library that machine may
- * lack. Where the library is missing, the CPU filter returns
- * LDCT_EUNSUPPORTED; the backprojector needs nothing. FFTW's planner is not
- * thread-safe: plans are made and destroyed under one mutex, and executed
- * with the new-array functions on per-thread buffers. Any thread.
+ * FFTW is loaded at run time through gpu/fftw_dl.h (see there why). Where
+ * the library is missing, the CPU filter returns LDCT_EUNSUPPORTED; the
+ * backprojector needs nothing. Plans are made and destroyed under the shared
+ * planner lock, and executed with the new-array functions on per-thread
+ * buffers. Any thread.
  */
 #include "gpu/fdk.h"
 
-#include <dlfcn.h>
 #include <errno.h>
-#include <fftw3.h>
 #include <math.h>
 #include <omp.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/err.h"
 #include "common/log.h"
+#include "gpu/fftw_dl.h"
 
-/* ---- FFTW, loaded once --------------------------------------------------- */
+/* ---- FFTW (gpu/fftw_dl.h) ------------------------------------------------ */
 
-typedef struct fftw_api {
-    fftwf_plan (*plan_r2c)(int, float *, fftwf_complex *, unsigned);
-    fftwf_plan (*plan_c2r)(int, fftwf_complex *, float *, unsigned);
-    void (*exec_r2c)(const fftwf_plan, float *, fftwf_complex *);
-    void (*exec_c2r)(const fftwf_plan, fftwf_complex *, float *);
-    void (*destroy)(fftwf_plan);
-    void *(*alloc)(size_t);
-    void (*release)(void *);
-    int ok;
-} fftw_api;
-
-static fftw_api s_fftw;
-static pthread_once_t s_fftw_once = PTHREAD_ONCE_INIT;
-static pthread_mutex_t s_plan_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static void *sym(void *lib, const char *name, int *ok)
-{
-    void *f = dlsym(lib, name);
-    if (!f)
-        *ok = 0;
-    return f;
-}
-
-/* POSIX guarantees that a data pointer from dlsym converts to a function
- * pointer; the memcpy keeps -Wpedantic-style warnings quiet. */
-#define LOAD(field, name)                                                                          \
-    do {                                                                                           \
-        void *f_ = sym(lib, name, &ok);                                                            \
-        memcpy(&s_fftw.field, &f_, sizeof f_);                                                     \
-    } while (0)
-
-static void fftw_load(void)
-{
-    void *lib = dlopen("libfftw3f.so.3", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        log_warn("fdk: cannot load libfftw3f.so.3 (%s); the CPU filter is unavailable", dlerror());
-        return;
-    }
-    int ok = 1;
-    LOAD(plan_r2c, "fftwf_plan_dft_r2c_1d");
-    LOAD(plan_c2r, "fftwf_plan_dft_c2r_1d");
-    LOAD(exec_r2c, "fftwf_execute_dft_r2c");
-    LOAD(exec_c2r, "fftwf_execute_dft_c2r");
-    LOAD(destroy, "fftwf_destroy_plan");
-    LOAD(alloc, "fftwf_malloc");
-    LOAD(release, "fftwf_free");
-    s_fftw.ok = ok;
-    if (!ok)
-        log_warn("fdk: libfftw3f.so.3 lacks a needed function; the CPU filter is unavailable");
-}
+static const gpu_fftw_api *s_fftw_api;
+#define s_fftw (*s_fftw_api)
 
 /* ---- filtering ----------------------------------------------------------- */
 
@@ -92,10 +40,10 @@ static int plans_make(plans *pl, int npad)
     pl->npad = npad;
     pl->fwd = pl->inv = NULL;
     if (!rc) {
-        pthread_mutex_lock(&s_plan_lock);
-        pl->fwd = s_fftw.plan_r2c(npad, r, c, FFTW_ESTIMATE);
-        pl->inv = s_fftw.plan_c2r(npad, c, r, FFTW_ESTIMATE);
-        pthread_mutex_unlock(&s_plan_lock);
+        gpu__fftw_plan_lock();
+        pl->fwd = s_fftw.plan_r2c_1d(npad, r, c, FFTW_ESTIMATE);
+        pl->inv = s_fftw.plan_c2r_1d(npad, c, r, FFTW_ESTIMATE);
+        gpu__fftw_plan_unlock();
         rc = pl->fwd && pl->inv ? 0 : LDCT_EUNSUPPORTED;
     }
     s_fftw.release(r);
@@ -105,12 +53,12 @@ static int plans_make(plans *pl, int npad)
 
 static void plans_free(plans *pl)
 {
-    pthread_mutex_lock(&s_plan_lock);
+    gpu__fftw_plan_lock();
     if (pl->fwd)
         s_fftw.destroy(pl->fwd);
     if (pl->inv)
         s_fftw.destroy(pl->inv);
-    pthread_mutex_unlock(&s_plan_lock);
+    gpu__fftw_plan_unlock();
 }
 
 /* Frequency response: FFT of the ramp kernel (real, since the kernel is
@@ -190,8 +138,7 @@ int gpu_fdk_filter_ref(const gpu_fdk_params *p, const gpu_fdk_geometry *g, const
     if (rc || !filtered || !filtered->data || !gpu_volume_same_shape(proj, filtered) ||
         filtered->data == proj->data)
         return rc ? rc : LDCT_EINPUT;
-    pthread_once(&s_fftw_once, fftw_load);
-    if (!s_fftw.ok)
+    if (!(s_fftw_api = gpu__fftw()))
         return LDCT_EUNSUPPORTED;
     const int npad = gpu_fdk_pad_length(g->nu);
     float *colw = malloc(sizeof(float) * (size_t)g->nproj * g->nu);

@@ -46,8 +46,10 @@ typedef struct loader {
     int n, nframes;
     scp_slice_info *info; /* n headers, input order */
     char *numbered;       /* n flags: 1 when the instance number names the file unambiguously */
-    frame_pos *fp;        /* nframes, sorted along the normal */
+    frame_pos *fp;        /* nframes, sorted along the normal; for a 4D series
+                           * t-major: fp[t * nz + z] */
     double normal[3], step;
+    int nz, nt, tkey; /* positions, time points, SCP_TIME_* key (-1: 3D) */
     char *err;
     size_t err_len;
 } loader;
@@ -602,6 +604,123 @@ static int check_steps(loader *l)
     return rc;
 }
 
+/* ---- 4D: repeated positions at several time points ------------------------ */
+
+/* Positions closer than this (mm) are the same slice position. */
+#define SAME_POSITION_MM 0.01
+
+static double frame_key(const loader *l, const frame_pos *f, int key)
+{
+    const scp_slice_info *s = &l->info[f->file];
+    if (key == SCP_TIME_INDEX && s->frame_temporal_index)
+        return s->frame_temporal_index[f->frame];
+    return s->temporal[key];
+}
+
+/* Number of positions (groups of frames at the same position) and how many
+ * of them repeat; first[g] is the index of group g's first frame. */
+static int count_groups(const loader *l, int *first, int *repeated)
+{
+    int ng = 0;
+    *repeated = 0;
+    for (int k = 0; k < l->nframes; k++) {
+        if (k == 0 || l->fp[k].d - l->fp[first[ng - 1]].d > SAME_POSITION_MM)
+            first[ng++] = k;
+        else if (k == first[ng - 1] + 1)
+            (*repeated)++;
+    }
+    first[ng] = l->nframes;
+    return ng;
+}
+
+/* 1 when every frame has the key and no two frames of a position share it. */
+static int key_separates(const loader *l, const int *first, int ng, int key)
+{
+    for (int g = 0; g < ng; g++)
+        for (int a = first[g]; a < first[g + 1]; a++) {
+            double ka = frame_key(l, &l->fp[a], key);
+            if (!isfinite(ka))
+                return 0;
+            for (int b = first[g]; b < a; b++)
+                if (frame_key(l, &l->fp[b], key) == ka)
+                    return 0;
+        }
+    return 1;
+}
+
+static int cmp_time(const void *a, const void *b, void *ctx)
+{
+    const loader *l = ctx;
+    double x = frame_key(l, a, l->tkey), y = frame_key(l, b, l->tkey);
+    return (x > y) - (x < y);
+}
+
+static const char *key_name(int key)
+{
+    static const char *const names[] = {"TemporalPositionIndex", "TriggerTime",
+                                        "NominalPercentageOfCardiacPhase", "AcquisitionTime"};
+    return names[key];
+}
+
+/* Reorders fp t-major (time rank within each position). */
+static int arrange_time_points(loader *l, const int *first, int ng, int nt)
+{
+    frame_pos *out = malloc((size_t)l->nframes * sizeof *out);
+    if (!out)
+        return fail(l, -ENOMEM, "out of memory");
+    for (int g = 0; g < ng; g++)
+        qsort_r(l->fp + first[g], (size_t)nt, sizeof *l->fp, cmp_time, l);
+    for (int g = 0; g < ng; g++)
+        for (int t = 0; t < nt; t++)
+            out[(size_t)t * ng + g] = l->fp[first[g] + t];
+    free(l->fp);
+    l->fp = out;
+    l->nz = ng;
+    l->nt = nt;
+    return 0;
+}
+
+/* A series whose positions mostly repeat is 4D when a temporal attribute
+ * tells the repeats apart; each position must then have the same number of
+ * time points. Otherwise the series stays 3D and the step checks report the
+ * duplicates. */
+static int group_time_points(loader *l)
+{
+    l->nz = l->nframes;
+    l->nt = 1;
+    l->tkey = -1;
+    int *first = malloc(((size_t)l->nframes + 1) * sizeof *first), repeated = 0;
+    if (!first)
+        return fail(l, -ENOMEM, "out of memory");
+    int ng = count_groups(l, first, &repeated), rc = 0;
+    for (int key = 0; key < SCP_TIME_KEYS && 2 * repeated > ng && l->tkey < 0; key++)
+        if (key_separates(l, first, ng, key))
+            l->tkey = key;
+    for (int g = 1; l->tkey >= 0 && g < ng && !rc; g++) {
+        int n0 = first[1] - first[0], ng_ = first[g + 1] - first[g];
+        if (ng_ != n0)
+            rc = fail(l, LDCT_EINPUT,
+                      "4D series (time points by %s): the slice position at %.2f mm has %d time "
+                      "points, the one at %.2f mm has %d; every position needs the same time "
+                      "points",
+                      key_name(l->tkey), l->fp[first[0]].d + 0.0, n0, l->fp[first[g]].d + 0.0, ng_);
+    }
+    if (!rc && l->tkey >= 0)
+        rc = arrange_time_points(l, first, ng, first[1] - first[0]);
+    free(first);
+    return rc;
+}
+
+/* Step checks on the positions of the first time point. */
+static int check_positions(loader *l)
+{
+    const int all = l->nframes;
+    l->nframes = l->nz;
+    int rc = check_steps(l);
+    l->nframes = all;
+    return rc;
+}
+
 /* ---- the result ---------------------------------------------------------- */
 
 static int fill_sources(loader *l, asm_series *s)
@@ -648,10 +767,11 @@ static int build_series(loader *l, asm_series *s)
     int rc = fill_sources(l, s);
     if (rc < 0)
         return rc;
-    rc = gpu_volume_init(&s->vol, l->info[0].cols, l->info[0].rows, l->nframes, 1);
+    rc = gpu_volume_init(&s->vol, l->info[0].cols, l->info[0].rows, l->nz, l->nt);
     if (rc < 0)
-        return fail(l, rc, "cannot allocate a %dx%dx%d volume: %s", l->info[0].cols,
-                    l->info[0].rows, l->nframes, ldct_strerror(rc));
+        return fail(l, rc, "cannot allocate a %dx%dx%dx%d volume: %s", l->info[0].cols,
+                    l->info[0].rows, l->nz, l->nt, ldct_strerror(rc));
+    s->temporal_key = l->tkey;
     fill_meta(l, s);
     return 0;
 }
@@ -660,7 +780,8 @@ static int loader_run(loader *l, asm_series *s)
 {
     int rc;
     if ((rc = read_headers(l)) < 0 || (rc = check_files(l)) < 0 || (rc = sort_frames(l)) < 0 ||
-        (rc = check_steps(l)) < 0 || (rc = build_series(l, s)) < 0)
+        (rc = group_time_points(l)) < 0 || (rc = check_positions(l)) < 0 ||
+        (rc = build_series(l, s)) < 0)
         return rc;
     return read_pixels(l, s);
 }
@@ -695,9 +816,10 @@ int asm_series_load(const char *const *paths, int n, asm_series *out, char *err,
         log_debug("series assembly failed: %s", err ? err : ldct_strerror(rc));
         return rc;
     }
-    log_debug("series %s: %d frames from %d files, %dx%d, %.3g x %.3g x %.3g mm", out->series_uid,
-              out->vol.nz, n, out->vol.nx, out->vol.ny, out->vol.spacing[0], out->vol.spacing[1],
-              out->vol.spacing[2]);
+    log_debug("series %s: %d positions x %d time points from %d files, %dx%d, %.3g x %.3g x "
+              "%.3g mm",
+              out->series_uid, out->vol.nz, out->vol.nt, n, out->vol.nx, out->vol.ny,
+              out->vol.spacing[0], out->vol.spacing[1], out->vol.spacing[2]);
     return 0;
 }
 

@@ -15,6 +15,17 @@
  * off the median refuse the series. A single frame is a valid 1-slice
  * volume.
  *
+ * 4D: when most slice positions (within 0.01 mm) repeat and one temporal
+ * attribute tells every repeat apart (tried in this order:
+ * TemporalPositionIndex / TemporalPositionIdentifier, or the per-frame
+ * TemporalPositionIndex of an Enhanced CT; TriggerTime;
+ * NominalPercentageOfCardiacPhase; AcquisitionTime), the volume gets
+ * nt = repeats per position, time points ordered by that attribute (its
+ * rank within each position, so acquisition times may differ from slice to
+ * slice), and every position must have the same number of time points (else
+ * a refusal naming two positions). The step checks then apply to the
+ * positions. Without such an attribute the repeats are duplicates as above.
+ *
  * Thread-safety: any thread; no global state. asm_series_load reads the
  * headers and then the pixels of the files in parallel, with an OpenMP
  * parallel region per call (OMP_NUM_THREADS bounds it).
@@ -32,11 +43,12 @@ typedef struct asm_source {
     char sop_instance_uid[65], sop_class_uid[65];
     int instance_number; /* 0 if absent */
     int frames;          /* frames in this file (1 for classic single-frame) */
-    int *z;              /* z index in the volume of each of its frames, frames entries */
+    int *z;              /* plane index in the volume (t * nz + z) of each of its frames,
+                          * frames entries */
 } asm_source;
 
 typedef struct asm_series {
-    gpu_volume vol; /* HU; nx = columns, ny = rows, nz = total frames, nt = 1;
+    gpu_volume vol; /* HU; nx = columns, ny = rows, nz = positions, nt = time points (1: 3D);
                      * spacing = {column spacing, row spacing, slice distance} (mm);
                      * slice distance = median step between sorted frames, for a
                      * single frame the slice thickness (or 1 when absent); pixel
@@ -48,6 +60,8 @@ typedef struct asm_series {
     double normal[3];       /* unit slice normal used for sorting (row x column
                              * direction cosines); 0\0\1 for a single frame
                              * without orientation */
+    int temporal_key;       /* 4D series: the SCP_TIME_* attribute that orders the time
+                             * points (vol.nt > 1); -1 for a 3D series */
 } asm_series;
 
 /* Loads the n files (paths[0..n-1]). On success returns 0 and fills *out

@@ -7,6 +7,7 @@
 #include "gpu/anlm.h"
 #include "pipeline/assemble_proj.h"
 #include "pipeline/recon.h"
+#include "gpu/adaptive4d.h"
 #include "pipeline/rules.h"
 #include "scp/scp.h"
 
@@ -180,15 +181,21 @@ static int run_filter(int algo, const gpu_nlm_params *p, const asm_series *s, gp
                       const gpu_device *dev)
 {
     const gpu_volume *in = &s->vol;
-    gpu_anlm_params ap;
     switch (algo) {
-    case ALGO_ANLM:
-        ap = anlm_params_of(p, s->modality);
+    case ALGO_ANLM: {
+        gpu_anlm_params ap = anlm_params_of(p, s->modality);
         return gpu_anlm(&ap, in, out, dev);
+    }
     case ALGO_NLM2D:
         return gpu_nlm2d(p, in, out, dev);
     case ALGO_NLM3D:
         return gpu_nlm3d(p, in, out, dev);
+    case ALGO_ADAPTIVE4D: {
+        gpu_adaptive4d_params ap;
+        gpu_adaptive4d_params_default(&ap);
+        ap.strength = p->strength > 0 ? p->strength : 1.0f;
+        return gpu_adaptive4d(&ap, in, out, dev);
+    }
     default:
         return LDCT_EUNSUPPORTED; /* not built into this version */
     }
@@ -263,6 +270,16 @@ static void derivation_text(const process_result *r, const process_opts *o, int 
         derivation_anlm(o, modality, out, len);
         return;
     }
+    if (algo == ALGO_ADAPTIVE4D) {
+        gpu_adaptive4d_params ap;
+        gpu_adaptive4d_params_default(&ap);
+        snprintf(out, len,
+                 "ldct-node adaptive4d: true 4D adaptive filtering (structure tensor from 14 "
+                 "monomial filters, control tensor, 11 reconstruction filters), %d time points, "
+                 "M-function sigma %.2f x strength %.2f, lowpass sigma %.1f voxels",
+                 r->nt, ap.m_sigma, o->nlm.strength > 0 ? o->nlm.strength : 1.0, ap.lp_sigma);
+        return;
+    }
     gpu_nlm_params p = radii_resolved(&o->nlm, algo);
     const char *dims = strcmp(r->algorithm, "nlm2d") == 0 ? "2D" : "3D";
     if (o->nlm.h_auto)
@@ -280,12 +297,14 @@ static void derivation_text(const process_result *r, const process_opts *o, int 
 static int filter_and_write(const asm_series *s, const process_opts *o, process_result *r,
                             char *err, size_t err_len)
 {
-    int algo = o->algorithm == ALGO_AUTO
-                   ? (int)rules_algorithm(&(cfg_rule){.algorithm = ALGO_AUTO}, s->slice_thickness)
-                   : o->algorithm;
+    /* auto: time-resolved series (several time points) get adaptive4d. */
+    int algo = o->algorithm != ALGO_AUTO ? o->algorithm
+               : s->vol.nt > 1
+                   ? ALGO_ADAPTIVE4D
+                   : (int)rules_algorithm(&(cfg_rule){.algorithm = ALGO_AUTO}, s->slice_thickness);
     snprintf(r->algorithm, sizeof r->algorithm, "%s", process_algorithm_name(algo));
     gpu_volume out = {0};
-    int rc = gpu_volume_init(&out, s->vol.nx, s->vol.ny, s->vol.nz, 1);
+    int rc = gpu_volume_init(&out, s->vol.nx, s->vol.ny, s->vol.nz, s->vol.nt);
     if (rc)
         return snprintf(err, err_len, "out of memory for the result volume"), rc;
     out.spacing[0] = s->vol.spacing[0];
@@ -333,6 +352,7 @@ int process_series(const char *const *paths, int n, const process_opts *o, proce
     r->nx = s.vol.nx;
     r->ny = s.vol.ny;
     r->nz = s.vol.nz;
+    r->nt = s.vol.nt;
     if ((rc = result_alloc(r, s.nsrc)) || (rc = make_uids(&s, o, r)))
         snprintf(err, err_len, "cannot make the derived UIDs: %s", ldct_strerror(rc));
     else

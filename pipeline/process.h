@@ -54,10 +54,10 @@ typedef struct process_result {
     char (*paths)[DERIVE_PATH_LEN];
     char series_uid[DERIVE_UID_LEN];
     char algorithm[16], device[16]; /* what ran, where ("cpu" after a fallback) */
-    int nx, ny, nz;
-    float h;            /* the filtering parameter used (HU) */
-    double noise_sigma; /* estimated noise of the input (HU) */
-    int gpu_fallback;   /* 1 when the GPU failed and the CPU did the work */
+    int nx, ny, nz, nt;             /* nt: time points (1 for a 3D series) */
+    float h;                        /* the filtering parameter used (HU) */
+    double noise_sigma;             /* estimated noise of the input (HU) */
+    int gpu_fallback;               /* 1 when the GPU failed and the CPU did the work */
     double load_s, filter_s, write_s;
 } process_result;
 

@@ -135,6 +135,10 @@ void put_image(putter &w, const scp_ct_params *p, const char *date, const char *
         w.cond = w.ds->putAndInsertFloat64(DCM_CTDIvol, p->ctdivol);
     if (p->convolution_kernel)
         w.str(DCM_ConvolutionKernel, p->convolution_kernel);
+    if (p->trigger_time)
+        w.str(DCM_TriggerTime, p->trigger_time);
+    if (p->acquisition_time)
+        w.str(DCM_AcquisitionTime, p->acquisition_time);
     w.str(DCM_RescaleIntercept, fmt_ds(p->rescale_intercept));
     w.str(DCM_RescaleSlope, fmt_ds(p->rescale_slope));
     w.str(DCM_RescaleType, "HU");

@@ -160,6 +160,8 @@ typedef struct scp_ct_params {
     const char *convolution_kernel; /* (0018,1210); NULL: absent */
     const int16_t *pixels;
     const char *transfer_syntax_uid; /* NULL: Explicit VR Little Endian */
+    const char *trigger_time;        /* TriggerTime (ms, DS text); NULL: absent */
+    const char *acquisition_time;    /* AcquisitionTime (TM); NULL: absent */
 } scp_ct_params;
 
 /* Writes one CT Image Storage file (with meta header) to `path`. */
@@ -213,7 +215,18 @@ typedef struct scp_slice_info {
     double kvp, ctdivol, exposure_mas;
     double *frame_positions; /* frames*3 for multi-frame (Enhanced CT per-frame Plane
                               * Position), else NULL; freed by scp_slice_info_free */
+    /* Temporal keys of 4D series, NAN when absent, in the order tried by
+     * series assembly: SCP_TIME_INDEX (TemporalPositionIndex, else
+     * TemporalPositionIdentifier), SCP_TIME_TRIGGER (TriggerTime, ms),
+     * SCP_TIME_PHASE (NominalPercentageOfCardiacPhase), SCP_TIME_ACQUISITION
+     * (AcquisitionTime, seconds since midnight). */
+    double temporal[4];
+    double *frame_temporal_index; /* frames entries: per-frame TemporalPositionIndex of an
+                                   * Enhanced CT (Frame Content), else NULL; freed by
+                                   * scp_slice_info_free */
 } scp_slice_info;
+
+enum { SCP_TIME_INDEX, SCP_TIME_TRIGGER, SCP_TIME_PHASE, SCP_TIME_ACQUISITION, SCP_TIME_KEYS };
 
 /* Reads the header of one instance (stops before the pixel data). For
  * multi-frame images with functional groups (Enhanced CT) the geometry and

@@ -78,6 +78,62 @@ int read_frame_positions(DcmItem *ds, scp_slice_info *o)
     return 0;
 }
 
+double get_number(DcmItem *ds, const DcmTagKey &tag);
+
+/* Every frame's TemporalPositionIndex (Frame Content); left NULL when a
+ * frame lacks it. */
+int read_frame_temporal(DcmItem *ds, scp_slice_info *o)
+{
+    double *t = (double *)calloc((size_t)o->frames, sizeof(double));
+    if (!t)
+        return -ENOMEM;
+    for (int f = 0; f < o->frames; f++) {
+        DcmItem *fc = scp__fg_item(ds, f, DCM_FrameContentSequence);
+        if (!get_doubles(fc, DCM_TemporalPositionIndex, t + f, 1)) {
+            free(t);
+            return 0;
+        }
+    }
+    o->frame_temporal_index = t;
+    return 0;
+}
+
+/* HHMMSS.frac (or HH:MM:SS of old files) as seconds since midnight, or NAN. */
+double dicom_time_seconds(DcmItem *ds, const DcmTagKey &tag)
+{
+    OFString v;
+    if (ds->findAndGetOFString(tag, v).bad() || v.length() < 2)
+        return NAN;
+    char digits[32];
+    size_t k = 0;
+    const char *frac = nullptr;
+    for (const char *c = v.c_str(); *c && k + 1 < sizeof digits; c++) {
+        if (*c == '.') {
+            frac = c;
+            break;
+        }
+        if (*c >= '0' && *c <= '9')
+            digits[k++] = *c;
+    }
+    digits[k] = '\0';
+    if (k < 2 || k % 2)
+        return NAN;
+    double parts[3] = {0, 0, 0};
+    for (size_t i = 0; i < k / 2 && i < 3; i++)
+        parts[i] = (digits[2 * i] - '0') * 10 + (digits[2 * i + 1] - '0');
+    return parts[0] * 3600 + parts[1] * 60 + parts[2] + (frac ? strtod(frac, nullptr) : 0.0);
+}
+
+void read_temporal_fields(DcmItem *ds, scp_slice_info *o)
+{
+    o->temporal[SCP_TIME_INDEX] = get_number(ds, DCM_TemporalPositionIndex);
+    if (std::isnan(o->temporal[SCP_TIME_INDEX]))
+        o->temporal[SCP_TIME_INDEX] = get_number(ds, DCM_TemporalPositionIdentifier);
+    o->temporal[SCP_TIME_TRIGGER] = get_number(ds, DCM_TriggerTime);
+    o->temporal[SCP_TIME_PHASE] = get_number(ds, DCM_NominalPercentageOfCardiacPhase);
+    o->temporal[SCP_TIME_ACQUISITION] = dicom_time_seconds(ds, DCM_AcquisitionTime);
+}
+
 int read_enhanced_geometry(DcmItem *ds, scp_slice_info *o)
 {
     DcmItem *pm = scp__fg_item(ds, 0, DCM_PixelMeasuresSequence);
@@ -85,7 +141,8 @@ int read_enhanced_geometry(DcmItem *ds, scp_slice_info *o)
     get_doubles(pm, DCM_SliceThickness, &o->slice_thickness, 1);
     DcmItem *po = scp__fg_item(ds, 0, DCM_PlaneOrientationSequence);
     o->has_orientation = get_doubles(po, DCM_ImageOrientationPatient, o->orientation, 6);
-    return read_frame_positions(ds, o);
+    int rc = read_frame_positions(ds, o);
+    return rc ? rc : read_frame_temporal(ds, o);
 }
 
 void read_plain_geometry(DcmItem *ds, scp_slice_info *o)
@@ -164,6 +221,7 @@ int read_info(const char *path, scp_slice_info *o, char *err, size_t len)
     }
     read_pixel_fields(ds, o);
     read_rule_fields(ds, o);
+    read_temporal_fields(ds, o);
     scp__frame_rescale(ds, 0, &o->rescale_slope, &o->rescale_intercept);
     if (!has_functional_groups(ds)) {
         read_plain_geometry(ds, o);
@@ -259,6 +317,8 @@ extern "C" void scp_slice_info_free(scp_slice_info *info)
         return;
     free(info->frame_positions);
     info->frame_positions = nullptr;
+    free(info->frame_temporal_index);
+    info->frame_temporal_index = nullptr;
 }
 
 extern "C" int scp_slice_read_hu(const char *path, float *out, size_t count, char *err,

@@ -6,6 +6,13 @@
  *            [--series-description TEXT] [--study-uid UID] [--series-uid UID]
  *            [--patient-id ID] [--series-number N] [--uid-root ROOT]
  *            [--ts implicit|explicit|big|deflate|jpegll|jpegls|rle]
+ *            [--times T [--time-key trigger|acquisition]]
+ *
+ * With --times T the series is 4D: every slice position is written at T
+ * time points (files IMG0001.. time point after time point, TriggerTime
+ * t * 50 ms, or AcquisitionTime that also advances 0.1 s per slice with
+ * --time-key acquisition); the heart and the vessel beat (scale
+ * 1 + 0.25 sin(2 pi t / T)).
  *
  * Invariants: the output depends only on the options (the noise is drawn
  * from a generator seeded by --seed; UIDs and dates are the only fresh
@@ -28,7 +35,8 @@
 
 typedef struct opts {
     const char *out, *description, *study_uid, *series_uid, *patient_id, *uid_root, *ts;
-    int rows, cols, slices, series_number;
+    int rows, cols, slices, series_number, times;
+    const char *time_key;
     double thickness, spacing, pixel_spacing, noise;
     uint64_t seed;
 } opts;
@@ -83,14 +91,14 @@ static double rng_gauss(uint64_t *s)
     return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
 }
 
-static double phantom_hu(double x, double y, double zf)
+static double phantom_hu(double x, double y, double zf, double beat)
 {
     double hu = -1000;
     /* Organs change a little along z so slices differ. */
     double k = 1.0 + 0.15 * sin(3.0 * zf);
     for (size_t i = 0; i < sizeof k_regions / sizeof k_regions[0]; i++) {
         const region *r = &k_regions[i];
-        double s = i < 3 ? 1.0 : k;
+        double s = i < 3 ? 1.0 : (i == 5 || i == 6 ? k * beat : k);
         double dx = (x - r->cx) / (r->ax * s), dy = (y - r->cy) / (r->ay * s);
         if (dx * dx + dy * dy <= 1.0)
             hu = r->hu;
@@ -98,13 +106,14 @@ static double phantom_hu(double x, double y, double zf)
     return hu;
 }
 
-static void make_slice(const opts *o, int z, uint64_t *rng, int16_t *px)
+static void make_slice(const opts *o, int z, int t, uint64_t *rng, int16_t *px)
 {
     double zf = o->slices > 1 ? (double)z / (o->slices - 1) : 0.5;
+    double beat = 1.0 + 0.25 * sin(6.283185307179586 * t / (o->times > 0 ? o->times : 1));
     for (int r = 0; r < o->rows; r++) {
         for (int c = 0; c < o->cols; c++) {
             double x = (2.0 * c + 1) / o->cols - 1.0, y = (2.0 * r + 1) / o->rows - 1.0;
-            double v = phantom_hu(x, y, zf);
+            double v = phantom_hu(x, y, zf, beat);
             if (o->noise > 0)
                 v += o->noise * rng_gauss(rng);
             v = v < -1024 ? -1024 : (v > 3071 ? 3071 : v);
@@ -119,7 +128,8 @@ static void usage(void)
                     "  [--spacing MM] [--pixel-spacing MM] [--noise SD] [--seed S]\n"
                     "  [--series-description TEXT] [--study-uid UID] [--series-uid UID]\n"
                     "  [--patient-id ID] [--series-number N] [--uid-root ROOT]\n"
-                    "  [--ts implicit|explicit|big|deflate|jpegll|jpegls|rle]\n");
+                    "  [--ts implicit|explicit|big|deflate|jpegll|jpegls|rle]\n"
+                    "  [--times T [--time-key trigger|acquisition]]\n");
 }
 
 static int parse_num(const char *name, const char *s, double lo, double hi, double *out)
@@ -200,6 +210,11 @@ static int parse_opt(opts *o, int c, const char *arg, const char *name)
     case 'T':
         o->ts = arg;
         return 0;
+    case 'm':
+        return parse_int(name, arg, 1, 1000, &o->times);
+    case 'K':
+        o->time_key = arg;
+        return 0;
     default:
         return -1;
     }
@@ -216,6 +231,7 @@ static int parse_args(int argc, char **argv, opts *o)
         {"study-uid", 1, 0, 'U'},     {"series-uid", 1, 0, 'u'},
         {"patient-id", 1, 0, 'i'},    {"series-number", 1, 0, 'k'},
         {"uid-root", 1, 0, 'R'},      {"ts", 1, 0, 'T'},
+        {"times", 1, 0, 'm'},         {"time-key", 1, 0, 'K'},
         {"help", 0, 0, 'h'},          {0, 0, 0, 0},
     };
     int c, idx = 0;
@@ -229,6 +245,10 @@ static int parse_args(int argc, char **argv, opts *o)
     }
     if (!ts_uid(o->ts)) {
         fprintf(stderr, "mkseries: unknown --ts '%s'\n", o->ts);
+        return -1;
+    }
+    if (strcmp(o->time_key, "trigger") != 0 && strcmp(o->time_key, "acquisition") != 0) {
+        fprintf(stderr, "mkseries: unknown --time-key '%s'\n", o->time_key);
         return -1;
     }
     if (o->spacing <= 0)
@@ -290,13 +310,22 @@ static int write_series(const opts *o)
     p.pixels = px;
     uint64_t rng = o->seed;
     int err = 0;
-    for (int z = 0; z < o->slices && err == 0; z++) {
-        make_slice(o, z, &rng, px);
-        p.instance_number = z + 1;
+    const int times = o->times > 0 ? o->times : 1;
+    for (int i = 0; i < o->slices * times && err == 0; i++) {
+        int z = i % o->slices, t = i / o->slices;
+        char trig[32], acq[32];
+        make_slice(o, z, t, &rng, px);
+        p.instance_number = i + 1;
         p.position[0] = -0.5 * (o->cols - 1) * o->pixel_spacing;
         p.position[1] = -0.5 * (o->rows - 1) * o->pixel_spacing;
         p.position[2] = z * o->spacing;
-        snprintf(path, sizeof path, "%s/IMG%04d.dcm", o->out, z + 1);
+        snprintf(trig, sizeof trig, "%d", t * 50);
+        double sec = 36000.0 + t * 5.0 + z * 0.1;
+        snprintf(acq, sizeof acq, "%02d%02d%09.6f", (int)(sec / 3600), (int)(sec / 60) % 60,
+                 fmod(sec, 60.0));
+        p.trigger_time = o->times > 0 && strcmp(o->time_key, "trigger") == 0 ? trig : NULL;
+        p.acquisition_time = o->times > 0 && strcmp(o->time_key, "acquisition") == 0 ? acq : NULL;
+        snprintf(path, sizeof path, "%s/IMG%04d.dcm", o->out, i + 1);
         err = new_uid(o, NULL, sop, sizeof sop);
         p.sop_uid = sop;
         if (err == 0 && (err = scp_ct_write(&p, path)) < 0)
@@ -304,8 +333,8 @@ static int write_series(const opts *o)
     }
     free(px);
     if (err == 0)
-        fprintf(stderr, "mkseries: %d slices %dx%d (%s) in %s, series %s\n", o->slices, o->rows,
-                o->cols, o->ts, o->out, series);
+        fprintf(stderr, "mkseries: %d slices x %d time points %dx%d (%s) in %s, series %s\n",
+                o->slices, o->times > 0 ? o->times : 1, o->rows, o->cols, o->ts, o->out, series);
     return err < 0 ? -1 : 0;
 }
 
@@ -315,6 +344,7 @@ int main(int argc, char **argv)
               .uid_root = "1.2.276.0.7230010.3.1.4",
               .ts = "explicit",
               .series_number = 1,
+              .time_key = "trigger",
               .thickness = 2.5,
               .seed = 1};
     if (parse_args(argc, argv, &o) < 0) {

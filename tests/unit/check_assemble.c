@@ -3,7 +3,8 @@
  * slices, every refusal with a message naming the slice (mixed sizes,
  * orientation, frame of reference, duplicates, gaps, uneven spacing, missing
  * position, non-images, colour, truncated files), Enhanced CT mixed with
- * classic slices, and compressed input giving the same HU. Fixtures are
+ * classic slices, compressed input giving the same HU, and 4D series
+ * (time points by TriggerTime or AcquisitionTime, incomplete ones refused). Fixtures are
  * written with scp_ct_write, dump2dcm and dcmodify into a fresh directory. */
 #include "common/err.h"
 #include "common/log.h"
@@ -656,6 +657,93 @@ START_TEST(compressed_input_loads_identical_hu)
 }
 END_TEST
 
+/* ---- 4D: repeated positions at several time points ----------------------- */
+
+/* Slice at position index z, time point t (instance 100 + 10 t + z), with
+ * TriggerTime t * 40 ms or AcquisitionTime 10:00:00 + 5 t + 0.1 z s. */
+static void write_4d(int z, int t, int by_acquisition)
+{
+    char trig[16], acq[32];
+    scp_ct_params p = slice(100 + 10 * t + z, z * 1.25);
+    snprintf(trig, sizeof trig, "%d", t * 40);
+    snprintf(acq, sizeof acq, "1000%02d.%06d", 5 * t, z * 100000);
+    p.trigger_time = by_acquisition ? NULL : trig;
+    p.acquisition_time = by_acquisition ? acq : NULL;
+    write_slice(p);
+}
+
+static void assert_4d(const asm_series *s, int nz, int nt, int key)
+{
+    ck_assert_int_eq(s->vol.nz, nz);
+    ck_assert_int_eq(s->vol.nt, nt);
+    ck_assert_int_eq(s->temporal_key, key);
+    ck_assert_double_eq_tol(s->vol.spacing[2], 1.25, 1e-9);
+    for (int k = 0; k < s->nsrc; k++) {
+        int inst = s->src[k].instance_number, t = (inst - 100) / 10, z = (inst - 100) % 10;
+        ck_assert_int_eq(s->src[k].z[0], t * nz + z);
+        assert_plane_is(s, t * nz + z, inst);
+    }
+}
+
+START_TEST(four_d_series_is_ordered_by_trigger_time)
+{
+    /* Files in a scrambled order: time points and positions interleaved. */
+    static const int order[][2] = {{2, 1}, {0, 0}, {1, 2}, {2, 0}, {0, 2}, {1, 0},
+                                   {1, 1}, {0, 1}, {2, 2}, {3, 0}, {3, 2}, {3, 1}};
+    for (int k = 0; k < 12; k++)
+        write_4d(order[k][0], order[k][1], 0);
+    asm_series s;
+    load_ok(&s);
+    assert_4d(&s, 4, 3, SCP_TIME_TRIGGER);
+    asm_series_close(&s);
+}
+END_TEST
+
+START_TEST(four_d_acquisition_times_may_differ_per_slice)
+{
+    for (int t = 2; t >= 0; t--)
+        for (int z = 0; z < 3; z++)
+            write_4d(z, t, 1);
+    asm_series s;
+    load_ok(&s);
+    assert_4d(&s, 3, 3, SCP_TIME_ACQUISITION);
+    asm_series_close(&s);
+}
+END_TEST
+
+START_TEST(four_d_missing_time_point_is_refused)
+{
+    for (int t = 0; t < 3; t++)
+        for (int z = 0; z < 3; z++)
+            if (!(t == 2 && z == 1))
+                write_4d(z, t, 0);
+    expect_failure(LDCT_EINPUT, "4D series (time points by TriggerTime)",
+                   "the one at 1.25 mm has 2; every position needs the same time points");
+}
+END_TEST
+
+START_TEST(four_d_gap_between_positions_is_refused)
+{
+    for (int t = 0; t < 2; t++)
+        for (int z = 0; z < 5; z++)
+            if (z != 3)
+                write_4d(z, t, 0);
+    expect_failure(LDCT_EINPUT, "gap of 2.50 mm", "missing slice?");
+}
+END_TEST
+
+START_TEST(three_d_series_has_no_temporal_key)
+{
+    static const int pos[] = {0, 1, 2};
+    write_axial(3, pos);
+    asm_series s;
+    load_ok(&s);
+    ck_assert_int_eq(s.vol.nt, 1);
+    ck_assert_int_eq(s.temporal_key, -1);
+    asm_series_close(&s);
+}
+END_TEST
+
 int main(void)
 {
     if (scp_global_init() != 0)
@@ -690,6 +778,11 @@ int main(void)
     tcase_add_test(tc, no_files_is_einput_and_close_accepts_zeroed_structs);
     tcase_add_test(tc, enhanced_ct_frames_sort_together_with_classic_slices);
     tcase_add_test(tc, enhanced_ct_frame_names_appear_in_messages);
+    tcase_add_test(tc, four_d_series_is_ordered_by_trigger_time);
+    tcase_add_test(tc, four_d_acquisition_times_may_differ_per_slice);
+    tcase_add_test(tc, four_d_missing_time_point_is_refused);
+    tcase_add_test(tc, four_d_gap_between_positions_is_refused);
+    tcase_add_test(tc, three_d_series_has_no_temporal_key);
     tcase_add_loop_test(tc, compressed_input_loads_identical_hu, 0,
                         (int)(sizeof COMPRESSED / sizeof COMPRESSED[0]));
     suite_add_tcase(s, tc);

@@ -1,0 +1,84 @@
+/* Parameters and dispatcher of adaptive4d, and the CUDA stub of builds
+ * without CUDA; see adaptive4d.h. Any thread. */
+#include <math.h>
+
+#include "common/err.h"
+#include "common/log.h"
+#include "gpu/adaptive4d.h"
+
+void gpu_adaptive4d_params_default(gpu_adaptive4d_params *p)
+{
+    gpu_adaptive4d_params d = {
+        .downsample = 2,
+        .mono_size = 7,
+        .recon_size = 11,
+        .mono_center = (float)(M_PI / (2.0 * M_SQRT2)),
+        .mono_bandwidth = 2.0f,
+        .gamma = 1.0f,
+        .tensor_sigma = 1.0f,
+        .control_sigma = 1.0f,
+        .lp_sigma = 1.2f,
+        .m_alpha = 0.5f,
+        .m_beta = 2.0f,
+        .m_sigma = 0.1f,
+        .mu_alpha = 0.4f,
+        .mu_beta = 2.0f,
+        .strength = 1.0f,
+        .backend = GPU_A4D_AUTO,
+        .stats = NULL,
+    };
+    *p = d;
+}
+
+static int odd_size(int k)
+{
+    return k >= 3 && k <= GPU_A4D_MAX_SIZE && (k & 1);
+}
+
+int gpu_adaptive4d_params_check(const gpu_adaptive4d_params *p)
+{
+    if (!p || (p->downsample != 1 && p->downsample != 2) || !odd_size(p->mono_size) ||
+        !odd_size(p->recon_size))
+        return LDCT_EINPUT;
+    if (!(p->mono_center > 0 && p->mono_center < M_PI) || !(p->mono_bandwidth > 0) ||
+        !(p->gamma >= 0))
+        return LDCT_EINPUT;
+    if (!(p->tensor_sigma > 0) || !(p->control_sigma > 0) || !(p->lp_sigma > 0) ||
+        !(p->strength > 0))
+        return LDCT_EINPUT;
+    if (!(p->m_alpha >= 0) || !(p->m_beta > 0) || !(p->m_sigma > 0))
+        return LDCT_EINPUT;
+    if (!(p->mu_alpha > 0 && p->mu_alpha < 1) || !(p->mu_beta > 0))
+        return LDCT_EINPUT;
+    if (p->backend != GPU_A4D_AUTO && p->backend != GPU_A4D_FFT && p->backend != GPU_A4D_SPATIAL)
+        return LDCT_EINPUT;
+    return 0;
+}
+
+int gpu_adaptive4d(const gpu_adaptive4d_params *p, const gpu_volume *in, gpu_volume *out,
+                   const gpu_device *dev)
+{
+    gpu_device d = {GPU_DEVICE_CPU, 0, 0, NULL, 0};
+    if (dev)
+        d = *dev;
+    else if (gpu_device_parse("auto", &d) != 0)
+        d.kind = GPU_DEVICE_CPU;
+    if (d.kind == GPU_DEVICE_CUDA && !LDCT_WITH_CUDA)
+        return LDCT_ENOGPU;
+    if (d.kind == GPU_DEVICE_CUDA)
+        return gpu_adaptive4d_cuda(p, in, out, &d);
+    return gpu_adaptive4d_ref(p, in, out, &d);
+}
+
+#if !LDCT_WITH_CUDA
+int gpu_adaptive4d_cuda(const gpu_adaptive4d_params *p, const gpu_volume *in, gpu_volume *out,
+                        const gpu_device *dev)
+{
+    (void)p;
+    (void)in;
+    (void)out;
+    (void)dev;
+    log_err("adaptive4d: this build has no CUDA");
+    return LDCT_EUNSUPPORTED;
+}
+#endif

@@ -1,0 +1,181 @@
+/* True 4D adaptive filtering (seed 002: Eklund, Andersson, Knutsson, "True
+ * 4D image denoising on the GPU", 2011; Knutsson's adaptive filtering):
+ * parameters, the filter bank, the CPU reference that defines the result,
+ * the CUDA version and the dispatcher. Design notes and measured filter
+ * errors: docs/NOTES-adaptive4d.md.
+ *
+ * Definition (what every version computes), for a volume s(x), x = (x,y,z,t)
+ * in voxel units, certainty c = 1 inside the volume and 0 outside:
+ *  1. Tensor grid: with downsample f = 2, s is smoothed along x, y, z by the
+ *     binomial [1 4 6 4 1]/16 (normalized convolution) and every f-th voxel
+ *     along x, y, z is kept (t is never downsampled); f = 1 keeps s.
+ *  2. Fourteen monomial filters on the tensor grid, specified in the
+ *     frequency domain with u in [-pi,pi)^4, rho = |u|, lognormal
+ *     R(rho) = exp(-4 ln^2(rho/rho0) / (B^2 ln 2)):
+ *        F_n(u) = R(rho) u_n / rho            n = x,y,z,t   (odd, 4)
+ *        F_nm(u) = R(rho) u_n u_m / rho^2     n <= m        (even, 10)
+ *     sampled, brought to spatial kernels of mono_size^4 (gpu__a4d_bank_make).
+ *     Responses q_n, q_nm.
+ *  3. Local structure tensor T = q1 q1^T + gamma Q2 Q2 (q1 the 4-vector of
+ *     odd responses, Q2 the symmetric 4x4 matrix of even ones; gamma = 1
+ *     makes it phase invariant), brought to full-resolution coordinates
+ *     T <- D^-1 T D^-1 with D = diag(f,f,f,1), then each of its 10
+ *     components is smoothed by a Gaussian of tensor_sigma (normalized
+ *     convolution).
+ *  4. Control tensor: x = ||T||_F / max ||T||_F over the volume,
+ *        M(x) = x^beta / (x^(alpha+beta) + sigma^beta)       (m_* params)
+ *     with eigen-decomposition T = sum_k l_k e_k e_k^T, l_1 >= .. >= l_4,
+ *        mu(r) = (r(1-a))^b / ((r(1-a))^b + (a(1-r))^b)      (mu_* params)
+ *        C = M(x) sum_k mu(l_k / l_1) e_k e_k^T,
+ *     then each component of C is smoothed by a Gaussian of control_sigma
+ *     (normalized convolution) and interpolated (linear in x, y, z) back to
+ *     full resolution.
+ *  5. Reconstruction: a separable Gaussian lowpass L of lp_sigma (normalized
+ *     convolution) and ten highpass filters along directions n_k
+ *        H_k(u) = (1 - G(u)) (u . n_k)^2 / rho^2
+ *     (G the frequency response of the discrete lowpass, recon_size^4
+ *     kernels), combined as
+ *        out = L s + sum_k c_k (H_k s),  c_k = sum_l Ginv_kl n_l^T C n_l
+ *     with Ginv the inverse Gram matrix of the n_k n_k^T (dual basis), so
+ *     the adaptive filter is L + (1 - G) u^T C u / rho^2: all-pass where
+ *     C = I, lowpass where C = 0.
+ * Borders (normalized convolution, no voxel lost): every zero-DC filter h
+ * (steps 2 and 5) answers h*(c s) - (h*c) m(x), m the normalized-convolution
+ * local mean (Gaussian sigma 1 on the tensor grid, L s at full resolution):
+ * samples outside the volume count as the local mean, so a constant volume
+ * gives zero responses and comes out unchanged.
+ *
+ * All entry points take (params, in, out, dev) like gpu/nlm.h: `out` must be
+ * initialised by the caller with the shape of `in` and not share its
+ * buffer. Return 0 or a negative code from common/err.h: LDCT_EINPUT (bad
+ * parameters or shapes), -ENOMEM, LDCT_EUNSUPPORTED (FFT back end without
+ * libfftw3f; CUDA version in a build without CUDA), LDCT_ENOGPU,
+ * LDCT_ENOMEM_GPU, LDCT_ECUDA. Any thread may call them.
+ */
+#ifndef LDCT_GPU_ADAPTIVE4D_H
+#define LDCT_GPU_ADAPTIVE4D_H
+
+#include "gpu/device.h"
+#include "gpu/volume.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+    GPU_A4D_NMONO = 14,   /* monomial filters: 4 odd, then 10 even */
+    GPU_A4D_NTENSOR = 10, /* components of a symmetric 4x4 tensor */
+    GPU_A4D_NHP = 10,     /* highpass reconstruction filters */
+    GPU_A4D_MAX_SIZE = 15 /* largest spatial kernel size */
+};
+
+/* Filtering back end of the nonseparable filters. */
+typedef enum gpu_a4d_backend {
+    GPU_A4D_AUTO = 0,   /* reference: FFT when FFTW loads, else spatial; CUDA: fastest per slab */
+    GPU_A4D_FFT = 1,    /* FFT of the zero-padded volume (FFTW / cuFFT) */
+    GPU_A4D_SPATIAL = 2 /* direct convolution */
+} gpu_a4d_backend;
+
+typedef struct gpu_a4d_stats {
+    double total_ms; /* whole call */
+    int slabs;       /* slabs the volume was cut into (CUDA) */
+    int fft_slabs;   /* of which filtered with FFTs (CUDA) */
+} gpu_a4d_stats;
+
+typedef struct gpu_adaptive4d_params {
+    int downsample;                 /* f: 1 or 2 (tensor grid along x, y, z) */
+    int mono_size;                  /* spatial size of the monomial kernels, odd 3..15 */
+    int recon_size;                 /* spatial size of the highpass kernels, odd 3..15 */
+    float mono_center;              /* rho0 of the lognormal, rad/sample of the tensor grid */
+    float mono_bandwidth;           /* B, octaves */
+    float gamma;                    /* weight of the even part of T */
+    float tensor_sigma;             /* Gaussian smoothing of T, tensor-grid voxels */
+    float control_sigma;            /* Gaussian smoothing of C, tensor-grid voxels */
+    float lp_sigma;                 /* reconstruction lowpass, voxels */
+    float m_alpha, m_beta, m_sigma; /* M-function: overshoot, steepness, noise threshold */
+    float mu_alpha, mu_beta;        /* mu-function: isotropy threshold, steepness */
+    float strength;                 /* scales m_sigma (higher = smoother); default 1 */
+    gpu_a4d_backend backend;
+    gpu_a4d_stats *stats; /* optional out; may be NULL */
+} gpu_adaptive4d_params;
+
+/* Defaults (docs/NOTES-adaptive4d.md says where each comes from):
+ * f = 2, mono 7^4, recon 11^4, rho0 = pi/(2 sqrt 2), B = 2, gamma = 1,
+ * tensor_sigma = 1, control_sigma = 1, lp_sigma = 1.2, M: alpha 0.5,
+ * beta 2, sigma 0.1; mu: alpha 0.4, beta 2; strength 1; backend auto. */
+void gpu_adaptive4d_params_default(gpu_adaptive4d_params *p);
+
+/* Validates parameters (not shapes); 0 or LDCT_EINPUT. */
+int gpu_adaptive4d_params_check(const gpu_adaptive4d_params *p);
+
+int gpu_adaptive4d_ref(const gpu_adaptive4d_params *p, const gpu_volume *in, gpu_volume *out,
+                       const gpu_device *dev);
+int gpu_adaptive4d_cuda(const gpu_adaptive4d_params *p, const gpu_volume *in, gpu_volume *out,
+                        const gpu_device *dev);
+/* Dispatcher: CUDA when dev (or auto) is a GPU, else the CPU reference. */
+int gpu_adaptive4d(const gpu_adaptive4d_params *p, const gpu_volume *in, gpu_volume *out,
+                   const gpu_device *dev);
+
+/* Steps 1-3 alone: the smoothed structure tensor on the tensor grid, in
+ * full-resolution coordinates. T[10] must be initialised by the caller with
+ * nx' = ceil(nx/f), ny', nz', nt; components in the order xx xy xz xt yy yz
+ * yt zz zt tt. Returns 0 or an error as above. */
+int gpu_adaptive4d_tensor_ref(const gpu_adaptive4d_params *p, const gpu_volume *in,
+                              gpu_volume T[GPU_A4D_NTENSOR], const gpu_device *dev);
+
+/* ---- internal, shared by adaptive4d_*.c, adaptive4d.cu and the tests ---- */
+
+/* The filters of one parameter set. Kernels are size^4 floats, x fastest,
+ * tap (jx,jy,jz,jt) in [-r,r]^4 at ((jt+r)*K + jz+r)*K... (K = size,
+ * r = size/2); the filter answers out(x) = sum_j w(j) s(x - j). */
+typedef struct gpu_a4d_bank {
+    int mono_size, recon_size;
+    float *mono;                 /* 14 kernels: odd x y z t, even xx xy xz xt yy yz yt zz zt tt */
+    float *hp;                   /* 10 highpass kernels along dirs[k] */
+    float lp[GPU_A4D_MAX_SIZE];  /* reconstruction lowpass, 1D taps, sum 1 */
+    int lp_radius;               /* lp has 2*lp_radius+1 taps */
+    double dirs[GPU_A4D_NHP][4]; /* unit directions n_k */
+    double dual[GPU_A4D_NHP][GPU_A4D_NHP]; /* Ginv */
+    double mono_err, hp_err;               /* worst relative L2 design error of the kernels */
+} gpu_a4d_bank;
+
+/* Builds the bank for p (gpu_a4d_bank_free releases it); `parts` selects
+ * the monomial kernels, the reconstruction filters or both (the design of
+ * the 11^4 highpass kernels takes most of the time). 0, LDCT_EINPUT,
+ * -ENOMEM. */
+enum { GPU_A4D_BANK_MONO = 1, GPU_A4D_BANK_RECON = 2, GPU_A4D_BANK_ALL = 3 };
+int gpu__a4d_bank_make(const gpu_adaptive4d_params *p, int parts, gpu_a4d_bank *b);
+void gpu__a4d_bank_free(gpu_a4d_bank *b);
+
+/* Index of tensor component (i,j), i,j in 0..3, in the order xx xy .. tt. */
+int gpu__a4d_tidx(int i, int j);
+
+/* Normalized 1D Gaussian taps exp(-j^2/(2 sigma^2)), j in [-r,r],
+ * r = min(ceil(3 sigma), GPU_A4D_MAX_SIZE/2); returns r. */
+int gpu__a4d_gauss_taps(float sigma, float *taps);
+
+/* Separable normalized convolution along the axes in `axes` (bit d = axis
+ * d, x = bit 0): per axis out(x) = sum_j w(j) s(x-j) / sum_j w(j) over the
+ * taps that fall inside. `in` may equal `out`. dims = {nx,ny,nz,nt}. */
+int gpu__a4d_smooth(const float *in, float *out, const int dims[4], const float *taps, int radius,
+                    int axes, int threads);
+
+/* Filters `in` (dims) with nk kernels of size^4 into outs[k]; with `mean`
+ * non-NULL the border correction h*(c s) - (h*c) mean is applied (kernels
+ * must then have zero sum). backend GPU_A4D_FFT or GPU_A4D_SPATIAL. */
+int gpu__a4d_filter_ref(const float *kernels, int nk, int size, const float *in, const float *mean,
+                        const int dims[4], float **outs, int backend, int threads);
+
+/* Control tensor from the smoothed structure tensor, in place (10 arrays of
+ * n voxels): the M- and mu-mappings of step 4 (before smoothing of C). */
+void gpu__a4d_control(const gpu_adaptive4d_params *p, float **T, size_t n, int threads);
+
+/* Eigen-decomposition of a symmetric 4x4 matrix a (row-major, destroyed):
+ * eigenvalues l[4] descending, eigenvectors as columns of v (row-major). */
+void gpu__a4d_eig4(double a[16], double l[4], double v[16]);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,420 @@
+/* CPU reference of adaptive4d (C11 + OpenMP): the five steps of adaptive4d.h
+ * on whole volumes in memory (about 14 full-resolution copies plus the FFT
+ * buffers of one filter per thread; it is the definition, not the fast
+ * path). Any thread.
+ */
+#include <errno.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/err.h"
+#include "gpu/adaptive4d.h"
+#include "gpu/fftw_dl.h"
+
+enum { NT = GPU_A4D_NTENSOR, NM = GPU_A4D_NMONO, NH = GPU_A4D_NHP };
+
+typedef struct grid4 {
+    int d[4];
+    size_t n;
+} grid4;
+
+static grid4 grid_of(int nx, int ny, int nz, int nt)
+{
+    grid4 g = {{nx, ny, nz, nt}, (size_t)nx * ny * nz * nt};
+    return g;
+}
+
+static void free_arrays(float **a, int n)
+{
+    for (int i = 0; i < n; i++) {
+        free(a[i]);
+        a[i] = NULL;
+    }
+}
+
+static int alloc_arrays(float **a, int n, size_t len)
+{
+    for (int i = 0; i < n; i++)
+        a[i] = NULL;
+    for (int i = 0; i < n; i++)
+        if (!(a[i] = malloc(sizeof(float) * (len ? len : 1)))) {
+            free_arrays(a, n);
+            return -ENOMEM;
+        }
+    return 0;
+}
+
+static int resolve_backend(const gpu_adaptive4d_params *p)
+{
+    if (p->backend != GPU_A4D_AUTO)
+        return p->backend;
+    return gpu__fftw() ? GPU_A4D_FFT : GPU_A4D_SPATIAL;
+}
+
+static int threads_of(const gpu_device *dev)
+{
+    return dev && dev->threads > 0 ? dev->threads : omp_get_max_threads();
+}
+
+/* ---- step 1: tensor grid --------------------------------------------------- */
+
+static int downsample(const float *in, const grid4 *g, int f, float *low, const grid4 *lg,
+                      int threads)
+{
+    if (f == 1) {
+        memcpy(low, in, sizeof(float) * g->n);
+        return 0;
+    }
+    static const float binom[5] = {1 / 16.f, 4 / 16.f, 6 / 16.f, 4 / 16.f, 1 / 16.f};
+    float *tmp = malloc(sizeof(float) * g->n);
+    if (!tmp)
+        return -ENOMEM;
+    int rc = gpu__a4d_smooth(in, tmp, g->d, binom, 2, 0x7, threads);
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (long row = 0; row < (long)lg->d[1] * lg->d[2] * lg->d[3]; row++) {
+        int y = (int)(row % lg->d[1]), z = (int)(row / lg->d[1] % lg->d[2]),
+            t = (int)(row / lg->d[1] / lg->d[2]);
+        const float *src =
+            tmp + (((size_t)t * g->d[2] + (size_t)z * f) * g->d[1] + y * f) * g->d[0];
+        for (int x = 0; x < lg->d[0]; x++)
+            low[(size_t)row * lg->d[0] + x] = src[x * f];
+    }
+    free(tmp);
+    return rc;
+}
+
+/* ---- step 3: structure tensor from the monomial responses ---------------- */
+
+static void tensor_from_mono(const gpu_adaptive4d_params *p, float **q, float **T, size_t n,
+                             int threads)
+{
+    const double f = p->downsample, dinv[4] = {1 / f, 1 / f, 1 / f, 1};
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (size_t v = 0; v < n; v++) {
+        double q1[4], Q2[4][4];
+        for (int i = 0; i < 4; i++) {
+            q1[i] = q[i][v];
+            for (int j = 0; j < 4; j++)
+                Q2[i][j] = q[4 + gpu__a4d_tidx(i, j)][v];
+        }
+        for (int i = 0; i < 4; i++)
+            for (int j = i; j < 4; j++) {
+                double even = 0;
+                for (int k = 0; k < 4; k++)
+                    even += Q2[i][k] * Q2[k][j];
+                double t = q1[i] * q1[j] + p->gamma * even;
+                T[gpu__a4d_tidx(i, j)][v] = (float)(t * dinv[i] * dinv[j]);
+            }
+    }
+}
+
+/* Steps 1-3 into T[10] on the tensor grid lg. */
+static int tensor_grid(const gpu_adaptive4d_params *p, const gpu_a4d_bank *b, const float *in,
+                       const grid4 *g, const grid4 *lg, float **T, int threads)
+{
+    float *q[NM] = {NULL}, *low = malloc(sizeof(float) * lg->n),
+          *mean = malloc(sizeof(float) * lg->n);
+    int rc = low && mean ? alloc_arrays(q, NM, lg->n) : -ENOMEM;
+    float taps[GPU_A4D_MAX_SIZE];
+    if (!rc)
+        rc = downsample(in, g, p->downsample, low, lg, threads);
+    if (!rc) {
+        int r = gpu__a4d_gauss_taps(1.0f, taps);
+        rc = gpu__a4d_smooth(low, mean, lg->d, taps, r, 0xf, threads);
+    }
+    if (!rc)
+        rc = gpu__a4d_filter_ref(b->mono, NM, b->mono_size, low, mean, lg->d, q, resolve_backend(p),
+                                 threads);
+    if (!rc)
+        tensor_from_mono(p, q, T, lg->n, threads);
+    if (!rc) {
+        int r = gpu__a4d_gauss_taps(p->tensor_sigma, taps);
+        for (int c = 0; c < NT && !rc; c++)
+            rc = gpu__a4d_smooth(T[c], T[c], lg->d, taps, r, 0xf, threads);
+    }
+    free_arrays(q, NM);
+    free(low);
+    free(mean);
+    return rc;
+}
+
+/* ---- step 4: control tensor ------------------------------------------------ */
+
+void gpu__a4d_eig4(double a[16], double l[4], double v[16])
+{
+    for (int i = 0; i < 16; i++)
+        v[i] = i % 5 == 0;
+    for (int sweep = 0; sweep < 30; sweep++) {
+        double off = 0;
+        for (int i = 0; i < 4; i++)
+            for (int j = i + 1; j < 4; j++)
+                off += a[4 * i + j] * a[4 * i + j];
+        if (off < 1e-30)
+            break;
+        for (int pi = 0; pi < 4; pi++)
+            for (int qi = pi + 1; qi < 4; qi++) {
+                double apq = a[4 * pi + qi];
+                if (fabs(apq) < 1e-300)
+                    continue;
+                double theta = (a[4 * qi + qi] - a[4 * pi + pi]) / (2 * apq);
+                double t = (theta >= 0 ? 1 : -1) / (fabs(theta) + sqrt(theta * theta + 1));
+                double c = 1 / sqrt(t * t + 1), s = t * c;
+                for (int k = 0; k < 4; k++) { /* columns p, q */
+                    double akp = a[4 * k + pi], akq = a[4 * k + qi];
+                    a[4 * k + pi] = c * akp - s * akq;
+                    a[4 * k + qi] = s * akp + c * akq;
+                }
+                for (int k = 0; k < 4; k++) { /* rows p, q */
+                    double apk = a[4 * pi + k], aqk = a[4 * qi + k];
+                    a[4 * pi + k] = c * apk - s * aqk;
+                    a[4 * qi + k] = s * apk + c * aqk;
+                }
+                for (int k = 0; k < 4; k++) {
+                    double vkp = v[4 * k + pi], vkq = v[4 * k + qi];
+                    v[4 * k + pi] = c * vkp - s * vkq;
+                    v[4 * k + qi] = s * vkp + c * vkq;
+                }
+            }
+    }
+    int order[4] = {0, 1, 2, 3};
+    for (int i = 0; i < 4; i++)
+        for (int j = i + 1; j < 4; j++)
+            if (a[5 * order[j]] > a[5 * order[i]]) {
+                int t = order[i];
+                order[i] = order[j];
+                order[j] = t;
+            }
+    double vv[16];
+    for (int k = 0; k < 4; k++) {
+        l[k] = a[5 * order[k]];
+        for (int i = 0; i < 4; i++)
+            vv[4 * i + k] = v[4 * i + order[k]];
+    }
+    memcpy(v, vv, sizeof vv);
+}
+
+static double m_func(const gpu_adaptive4d_params *p, double x)
+{
+    double s = p->m_sigma * p->strength;
+    return pow(x, p->m_beta) / (pow(x, p->m_alpha + p->m_beta) + pow(s, p->m_beta));
+}
+
+static double mu_func(const gpu_adaptive4d_params *p, double r)
+{
+    double a = p->mu_alpha, num = pow(r * (1 - a), p->mu_beta);
+    double den = num + pow(a * (1 - r), p->mu_beta);
+    return den > 0 ? num / den : 1.0;
+}
+
+static double frob(float **T, size_t v)
+{
+    double s = 0;
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) {
+            double t = T[gpu__a4d_tidx(i, j)][v];
+            s += t * t;
+        }
+    return sqrt(s);
+}
+
+static void control_voxel(const gpu_adaptive4d_params *p, float **T, size_t v, double tmax)
+{
+    double a[16], l[4], e[16];
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++)
+            a[4 * i + j] = T[gpu__a4d_tidx(i, j)][v];
+    double m = tmax > 0 ? m_func(p, frob(T, v) / tmax) : 0;
+    gpu__a4d_eig4(a, l, e);
+    double w[4] = {0, 0, 0, 0};
+    for (int k = 0; k < 4 && l[0] > 0; k++) {
+        double r = l[k] / l[0];
+        w[k] = m * mu_func(p, r < 0 ? 0 : r > 1 ? 1 : r);
+    }
+    for (int i = 0; i < 4; i++)
+        for (int j = i; j < 4; j++) {
+            double c = 0;
+            for (int k = 0; k < 4; k++)
+                c += w[k] * e[4 * i + k] * e[4 * j + k];
+            T[gpu__a4d_tidx(i, j)][v] = (float)c;
+        }
+}
+
+void gpu__a4d_control(const gpu_adaptive4d_params *p, float **T, size_t n, int threads)
+{
+    double tmax = 0;
+#pragma omp parallel for num_threads(threads > 0 ? threads : omp_get_max_threads())                \
+    reduction(max                                                                                  \
+              : tmax) schedule(static)
+    for (size_t v = 0; v < n; v++) {
+        double f = frob(T, v);
+        if (f > tmax)
+            tmax = f;
+    }
+#pragma omp parallel for num_threads(threads > 0 ? threads : omp_get_max_threads()) schedule(static)
+    for (size_t v = 0; v < n; v++)
+        control_voxel(p, T, v, tmax);
+}
+
+/* ---- step 5: reconstruction ------------------------------------------------ */
+
+/* Linear interpolation of the 10 control components at full-res voxel
+ * (x,y,z,t) and the 10 filter weights c_k. */
+static void weights_at(const gpu_a4d_bank *b, float **C, const grid4 *lg, int f, int x, int y,
+                       int z, int t, double *c)
+{
+    double fr[3];
+    int i0[3], i1[3], pos[3] = {x, y, z};
+    for (int a = 0; a < 3; a++) {
+        double u = (double)pos[a] / f;
+        i0[a] = (int)u;
+        fr[a] = u - i0[a];
+        i1[a] = i0[a] + 1 < lg->d[a] ? i0[a] + 1 : i0[a];
+    }
+    double ct[NT] = {0};
+    for (int corner = 0; corner < 8; corner++) {
+        double w = 1;
+        int idx[3];
+        for (int a = 0; a < 3; a++) {
+            int hi = (corner >> a) & 1;
+            idx[a] = hi ? i1[a] : i0[a];
+            w *= hi ? fr[a] : 1 - fr[a];
+        }
+        if (w == 0)
+            continue;
+        size_t v = (((size_t)t * lg->d[2] + idx[2]) * lg->d[1] + idx[1]) * lg->d[0] + idx[0];
+        for (int k = 0; k < NT; k++)
+            ct[k] += w * C[k][v];
+    }
+    double proj[NH];
+    for (int l = 0; l < NH; l++) {
+        const double *n = b->dirs[l];
+        proj[l] = 0;
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 4; j++)
+                proj[l] += n[i] * ct[gpu__a4d_tidx(i, j)] * n[j];
+    }
+    for (int k = 0; k < NH; k++) {
+        c[k] = 0;
+        for (int l = 0; l < NH; l++)
+            c[k] += b->dual[k][l] * proj[l];
+    }
+}
+
+static int reconstruct(const gpu_adaptive4d_params *p, const gpu_a4d_bank *b, const float *in,
+                       const grid4 *g, float **C, const grid4 *lg, float *out, int threads)
+{
+    float *hp[NH];
+    int rc = alloc_arrays(hp, NH, g->n);
+    if (!rc)
+        rc = gpu__a4d_smooth(in, out, g->d, b->lp, b->lp_radius, 0xf, threads);
+    if (!rc)
+        rc = gpu__a4d_filter_ref(b->hp, NH, b->recon_size, in, out, g->d, hp, resolve_backend(p),
+                                 threads);
+    if (!rc) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+        for (long row = 0; row < (long)g->d[1] * g->d[2] * g->d[3]; row++) {
+            int y = (int)(row % g->d[1]), z = (int)(row / g->d[1] % g->d[2]),
+                t = (int)(row / g->d[1] / g->d[2]);
+            for (int x = 0; x < g->d[0]; x++) {
+                double c[NH], acc = 0;
+                size_t v = (size_t)row * g->d[0] + x;
+                weights_at(b, C, lg, p->downsample, x, y, z, t, c);
+                for (int k = 0; k < NH; k++)
+                    acc += c[k] * hp[k][v];
+                out[v] += (float)acc;
+            }
+        }
+    }
+    free_arrays(hp, NH);
+    return rc;
+}
+
+/* ---- entry points ------------------------------------------------------------ */
+
+static int check_call(const gpu_adaptive4d_params *p, const gpu_volume *in, const gpu_volume *out)
+{
+    int rc = gpu_adaptive4d_params_check(p);
+    if (rc)
+        return rc;
+    if (!in || !in->data || in->nx < 1 || in->ny < 1 || in->nz < 1 || in->nt < 1)
+        return LDCT_EINPUT;
+    if (out && (!out->data || !gpu_volume_same_shape(in, out) || out->data == in->data))
+        return LDCT_EINPUT;
+    if (p->backend == GPU_A4D_FFT && !gpu__fftw())
+        return LDCT_EUNSUPPORTED;
+    return 0;
+}
+
+static grid4 tensor_grid_of(const gpu_adaptive4d_params *p, const gpu_volume *in)
+{
+    const int f = p->downsample;
+    return grid_of((in->nx + f - 1) / f, (in->ny + f - 1) / f, (in->nz + f - 1) / f, in->nt);
+}
+
+int gpu_adaptive4d_tensor_ref(const gpu_adaptive4d_params *p, const gpu_volume *in,
+                              gpu_volume T[GPU_A4D_NTENSOR], const gpu_device *dev)
+{
+    int rc = check_call(p, in, NULL);
+    if (rc)
+        return rc;
+    grid4 g = grid_of(in->nx, in->ny, in->nz, in->nt), lg = tensor_grid_of(p, in);
+    float *t[NT];
+    for (int c = 0; c < NT; c++) {
+        if (!T[c].data || T[c].nx != lg.d[0] || T[c].ny != lg.d[1] || T[c].nz != lg.d[2] ||
+            T[c].nt != lg.d[3])
+            return LDCT_EINPUT;
+        t[c] = T[c].data;
+    }
+    gpu_a4d_bank b;
+    if ((rc = gpu__a4d_bank_make(p, GPU_A4D_BANK_MONO, &b)) != 0)
+        return rc;
+    rc = tensor_grid(p, &b, in->data, &g, &lg, t, threads_of(dev));
+    gpu__a4d_bank_free(&b);
+    return rc;
+}
+
+static int run(const gpu_adaptive4d_params *p, const gpu_a4d_bank *b, const gpu_volume *in,
+               gpu_volume *out, int threads)
+{
+    grid4 g = grid_of(in->nx, in->ny, in->nz, in->nt), lg = tensor_grid_of(p, in);
+    float *C[NT];
+    int rc = alloc_arrays(C, NT, lg.n);
+    if (rc)
+        return rc;
+    rc = tensor_grid(p, b, in->data, &g, &lg, C, threads);
+    if (!rc) {
+        float taps[GPU_A4D_MAX_SIZE];
+        int r = gpu__a4d_gauss_taps(p->control_sigma, taps);
+        gpu__a4d_control(p, C, lg.n, threads);
+        for (int c = 0; c < NT && !rc; c++)
+            rc = gpu__a4d_smooth(C[c], C[c], lg.d, taps, r, 0xf, threads);
+    }
+    if (!rc)
+        rc = reconstruct(p, b, in->data, &g, C, &lg, out->data, threads);
+    free_arrays(C, NT);
+    return rc;
+}
+
+int gpu_adaptive4d_ref(const gpu_adaptive4d_params *p, const gpu_volume *in, gpu_volume *out,
+                       const gpu_device *dev)
+{
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int rc = check_call(p, in, out);
+    if (rc)
+        return rc;
+    gpu_a4d_bank b;
+    if ((rc = gpu__a4d_bank_make(p, GPU_A4D_BANK_ALL, &b)) != 0)
+        return rc;
+    rc = run(p, &b, in, out, threads_of(dev));
+    gpu__a4d_bank_free(&b);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (p->stats) {
+        memset(p->stats, 0, sizeof *p->stats);
+        p->stats->total_ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
+    }
+    return rc;
+}

@@ -1,0 +1,442 @@
+/* Unit tests of the adaptive4d CPU reference (gpu/adaptive4d.h): the filter
+ * design (symmetries, zero DC, design error), FFT and spatial filtering
+ * against a naive direct convolution written here, the structure tensor of
+ * 4D plane waves, flat data through the whole filter, and denoising of a
+ * smooth 4D volume with a moving edge against an isotropic Gaussian of the
+ * same noise reduction. Small odd sizes keep each test well under 10 s.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "gpu/adaptive4d.h"
+#include "gpu/volume.h"
+#include "testutil.h"
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
+
+static double urand(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (double)(rng_state >> 11) / 9007199254740992.0;
+}
+
+static double grand(void)
+{
+    double u1 = urand(), u2 = urand();
+    if (u1 < 1e-300)
+        u1 = 1e-300;
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+static size_t vidx(const gpu_volume *v, int x, int y, int z, int t)
+{
+    return (((size_t)t * v->nz + z) * v->ny + y) * v->nx + x;
+}
+
+static double rel_l2(const float *a, const double *ref, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        num += (a[i] - ref[i]) * (a[i] - ref[i]);
+        den += ref[i] * ref[i];
+    }
+    return sqrt(num / den);
+}
+
+/* Naive direct filtering with the border correction of adaptive4d.h, in
+ * double, written independently of adaptive4d_filter.c. */
+static void naive_filter(const float *w, int K, const gpu_volume *in, const float *mean,
+                         double *out)
+{
+    const int r = K / 2;
+    for (int t = 0; t < in->nt; t++)
+        for (int z = 0; z < in->nz; z++)
+            for (int y = 0; y < in->ny; y++)
+                for (int x = 0; x < in->nx; x++) {
+                    double acc = 0, hc = 0;
+                    for (int jt = -r; jt <= r; jt++)
+                        for (int jz = -r; jz <= r; jz++)
+                            for (int jy = -r; jy <= r; jy++)
+                                for (int jx = -r; jx <= r; jx++) {
+                                    int sx = x - jx, sy = y - jy, sz = z - jz, st = t - jt;
+                                    if (sx < 0 || sy < 0 || sz < 0 || st < 0 || sx >= in->nx ||
+                                        sy >= in->ny || sz >= in->nz || st >= in->nt)
+                                        continue;
+                                    double wj =
+                                        w[(((size_t)(jt + r) * K + jz + r) * K + jy + r) * K + jx +
+                                          r];
+                                    acc += wj * in->data[vidx(in, sx, sy, sz, st)];
+                                    hc += wj;
+                                }
+                    size_t i = vidx(in, x, y, z, t);
+                    out[i] = mean ? acc - hc * mean[i] : acc;
+                }
+}
+
+static void fill_random(gpu_volume *v)
+{
+    for (size_t i = 0; i < gpu_volume_count(v); i++)
+        v->data[i] = (float)(100.0 * urand() - 30.0);
+}
+
+/* ---- filter design -------------------------------------------------------- */
+
+START_TEST(test_design_symmetry_and_error)
+{
+    gpu_adaptive4d_params p;
+    gpu_adaptive4d_params_default(&p);
+    gpu_a4d_bank b;
+    ck_assert_int_eq(gpu__a4d_bank_make(&p, GPU_A4D_BANK_ALL, &b), 0);
+    printf("adaptive4d design: monomial %d^4 worst rel L2 error %.4f, highpass %d^4 %.4f\n",
+           b.mono_size, b.mono_err, b.recon_size, b.hp_err);
+    /* Window-method design of smooth responses: the monomial kernels are
+     * close to their specification; the highpass ones lose more (their
+     * response is discontinuous across the Nyquist border). */
+    ck_assert(b.mono_err < 0.2);
+    ck_assert(b.hp_err < 0.3);
+    const long km = 7 * 7 * 7 * 7, kr = 11L * 11 * 11 * 11;
+    for (int f = 0; f < GPU_A4D_NMONO; f++) {
+        const float *w = b.mono + f * km;
+        double sum = 0, asym = 0;
+        for (long i = 0; i < km; i++) {
+            sum += w[i];
+            asym += f < 4 ? fabs(w[i] + w[km - 1 - i]) : fabs(w[i] - w[km - 1 - i]);
+        }
+        ck_assert_msg(fabs(sum) < 1e-5, "monomial %d sum %g", f, sum);
+        ck_assert_msg(asym < 1e-6, "monomial %d symmetry %g", f, asym);
+    }
+    for (int k = 0; k < GPU_A4D_NHP; k++) {
+        double sum = 0;
+        for (long i = 0; i < kr; i++)
+            sum += b.hp[k * kr + i];
+        ck_assert_msg(fabs(sum) < 1e-5, "highpass %d sum %g", k, sum);
+    }
+    /* Dual basis: sum_k c_k n_k n_k^T reproduces a random symmetric C. */
+    double C[4][4];
+    for (int i = 0; i < 4; i++)
+        for (int j = i; j < 4; j++)
+            C[i][j] = C[j][i] = urand() - 0.5;
+    double proj[GPU_A4D_NHP], R[4][4] = {{0}};
+    for (int l = 0; l < GPU_A4D_NHP; l++) {
+        proj[l] = 0;
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 4; j++)
+                proj[l] += b.dirs[l][i] * C[i][j] * b.dirs[l][j];
+    }
+    for (int k = 0; k < GPU_A4D_NHP; k++) {
+        double c = 0;
+        for (int l = 0; l < GPU_A4D_NHP; l++)
+            c += b.dual[k][l] * proj[l];
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 4; j++)
+                R[i][j] += c * b.dirs[k][i] * b.dirs[k][j];
+    }
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++)
+            ck_assert(fabs(R[i][j] - C[i][j]) < 1e-9);
+    gpu__a4d_bank_free(&b);
+}
+END_TEST
+
+/* ---- FFT and spatial filtering equal direct convolution ---------------- */
+
+static void check_backends(const float *kernels, int nk, int K, gpu_volume *in, int with_mean)
+{
+    const size_t n = gpu_volume_count(in);
+    const int d[4] = {in->nx, in->ny, in->nz, in->nt};
+    float *mean = malloc(sizeof(float) * n), *outs[GPU_A4D_NMONO];
+    ck_assert_ptr_nonnull(mean);
+    for (size_t i = 0; i < n; i++)
+        mean[i] = (float)(50.0 + 10.0 * urand());
+    for (int k = 0; k < nk; k++)
+        ck_assert_ptr_nonnull(outs[k] = malloc(sizeof(float) * n));
+    double *ref = malloc(sizeof(double) * n * nk);
+    ck_assert_ptr_nonnull(ref);
+    for (int k = 0; k < nk; k++)
+        naive_filter(kernels + (size_t)k * K * K * K * K, K, in, with_mean ? mean : NULL,
+                     ref + k * n);
+    for (int backend = GPU_A4D_FFT; backend <= GPU_A4D_SPATIAL; backend++) {
+        for (int k = 0; k < nk; k++)
+            for (size_t i = 0; i < n; i++)
+                outs[k][i] = NAN; /* poison */
+        ck_assert_int_eq(gpu__a4d_filter_ref(kernels, nk, K, in->data, with_mean ? mean : NULL, d,
+                                             outs, backend, 0),
+                         0);
+        for (int k = 0; k < nk; k++) {
+            double e = rel_l2(outs[k], ref + k * n, n);
+            ck_assert_msg(e <= 1e-5, "backend %d kernel %d: rel L2 %g", backend, k, e);
+        }
+    }
+    for (int k = 0; k < nk; k++)
+        free(outs[k]);
+    free(mean);
+    free(ref);
+}
+
+START_TEST(test_fft_equals_direct_monomial)
+{
+    gpu_adaptive4d_params p;
+    gpu_adaptive4d_params_default(&p);
+    gpu_a4d_bank b;
+    ck_assert_int_eq(gpu__a4d_bank_make(&p, GPU_A4D_BANK_ALL, &b), 0);
+    gpu_volume in;
+    ck_assert_int_eq(gpu_volume_init(&in, 17, 15, 13, 9), 0);
+    fill_random(&in);
+    /* Two odd and two even monomial kernels, with and without the border
+     * correction. */
+    float *k4 = malloc(sizeof(float) * 4 * 2401);
+    memcpy(k4, b.mono, sizeof(float) * 2 * 2401);
+    memcpy(k4 + 2 * 2401, b.mono + 5 * 2401, sizeof(float) * 2 * 2401);
+    check_backends(k4, 4, 7, &in, 1);
+    check_backends(k4, 2, 7, &in, 0);
+    free(k4);
+    gpu_volume_close(&in);
+    gpu__a4d_bank_free(&b);
+}
+END_TEST
+
+START_TEST(test_fft_equals_direct_highpass)
+{
+    gpu_adaptive4d_params p;
+    gpu_adaptive4d_params_default(&p);
+    gpu_a4d_bank b;
+    ck_assert_int_eq(gpu__a4d_bank_make(&p, GPU_A4D_BANK_ALL, &b), 0);
+    gpu_volume in;
+    ck_assert_int_eq(gpu_volume_init(&in, 13, 11, 9, 7), 0);
+    fill_random(&in);
+    check_backends(b.hp + 6L * 14641, 1, 11, &in, 1); /* a diagonal direction */
+    gpu_volume_close(&in);
+    gpu__a4d_bank_free(&b);
+}
+END_TEST
+
+/* ---- structure tensor of plane waves -------------------------------------- */
+
+static double tensor_angle(int downsample, const double n[4], double omega)
+{
+    gpu_adaptive4d_params p;
+    gpu_adaptive4d_params_default(&p);
+    p.downsample = downsample;
+    gpu_volume in, T[GPU_A4D_NTENSOR];
+    ck_assert_int_eq(gpu_volume_init(&in, 21, 19, 17, 15), 0);
+    for (int t = 0; t < in.nt; t++)
+        for (int z = 0; z < in.nz; z++)
+            for (int y = 0; y < in.ny; y++)
+                for (int x = 0; x < in.nx; x++)
+                    in.data[vidx(&in, x, y, z, t)] =
+                        (float)(100.0 +
+                                40.0 *
+                                    cos(omega * (n[0] * x + n[1] * y + n[2] * z + n[3] * t) + 0.7));
+    const int f = downsample;
+    for (int c = 0; c < GPU_A4D_NTENSOR; c++)
+        ck_assert_int_eq(
+            gpu_volume_init(&T[c], (21 + f - 1) / f, (19 + f - 1) / f, (17 + f - 1) / f, 15), 0);
+    ck_assert_int_eq(gpu_adaptive4d_tensor_ref(&p, &in, T, NULL), 0);
+    /* Worst angle over the interior (3 tensor-grid voxels from every border). */
+    double worst = 0;
+    for (int t = 3; t < T[0].nt - 3; t++)
+        for (int z = 3; z < T[0].nz - 3; z++)
+            for (int y = 3; y < T[0].ny - 3; y++)
+                for (int x = 3; x < T[0].nx - 3; x++) {
+                    double a[16], l[4], e[16];
+                    size_t v = vidx(&T[0], x, y, z, t);
+                    for (int i = 0; i < 4; i++)
+                        for (int j = 0; j < 4; j++)
+                            a[4 * i + j] = T[gpu__a4d_tidx(i, j)].data[v];
+                    gpu__a4d_eig4(a, l, e);
+                    double dot = 0;
+                    for (int i = 0; i < 4; i++)
+                        dot += e[4 * i] * n[i];
+                    double ang = acos(fmin(1.0, fabs(dot))) * 180.0 / M_PI;
+                    if (ang > worst)
+                        worst = ang;
+                    ck_assert(l[1] < 0.05 * l[0]); /* rank one: a plane */
+                }
+    for (int c = 0; c < GPU_A4D_NTENSOR; c++)
+        gpu_volume_close(&T[c]);
+    gpu_volume_close(&in);
+    return worst;
+}
+
+START_TEST(test_tensor_plane_wave_normal)
+{
+    const double dirs[2][4] = {{1, 0, 0, 0}, {0.2, 0.7, -0.3, 0.6}};
+    for (int k = 0; k < 2; k++) {
+        double n[4], len = 0;
+        for (int i = 0; i < 4; i++)
+            len += dirs[k][i] * dirs[k][i];
+        for (int i = 0; i < 4; i++)
+            n[i] = dirs[k][i] / sqrt(len);
+        double a1 = tensor_angle(1, n, 1.0), a2 = tensor_angle(2, n, 0.5);
+        printf("adaptive4d plane wave %d: dominant eigenvector off the normal by %.2f deg (f=1), "
+               "%.2f deg (f=2)\n",
+               k, a1, a2);
+        ck_assert_msg(a1 < 5.0 && a2 < 5.0, "direction %d: %.2f / %.2f deg", k, a1, a2);
+    }
+}
+END_TEST
+
+/* ---- flat data ---------------------------------------------------------- */
+
+START_TEST(test_constant_volume_unchanged)
+{
+    gpu_adaptive4d_params p;
+    gpu_adaptive4d_params_default(&p);
+    gpu_volume in, out;
+    ck_assert_int_eq(gpu_volume_init(&in, 17, 15, 13, 9), 0);
+    ck_assert_int_eq(gpu_volume_init(&out, 17, 15, 13, 9), 0);
+    for (size_t i = 0; i < gpu_volume_count(&in); i++) {
+        in.data[i] = 1234.5f;
+        out.data[i] = NAN;
+    }
+    ck_assert_int_eq(gpu_adaptive4d_ref(&p, &in, &out, NULL), 0);
+    double worst = 0;
+    for (size_t i = 0; i < gpu_volume_count(&in); i++)
+        worst = fmax(worst, fabs(out.data[i] - 1234.5));
+    ck_assert_msg(worst < 1e-3, "max deviation %g (borders included)", worst);
+    gpu_volume_close(&in);
+    gpu_volume_close(&out);
+}
+END_TEST
+
+/* ---- denoising: moving edge --------------------------------------------- */
+
+enum { DX = 24, DY = 20, DZ = 16, DT = 12 };
+
+/* Smooth background plus a step of 100 whose position moves with t. */
+static double truth_at(int x, int y, int z, int t)
+{
+    double s = 200.0 + 20.0 * sin(0.15 * y) + 10.0 * cos(0.2 * z) + 1.0 * x;
+    return s + (x > 8 + 0.8 * t ? 100.0 : 0.0);
+}
+
+static int near_edge(int x, int t)
+{
+    return fabs(x - (8.5 + 0.8 * t)) <= 2.0;
+}
+
+/* RMS error against the truth in the flat part (>= 5 voxels from the edge,
+ * interior) and next to the edge. */
+static void errors(const gpu_volume *v, double *flat, double *edge)
+{
+    double fs = 0, es = 0;
+    long fn = 0, en = 0;
+    for (int t = 0; t < DT; t++)
+        for (int z = 0; z < DZ; z++)
+            for (int y = 0; y < DY; y++)
+                for (int x = 0; x < DX; x++) {
+                    double e = v->data[vidx(v, x, y, z, t)] - truth_at(x, y, z, t);
+                    if (near_edge(x, t)) {
+                        es += e * e;
+                        en++;
+                    } else if (fabs(x - (8.5 + 0.8 * t)) >= 5.0) {
+                        fs += e * e;
+                        fn++;
+                    }
+                }
+    *flat = sqrt(fs / fn);
+    *edge = sqrt(es / en);
+}
+
+static void gaussian(const gpu_volume *in, gpu_volume *out, float sigma)
+{
+    float taps[GPU_A4D_MAX_SIZE];
+    int r = gpu__a4d_gauss_taps(sigma, taps);
+    const int d[4] = {in->nx, in->ny, in->nz, in->nt};
+    ck_assert_int_eq(gpu__a4d_smooth(in->data, out->data, d, taps, r, 0xf, 0), 0);
+}
+
+START_TEST(test_denoise_keeps_moving_edge)
+{
+    const double sigma = 25.0;
+    gpu_volume in, out, iso;
+    ck_assert_int_eq(gpu_volume_init(&in, DX, DY, DZ, DT), 0);
+    ck_assert_int_eq(gpu_volume_init(&out, DX, DY, DZ, DT), 0);
+    ck_assert_int_eq(gpu_volume_init(&iso, DX, DY, DZ, DT), 0);
+    for (int t = 0; t < DT; t++)
+        for (int z = 0; z < DZ; z++)
+            for (int y = 0; y < DY; y++)
+                for (int x = 0; x < DX; x++)
+                    in.data[vidx(&in, x, y, z, t)] =
+                        (float)(truth_at(x, y, z, t) + sigma * grand());
+    gpu_adaptive4d_params p;
+    gpu_adaptive4d_params_default(&p);
+    ck_assert_int_eq(gpu_adaptive4d_ref(&p, &in, &out, NULL), 0);
+    double flat_in, edge_in, flat, edge;
+    errors(&in, &flat_in, &edge_in);
+    errors(&out, &flat, &edge);
+    /* Isotropic Gaussian with the same flat-region error (bisection on sigma). */
+    double lo = 0.3, hi = 4.0, iflat = 0, iedge = 0;
+    for (int it = 0; it < 30; it++) {
+        double mid = 0.5 * (lo + hi);
+        gaussian(&in, &iso, (float)mid);
+        errors(&iso, &iflat, &iedge);
+        if (iflat > flat)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    printf("adaptive4d moving edge: noise %.1f -> %.1f in flat parts (%.1fx); error next to the "
+           "edge %.1f (adaptive) vs %.1f (Gaussian sigma %.2f, same flat noise); input %.1f\n",
+           flat_in, flat, flat_in / flat, edge, iedge, hi, edge_in);
+    ck_assert_msg(flat_in / flat >= 4.0, "noise reduced only %.2fx", flat_in / flat);
+    ck_assert_msg(edge < 0.75 * iedge, "edge error %.1f vs isotropic %.1f", edge, iedge);
+    gpu_volume_close(&in);
+    gpu_volume_close(&out);
+    gpu_volume_close(&iso);
+}
+END_TEST
+
+START_TEST(test_rejects_bad_input)
+{
+    gpu_adaptive4d_params p;
+    gpu_adaptive4d_params_default(&p);
+    gpu_volume in, out;
+    ck_assert_int_eq(gpu_volume_init(&in, 5, 5, 5, 3), 0);
+    ck_assert_int_eq(gpu_volume_init(&out, 5, 5, 5, 2), 0);
+    ck_assert_int_eq(gpu_adaptive4d_ref(&p, &in, &out, NULL), LDCT_EINPUT);
+    ck_assert_int_eq(gpu_adaptive4d_ref(&p, &in, &in, NULL), LDCT_EINPUT);
+    p.mono_size = 8;
+    ck_assert_int_eq(gpu_adaptive4d_params_check(&p), LDCT_EINPUT);
+    gpu_adaptive4d_params_default(&p);
+    p.mu_alpha = 1.0f;
+    ck_assert_int_eq(gpu_adaptive4d_params_check(&p), LDCT_EINPUT);
+    gpu_volume_close(&in);
+    gpu_volume_close(&out);
+}
+END_TEST
+
+static void add(Suite *s, const char *name, const TTest *test)
+{
+    TCase *tc = tcase_create(name);
+    tcase_set_timeout(tc, 60);
+    _tcase_add_test(tc, test, 0, 0, 0, 1);
+    suite_add_tcase(s, tc);
+}
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("adaptive4d");
+    add(s, "design", test_design_symmetry_and_error);
+    add(s, "fft_mono", test_fft_equals_direct_monomial);
+    add(s, "fft_hp", test_fft_equals_direct_highpass);
+    add(s, "tensor", test_tensor_plane_wave_normal);
+    add(s, "constant", test_constant_volume_unchanged);
+    add(s, "denoise", test_denoise_keeps_moving_edge);
+    add(s, "reject", test_rejects_bad_input);
+    return s;
+}
+
+int main(void)
+{
+    return tu_run_suite(suite());
+}
