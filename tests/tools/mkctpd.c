@@ -5,14 +5,16 @@
  *   mkctpd --out DIR [--views N] [--shape FLAT|CYLINDRICAL] [--cols C]
  *          [--rows R] [--short-scan] [--helical MM] [--mu-water X]
  *          [--series-description TEXT] [--study-uid UID] [--series-uid UID]
- *          [--patient-id ID]
+ *          [--patient-id ID] [--mayo]
  *
  * Geometry: focal spot 300 mm from the isocentre, detector 600 mm from it,
  * elements 2 mm (1 mm at the isocentre; along the arc for CYLINDRICAL),
  * default 160 columns x 16 rows, quarter-offset central column, axial
  * position 100 mm (orbit plane at patient Z = -100), 180 views over 360
  * degrees (--short-scan: 180 degrees plus the fan), --helical MM moves the
- * focal spot MM per view along the axis. Phantom (patient frame): a water
+ * focal spot MM per view along the axis. --mayo: the Mayo data's scanner
+ * instead (2304 views of 736 x 64 cylindrical elements of 1.2858 x 1.0947
+ * mm, 595 / 1085.6 mm; benchmark size). Phantom (patient frame): a water
  * cylinder of radius 60 mm (mu_water, default 0.0193 / mm, i.e. 0 HU) with an
  * insert of radius 12 mm at X = +35, Y = -20 mm (patient left, anterior)
  * of 1.5 mu_water (+500 HU). Exits non-zero with a message on error.
@@ -28,7 +30,7 @@ static void usage(void)
     fprintf(stderr, "usage: mkctpd --out DIR [--views N] [--shape FLAT|CYLINDRICAL] [--cols C]"
                     " [--rows R] [--short-scan] [--helical MM] [--mu-water X]"
                     " [--series-description T] [--study-uid U] [--series-uid U]"
-                    " [--patient-id ID]\n");
+                    " [--patient-id ID] [--mayo]\n");
 }
 
 int main(int argc, char **argv)
@@ -45,6 +47,7 @@ int main(int argc, char **argv)
                                        {"study-uid", 1, 0, 'U'},
                                        {"series-uid", 1, 0, 'E'},
                                        {"patient-id", 1, 0, 'p'},
+                                       {"mayo", 0, 0, 'M'},
                                        {0, 0, 0, 0}};
     const double pi = 3.14159265358979323846;
     const char *out = NULL;
@@ -107,6 +110,10 @@ int main(int argc, char **argv)
         case 'p':
             g.patient_id = optarg;
             break;
+        case 'M':
+            g.cols = 736, g.rows = 64, g.views = 2304, g.du = 1.2858, g.dv = 1.0947;
+            g.dso = 595, g.dsd = 1085.6, g.shape = "CYLINDRICAL";
+            break;
         default:
             usage();
             return 2;
@@ -118,7 +125,7 @@ int main(int argc, char **argv)
     }
     g.central_col = g.cols / 2.0 + 0.75; /* quarter offset (1-based) */
     g.central_row = (g.rows + 1) / 2.0;
-    double fan = 2 * atan(g.cols / 2.0 * g.du / g.dsd);
+    double fan = 2 * (g.cols / 2.0 + 1) * g.du / g.dsd; /* the arc's: >= the flat one's */
     double range = short_scan ? pi + fan + 0.05 : 2 * pi;
     g.dphi = short_scan ? range / (g.views - 1) : range / g.views;
     g.views_per_rotation = (int)lround(2 * pi / g.dphi);

@@ -203,6 +203,41 @@ START_TEST(rule_errors_name_their_lines)
 }
 END_TEST
 
+START_TEST(fdk_rule_keys_parse_with_defaults_and_bounds)
+{
+    int rc;
+    ldct_config *cfg = load_text("[rule p]\n"
+                                 "algorithm = fdk\n"
+                                 "matrix = 256\n"
+                                 "fov_mm = 350\n"
+                                 "kernel = hann\n"
+                                 "[rule q]\n"
+                                 "algorithm = fdk\n",
+                                 &rc);
+    ck_assert_int_eq(rc, 0);
+    const cfg_rule *p = &cfg->rule[0], *q = &cfg->rule[1];
+    ck_assert_int_eq(p->fdk_matrix, 256);
+    ck_assert_double_eq_tol(p->fdk_fov_mm, 350, 1e-9);
+    ck_assert_int_eq(p->fdk_kernel, 4); /* ram-lak, shepp-logan, cosine, hamming, hann */
+    ck_assert_int_eq(q->fdk_matrix, 512);
+    ck_assert_int_eq(q->fdk_kernel, 1); /* shepp-logan */
+    ck_assert_double_eq_tol(q->fdk_mu_water, 0.0193, 1e-12);
+    ck_assert(q->fdk_fov_mm == 0);
+    ck_assert_int_eq(q->fdk_slices, 0);
+    config_free(cfg);
+    cfg = load_text("[rule p]\n"
+                    "kernel = sharp\n"
+                    "matrix = 8\n"
+                    "mu_water = 0\n",
+                    &rc);
+    ck_assert_int_eq(rc, LDCT_EINVAL_CONFIG);
+    ck_assert(has_error(cfg, 2, "expected ram-lak, shepp-logan, cosine, hamming or hann"));
+    ck_assert(has_error(cfg, 3, "out of range"));
+    ck_assert(has_error(cfg, 4, "out of range"));
+    config_free(cfg);
+}
+END_TEST
+
 START_TEST(rules_are_ordered_by_priority_then_file_order)
 {
     int rc;
@@ -333,6 +368,7 @@ int main(void)
     tcase_add_test(tc, missing_file_is_an_errno);
     tcase_add_test(tc, rules_parse_with_their_defaults);
     tcase_add_test(tc, rule_errors_name_their_lines);
+    tcase_add_test(tc, fdk_rule_keys_parse_with_defaults_and_bounds);
     tcase_add_test(tc, rules_are_ordered_by_priority_then_file_order);
     tcase_add_test(tc, wildcards_match_case_insensitively);
     tcase_add_test(tc, allow_lists_match_exactly);

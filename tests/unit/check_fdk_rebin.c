@@ -50,7 +50,8 @@ END_TEST
 
 /* p(gamma, z) = 3 gamma + 0.02 z + 1 is linear in the element indices, so
  * bilinear interpolation reproduces it exactly: every flat pixel must hold
- * p at its ray's (gamma, z). A mirrored or mis-centred rebinning fails. */
+ * p at its ray's (gamma, z). A mirrored or mis-centred rebinning fails (a
+ * sign error in gamma is off by up to 6 gamma_max here). */
 START_TEST(rebinning_reproduces_a_linear_function_of_fan_angle_and_height)
 {
     gpu_fdk_cylinder c = test_cylinder();
@@ -169,20 +170,6 @@ START_TEST(cylindrical_projections_reconstruct_as_well_as_flat_ones)
     ck_assert_msg(rmse_cyl < 0.02, "cylindrical RMSE %.4f", rmse_cyl);
     ck_assert_msg(rmse_cyl < 1.15 * rmse_flat, "cylindrical %.4f vs flat %.4f", rmse_cyl,
                   rmse_flat);
-
-    /* Mirroring the columns (a sign error in gamma) must fail the bound. */
-    for (int i = 0; i < nproj; i++)
-        for (int b = 0; b < NV; b++)
-            for (int a = 0; a < NU / 2; a++) {
-                float *row = cyl.data + ((size_t)i * NV + b) * NU, t = row[a];
-                row[a] = row[NU - 1 - a];
-                row[NU - 1 - a] = t;
-            }
-    ck_assert_int_eq(gpu_fdk_rebin_cylinder(&c, &f, &cyl, &flat), 0);
-    reconstruct(&g, &flat, &rec);
-    double rmse_mirror = central_rmse(&rec, &ph);
-    printf("fdk 64^3, cylindrical with mirrored columns: RMSE %.4f\n", rmse_mirror);
-    ck_assert_msg(rmse_mirror > 0.02, "a mirrored detector went unnoticed (%.4f)", rmse_mirror);
 
     gpu_fdk_geometry_close(&g);
     gpu_volume_close(&ph);

@@ -3,7 +3,9 @@
  * the view's patient and study, takes the new UIDs, description suffix and
  * number offset, rounds and clamps its HU; a projection series processed
  * with `auto` is reconstructed (slices, geometry, HU of water and insert),
- * a redone job reuses its stored UIDs, and nlm2d refuses projection data.
+ * a redone job reuses its stored UIDs, and nlm2d refuses projection data;
+ * the fdk rule keys survive the job's parameter string; a failing GPU
+ * falls back to the CPU.
  */
 #include <check.h>
 #include <errno.h>
@@ -193,6 +195,59 @@ START_TEST(auto_reconstructs_projection_data_and_a_redo_reuses_uids)
 }
 END_TEST
 
+/* GPU 99 exists on no machine: FDK on it fails and the CPU does the work. */
+START_TEST(gpu_failure_falls_back_to_the_cpu)
+{
+    int n = write_series(36);
+    char out_dir[128], err[512] = "";
+    snprintf(out_dir, sizeof out_dir, "%s/out", dir);
+    const gpu_device absent = {.kind = GPU_DEVICE_CUDA, .index = 99};
+    process_opts o = {.algorithm = ALGO_FDK,
+                      .fdk = {.matrix = 32, .slices = 2, .kernel = GPU_FDK_RAMLAK},
+                      .dev = &absent,
+                      .uid_root = UID_ROOT,
+                      .out_dir = out_dir};
+    process_result r;
+    ck_assert_msg(process_series(pv, n, &o, &r, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(r.gpu_fallback, 1);
+    ck_assert_str_eq(r.device, "cpu");
+    ck_assert_int_eq(r.n, 2);
+    process_result_free(&r);
+    remove_all();
+}
+END_TEST
+
+/* A job stores the rule's fdk keys in its parameter string and the worker
+ * reads them back; an old string without them gets the defaults. */
+START_TEST(fdk_parameters_survive_the_job_row)
+{
+    cfg_rule r = {.strength = 1,
+                  .series_number_offset = 7,
+                  .fdk_matrix = 384,
+                  .fdk_fov_mm = 420.5,
+                  .fdk_slice_mm = 2.5,
+                  .fdk_slices = 33,
+                  .fdk_kernel = GPU_FDK_HAMMING,
+                  .fdk_mu_water = 0.021};
+    char params[512];
+    process_params_format(&r, params, sizeof params);
+    process_opts o = {0};
+    ck_assert_int_eq(process_params_parse(params, &o), 0);
+    ck_assert_int_eq(o.fdk.matrix, 384);
+    ck_assert_double_eq_tol(o.fdk.fov_mm, 420.5, 1e-9);
+    ck_assert_double_eq_tol(o.fdk.slice_mm, 2.5, 1e-9);
+    ck_assert_int_eq(o.fdk.slices, 33);
+    ck_assert_int_eq(o.fdk.kernel, GPU_FDK_HAMMING);
+    ck_assert_double_eq_tol(o.fdk.mu_water, 0.021, 1e-12);
+    ck_assert_int_eq(o.series_number_offset, 7);
+    ck_assert_int_lt((int)strlen(params), 256); /* schedule.c's buffer */
+    ck_assert_int_eq(process_params_parse("search_radius=0 h=0 strength=1", &o), 0);
+    ck_assert_int_eq(o.fdk.kernel, GPU_FDK_SHEPP_LOGAN);
+    ck_assert_int_eq(o.fdk.matrix, 0); /* 0: recon's default, 512 */
+    ck_assert_int_eq(process_params_parse("kernel=9", &o), LDCT_EINPUT);
+}
+END_TEST
+
 int main(void)
 {
     log_level = LOG_LVL_ERR;
@@ -202,6 +257,8 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, recon_image_keeps_patient_and_study_and_rounds_hu);
     tcase_add_test(tc, auto_reconstructs_projection_data_and_a_redo_reuses_uids);
+    tcase_add_test(tc, fdk_parameters_survive_the_job_row);
+    tcase_add_test(tc, gpu_failure_falls_back_to_the_cpu);
     suite_add_tcase(s, tc);
     int rc = tu_run_suite(s);
     scp_global_cleanup();
