@@ -142,11 +142,13 @@ static int run_series(const filter_opts *fo, const gpu_device *dev, input_file *
     char times[32] = "";
     if (r.nt > 1)
         snprintf(times, sizeof times, " x %d time points", r.nt);
-    printf("series %s -> %s: %d file(s) %dx%dx%d%s, %s on %s%s, h %.1f (noise %.1f);"
+    char h[64] = ""; /* a reconstruction has no filtering parameter */
+    if (strcmp(r.algorithm, "fdk") != 0)
+        snprintf(h, sizeof h, ", h %.1f (noise %.1f)", r.h, r.noise_sigma);
+    printf("series %s -> %s: %d file(s) %dx%dx%d%s, %s on %s%s%s;"
            " load %.2f s, filter %.2f s, write %.2f s\n",
            files[0].series_uid, r.series_uid, r.n, r.nx, r.ny, r.nz, times, r.algorithm, r.device,
-           r.gpu_fallback ? " (GPU failed)" : "", r.h, r.noise_sigma, r.load_s, r.filter_s,
-           r.write_s);
+           r.gpu_fallback ? " (GPU failed)" : "", h, r.load_s, r.filter_s, r.write_s);
     process_result_free(&r);
     return 0;
 }

@@ -113,10 +113,13 @@ static void out_dir_of(const worker *w, const db_job *j, const worker_settings *
 
 static void log_done(const worker *w, const db_job *j, const process_result *r)
 {
-    log_notice("job %lld done: series %s -> %s, %d file(s) %dx%dx%d, %s on %s%s, h %.1f;"
+    char h[32] = ""; /* a reconstruction has no filtering parameter */
+    if (strcmp(r->algorithm, "fdk") != 0)
+        snprintf(h, sizeof h, ", h %.1f", r->h);
+    log_notice("job %lld done: series %s -> %s, %d file(s) %dx%dx%d, %s on %s%s%s;"
                " load %.2f s, filter %.2f s, write %.2f s",
                (long long)j->id, j->series_uid, r->series_uid, r->n, r->nx, r->ny, r->nz,
-               r->algorithm, r->device, r->gpu_fallback ? " (GPU failed)" : "", r->h, r->load_s,
+               r->algorithm, r->device, r->gpu_fallback ? " (GPU failed)" : "", h, r->load_s,
                r->filter_s, r->write_s);
     (void)w;
 }
