@@ -22,7 +22,8 @@
     X(EINPUT, -10011, "invalid input")                                                             \
     X(EUNSUPPORTED, -10012, "not supported")                                                       \
     X(ENET, -10013, "network error")                                                               \
-    X(EPEER, -10014, "peer refused")
+    X(EPEER, -10014, "peer refused")                                                               \
+    X(ECANCELED, -10015, "cancelled")
 
 enum {
 #define LDCT_ERR_ENUM(name, value, msg) LDCT_##name = (value),

@@ -319,8 +319,20 @@ static void close_handle(uv_handle_t *h, void *arg)
         uv_close(h, NULL);
 }
 
+/* Seconds left of the shutdown budget that started at t0 (>= 0). */
+static int grace_left(const server *s, int64_t t0)
+{
+    int64_t left = s->cfg->node.shutdown_grace_seconds - (ldct_now_ms() - t0) / 1000;
+    return left > 0 ? (int)left : 0;
+}
+
+/* One shutdown_grace_seconds budget for associations, jobs and sends
+ * together, so systemd's TimeoutStopSec (60 s for the default 30) is never
+ * reached. Work cut off is not lost: jobs and sends go on at the next
+ * start. */
 static void shutdown_all(server *s)
 {
+    const int64_t t0 = ldct_now_ms();
     http_stop(s->http);
     s->http = NULL;
     if (s->scp) {
@@ -332,15 +344,18 @@ static void shutdown_all(server *s)
         scp_server_free(s->scp);
     }
     if (s->workers && worker_pool_busy(s->workers))
-        log_notice("waiting up to %d s for running jobs", s->cfg->node.shutdown_grace_seconds);
-    if (worker_pool_stop(s->workers, s->workers ? s->cfg->node.shutdown_grace_seconds : 0)) {
+        log_notice("waiting up to %d s for running jobs", grace_left(s, t0));
+    if (worker_pool_stop(s->workers, s->workers ? grace_left(s, t0) : 0)) {
         /* A job thread still runs and uses the database, the config and the
          * GPU: end here without freeing them. Its job is pending again at
          * the next start (db_recover); nothing acknowledged is lost. */
         log_notice("ldctd stopped (a job was cut off; it runs again at the next start)");
         _exit(s->exit_code);
     }
-    sender_pool_stop(s->senders);
+    if (sender_pool_stop(s->senders, grace_left(s, t0) + 2)) {
+        log_notice("ldctd stopped (a send was cut off; it goes on at the next start)");
+        _exit(s->exit_code);
+    }
     uv_walk(&s->loop, close_handle, NULL);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     uv_loop_close(&s->loop);

@@ -31,6 +31,7 @@ struct sender_pool {
     pthread_mutex_t lock;
     pthread_cond_t wake;
     int stop, n;
+    int cancel; /* set (atomically) at stop: running associations end after their file */
     sender s[SENDER_MAX];
 };
 
@@ -75,7 +76,8 @@ static int deliver(sender *s, const db_send *snd, const cfg_destination *d, char
                           .called_ae = d->ae_title,
                           .calling_ae = s->pool->calling_ae,
                           .connect_timeout_s = d->timeout,
-                          .dimse_timeout_s = d->timeout};
+                          .dimse_timeout_s = d->timeout,
+                          .cancel = &s->pool->cancel};
     rc = st ? scp_send_files(&o, (const char *const *)paths.v, paths.n, st, err, len) : -ENOMEM;
     if (rc == 0 && !statuses_ok(st, paths.n, err, len))
         rc = LDCT_EPEER;
@@ -120,6 +122,11 @@ static void record(sender *s, const db_send *snd, int ok, int64_t next, const ch
 
 static void finish(sender *s, const db_send *snd, const cfg_destination *d, int rc, const char *err)
 {
+    if (rc == LDCT_ECANCELED) { /* shutdown: not the destination's fault, not an attempt */
+        log_notice("send %lld to %s interrupted by the shutdown (%s); it goes on at the next start",
+                   (long long)snd->id, snd->destination, err);
+        return; /* left 'sending': the next start puts it back to pending */
+    }
     if (rc == 0) {
         log_notice("send %lld done: %s series of job %lld to %s (attempt %d)", (long long)snd->id,
                    snd->what, (long long)snd->job_id, snd->destination, snd->attempts);
@@ -212,7 +219,7 @@ int sender_pool_start(const sender_pool_opts *o, sender_pool **out)
         }
     }
     if (rc) {
-        sender_pool_stop(p);
+        (void)sender_pool_stop(p, 10); /* idle threads: they stop at once */
         return rc;
     }
     *out = p;
@@ -226,20 +233,43 @@ void sender_pool_notify(sender_pool *p)
     pthread_mutex_unlock(&p->lock);
 }
 
-void sender_pool_stop(sender_pool *p)
+/* Joins the senders until the deadline; returns how many still run. */
+static int join_until(sender_pool *p, const struct timespec *deadline)
+{
+    int left = 0;
+    for (int i = 0; i < p->n; i++) {
+        if (p->s[i].started && pthread_timedjoin_np(p->s[i].thread, NULL, deadline) != 0) {
+            left++;
+            continue;
+        }
+        p->s[i].started = 0;
+        db_close(p->s[i].db);
+        p->s[i].db = NULL;
+    }
+    return left;
+}
+
+int sender_pool_stop(sender_pool *p, int grace_s)
 {
     if (!p)
-        return;
+        return 0;
     pthread_mutex_lock(&p->lock);
     p->stop = 1;
+    __atomic_store_n(&p->cancel, 1, __ATOMIC_RELAXED);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->lock);
-    for (int i = 0; i < p->n; i++) {
-        if (p->s[i].started)
-            pthread_join(p->s[i].thread, NULL);
-        db_close(p->s[i].db);
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += grace_s;
+    int left = join_until(p, &deadline);
+    if (left) {
+        log_notice("%d send(s) still running (a peer not answering); they go on at the next "
+                   "start",
+                   left);
+        return left;
     }
     pthread_cond_destroy(&p->wake);
     pthread_mutex_destroy(&p->lock);
     free(p);
+    return 0;
 }

@@ -40,8 +40,12 @@ int sender_pool_start(const sender_pool_opts *o, sender_pool **out);
 /* Wakes idle senders: something may be due. */
 void sender_pool_notify(sender_pool *p);
 
-/* Stops: senders finish their current association (bounded by the
- * destination timeouts), then are joined. NULL is a no-op. */
-void sender_pool_stop(sender_pool *p);
+/* Stops: a running association ends after the file being sent (the send
+ * stays 'sending' and goes on at the next start), then the senders are
+ * joined. Returns 0 (stopped and freed) or the number of senders still
+ * running after grace_s seconds (a peer not answering within its
+ * timeout): the pool is then left as it is and the caller should exit.
+ * NULL is a no-op. */
+int sender_pool_stop(sender_pool *p, int grace_s);
 
 #endif

@@ -178,6 +178,8 @@ typedef struct scp_send_options {
     int dimse_timeout_s;    /* <= 0: 60 s; also bounds A-ASSOCIATE and release
                              * waits and each blocked socket write */
     uint32_t max_pdu;       /* our maximum receive PDU; 0: 131072 */
+    const int *cancel;      /* may be NULL; read atomically before each file: nonzero
+                             * aborts the association and returns LDCT_ECANCELED */
 } scp_send_options;
 
 /* Sends the n files in one association (C-STORE each). For every distinct

@@ -322,9 +322,15 @@ int run(scu *s, unsigned *statuses)
     int rc = associate(s);
     if (rc < 0)
         return rc;
-    for (size_t i = 0; i < s->files.size() && rc == 0; i++)
-        if (s->files[i].ok)
+    for (size_t i = 0; i < s->files.size() && rc == 0; i++) {
+        if (s->o->cancel && __atomic_load_n(s->o->cancel, __ATOMIC_RELAXED)) {
+            scp__set_err(s->err, s->err_len, "cancelled after %zu of %zu file(s)", i,
+                         s->files.size());
+            rc = LDCT_ECANCELED;
+        } else if (s->files[i].ok) {
             rc = send_one(s, i, &statuses[i]);
+        }
+    }
     if (rc < 0) {
         ASC_abortAssociation(s->assoc);
         return rc;
