@@ -17,12 +17,17 @@
  *   sweep_kernel<P, WEIGHTS> weighted means E of the pass (eq. 1, 2)
  *   rician_kernel (Rician only) E -> sqrt(max(E - 2 sg2, 0))
  *   mix_kernel    Haar sub-band mixing of the two passes, in place
- * The sweep kernels give each 32x4x4 block a tile of the field (R or U, with
- * a halo of S + r_P) and of M and V (halo S) in shared memory; per offset d
- * the block forms the squared differences once, box-sums them in x, y, z
- * (separable, in shared memory, three barriers) and each thread updates its
- * voxel's minimum or its weight sums. Cost per voxel and offset is O(1) in
- * the patch size instead of |P|.
+ * Two sweep kernels (LDCT_ANLM_CFG picks; the lead's measurements decide
+ * the default): the column kernel (1, default; see sweep_col_kernel) gives
+ * a 32x8 block a 32x8x8 tile, each thread a column of 8 voxels, and forms
+ * per offset the z box sums in registers and the y and x box sums in
+ * shared memory (two barriers per offset); the tile kernel (0) gives each
+ * 32x4x4 block a tile of the field and of M and V, forms the squared
+ * differences once per offset and box-sums them in x, y and z in shared
+ * memory (three barriers). Both keep the field (R or U) tile with a halo of
+ * S + r_P in shared memory, so a patch distance costs O(1) per voxel and
+ * offset instead of |P|; each thread updates its voxels' minimum or weight
+ * sums in registers.
  *
  * Tolerance against the reference: patch distances and weights are float
  * here, double there; a weight cut at D = 3 h^2 can flip on rounding.
@@ -35,6 +40,7 @@
  */
 #include <math.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gpu/cuda_check.cuh"
@@ -46,6 +52,7 @@ extern "C" {
 namespace
 {
 
+/* Tile kernel (configuration 0): 32x4x4 threads, one voxel each. */
 constexpr int TX = 32, TY = 4, TZ = 4, NT = TX * TY * TZ;
 
 __constant__ float c_xi[GPU_ANLM_XI_N];
@@ -249,6 +256,146 @@ template <int P, bool SIGMA> __global__ void __launch_bounds__(NT) sweep_kernel(
     a.e[((size_t)z * a.g.ny + y) * a.g.nx + x] = (w0 * (a.rician ? u * u : u) + ag) / (w0 + aw);
 }
 
+/* ---- column kernel (configuration 1, the default) ------------------------
+ * A 32x8 block owns a 32x8x8 tile: thread (lane, warp) owns the column of
+ * CZ = 8 voxels at (x, y) = (lane, warp). Per offset: (1) every column of
+ * the tile plus a halo of r_P in x and y forms its squared differences
+ * along z in registers and their z box sums (read from the field tile,
+ * lane-consecutive, no bank conflict), into Zb; (2) y box sums into Yb;
+ * (3) each thread sums its x box from Yb for its 8 voxels. Two barriers
+ * per offset, and about half the shared-memory traffic of the tile kernel.
+ * The preselection reads M and V of the neighbour from global memory (L1). */
+constexpr int CX = 32, CY = 8, CZ = 8, CNT = CX * CY;
+
+struct col_layout {
+    int FX, FY, FZ, EX, EY;
+    size_t f, zb, yb, total;
+    __host__ __device__ col_layout(int S, int P)
+    {
+        FX = CX + 2 * (S + P), FY = CY + 2 * (S + P), FZ = CZ + 2 * (S + P);
+        EX = CX + 2 * P, EY = CY + 2 * P;
+        f = 0;
+        zb = f + (size_t)FX * FY * FZ;
+        yb = zb + (size_t)EX * EY * CZ;
+        total = yb + (size_t)EX * CY * CZ;
+    }
+};
+
+template <int P, bool SIGMA> __global__ void __launch_bounds__(CNT) sweep_col_kernel(sweep_args a)
+{
+    extern __shared__ float sm[];
+    const int S = a.S;
+    const col_layout L(S, P);
+    float *Ft = sm + L.f, *Zb = sm + L.zb, *Yb = sm + L.yb;
+    const int tx = threadIdx.x, ty = threadIdx.y, tid = tx + CX * ty;
+    const int ox = a.r0 + blockIdx.x * CX, oy = a.r0 + blockIdx.y * CY, oz = a.r0 + blockIdx.z * CZ;
+    const int H = a.g.H;
+    for (int i = tid; i < L.FX * L.FY * L.FZ; i += CNT) {
+        int fx = i % L.FX, fy = i / L.FX % L.FY, fz = i / (L.FX * L.FY);
+        int px = min(max(ox + H - S - P + fx, 0), a.g.PX - 1);
+        int py = min(max(oy + H - S - P + fy, 0), a.g.PY - 1);
+        int pz = min(max(oz + H - S - P + fz, 0), a.g.PZ - 1);
+        Ft[i] = a.f[((size_t)pz * a.g.PY + py) * a.g.PX + px];
+    }
+    const int x = ox + tx, y = oy + ty;
+    const bool colmine = x < a.r0 + a.rnx && y < a.r0 + a.rny;
+    float mi[CZ], vi[CZ], st0[CZ], st1[CZ], st2[CZ];
+    bool mine[CZ];
+#pragma unroll
+    for (int j = 0; j < CZ; j++) {
+        mine[j] = colmine && oz + j < a.r0 + a.rnz;
+        size_t gi = mine[j] ? a.g.at(x, y, oz + j) : 0;
+        mi[j] = mine[j] ? a.m[gi] : 0.0f;
+        vi[j] = mine[j] ? a.v[gi] : 0.0f;
+        /* SIGMA: st0 = best; WEIGHTS: st0 = h2, st1 = sum w, st2 = sum w g, plus w max below. */
+        st0[j] = -1.0f, st1[j] = 0.0f, st2[j] = 0.0f;
+        if (!SIGMA && mine[j])
+            st0[j] = a.str2 * fmaxf(a.s2[gi], a.rg.s2_floor);
+    }
+    float wm[SIGMA ? 1 : CZ];
+#pragma unroll
+    for (int j = 0; j < (SIGMA ? 1 : CZ); j++)
+        wm[j] = 0.0f;
+    __syncthreads();
+    const float inv = 1.0f / (float)((2 * P + 1) * (2 * P + 1) * (2 * P + 1));
+    const size_t pstride = (size_t)a.g.PY * a.g.PX;
+    for (int dz = -S; dz <= S; dz++)
+        for (int dy = -S; dy <= S; dy++)
+            for (int dx = -S; dx <= S; dx++) {
+                if (!(dx | dy | dz))
+                    continue;
+                const int dof = (dz * L.FY + dy) * L.FX + dx;
+                for (int c = tid; c < L.EX * L.EY; c += CNT) {
+                    int cx = c % L.EX, cy = c / L.EX;
+                    const float *f = Ft + ((size_t)S * L.FY + cy + S) * L.FX + cx + S;
+                    float e[CZ + 2 * P];
+#pragma unroll
+                    for (int k = 0; k < CZ + 2 * P; k++) {
+                        float t = f[k * L.FX * L.FY] - f[k * L.FX * L.FY + dof];
+                        e[k] = t * t;
+                    }
+#pragma unroll
+                    for (int j = 0; j < CZ; j++) {
+                        float sum = e[j];
+#pragma unroll
+                        for (int k = 1; k <= 2 * P; k++)
+                            sum += e[j + k];
+                        Zb[(j * L.EY + cy) * L.EX + cx] = sum;
+                    }
+                }
+                __syncthreads();
+                for (int i = tid; i < L.EX * CY * CZ; i += CNT) {
+                    int cx = i % L.EX, yy = i / L.EX % CY, j = i / (L.EX * CY);
+                    const float *q = Zb + (j * L.EY + yy) * L.EX + cx;
+                    float sum = q[0];
+#pragma unroll
+                    for (int k = 1; k <= 2 * P; k++)
+                        sum += q[k * L.EX];
+                    Yb[i] = sum;
+                }
+                __syncthreads();
+                const size_t doff = (ptrdiff_t)dz * pstride + (ptrdiff_t)dy * a.g.PX + dx;
+#pragma unroll
+                for (int j = 0; j < CZ; j++) {
+                    if (!mine[j])
+                        continue;
+                    const float *q = Yb + (j * CY + ty) * L.EX + tx;
+                    float D = q[0];
+#pragma unroll
+                    for (int k = 1; k <= 2 * P; k++)
+                        D += q[k];
+                    D *= inv;
+                    size_t gj = a.g.at(x, y, oz + j) + doff;
+                    if (!gpu__anlm_keep(&a.rg, a.mu, a.nu, mi[j], vi[j], __ldg(a.m + gj),
+                                        __ldg(a.v + gj)))
+                        continue;
+                    if (SIGMA) {
+                        st0[j] = (st0[j] < 0.0f || D < st0[j]) ? D : st0[j];
+                    } else if (D <= 3.0f * st0[j]) {
+                        float w = expf(-D / st0[j]);
+                        float uj = Ft[((j + S + P + dz) * L.FY + ty + S + P + dy) * L.FX + tx + S +
+                                      P + dx];
+                        st1[j] += w;
+                        st2[j] += w * (a.rician ? uj * uj : uj);
+                        wm[SIGMA ? 0 : j] = fmaxf(wm[SIGMA ? 0 : j], w);
+                    }
+                }
+            }
+#pragma unroll
+    for (int j = 0; j < CZ; j++) {
+        if (!mine[j])
+            continue;
+        if (SIGMA) {
+            a.s2[a.g.at(x, y, oz + j)] = st0[j];
+            continue;
+        }
+        float u = Ft[((j + S + P) * L.FY + ty + S + P) * L.FX + tx + S + P];
+        float w0 = wm[SIGMA ? 0 : j] > 0.0f ? wm[SIGMA ? 0 : j] : 1.0f;
+        a.e[((size_t)(oz + j) * a.g.ny + y) * a.g.nx + x] =
+            (w0 * (a.rician ? u * u : u) + st2[j]) / (w0 + st1[j]);
+    }
+}
+
 /* Rician: E -> sqrt(max(E - 2 sg2, 0)), sg2 from the s2 map smoothed over
  * the box q (voxels without an estimate skipped) and the xi table. */
 __global__ void rician_kernel(float *__restrict__ e, const float *__restrict__ s2,
@@ -324,30 +471,47 @@ __global__ void mix_kernel(float *__restrict__ a, const float *__restrict__ b, i
     }
 }
 
-template <int P, bool SIGMA> cudaError_t launch_sweep_p(const sweep_args &a, cudaStream_t st)
+/* Sweep kernel configuration: 1 = column kernel (default), 0 = tile
+ * kernel; LDCT_ANLM_CFG overrides (for benchmarks and tests). */
+int sweep_cfg(void)
 {
-    smem_layout L(a.S, P);
-    size_t bytes = L.total * sizeof(float);
-    cudaError_t e = cudaFuncSetAttribute(sweep_kernel<P, SIGMA>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+    const char *e = getenv("LDCT_ANLM_CFG");
+    return e && *e == '0' ? 0 : 1;
+}
+
+template <int P, bool SIGMA>
+cudaError_t launch_sweep_p(int cfg, const sweep_args &a, cudaStream_t st)
+{
+    size_t bytes =
+        (cfg == 0 ? smem_layout(a.S, P).total : col_layout(a.S, P).total) * sizeof(float);
+    void (*k)(sweep_args) = cfg == 0 ? sweep_kernel<P, SIGMA> : sweep_col_kernel<P, SIGMA>;
+    cudaError_t e =
+        cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
     if (e != cudaSuccess)
         return e;
-    dim3 blk(TX, TY, TZ), grd((a.rnx + TX - 1) / TX, (a.rny + TY - 1) / TY, (a.rnz + TZ - 1) / TZ);
-    sweep_kernel<P, SIGMA><<<grd, blk, bytes, st>>>(a);
+    if (cfg == 0) {
+        dim3 blk(TX, TY, TZ),
+            grd((a.rnx + TX - 1) / TX, (a.rny + TY - 1) / TY, (a.rnz + TZ - 1) / TZ);
+        sweep_kernel<P, SIGMA><<<grd, blk, bytes, st>>>(a);
+    } else {
+        dim3 blk(CX, CY), grd((a.rnx + CX - 1) / CX, (a.rny + CY - 1) / CY, (a.rnz + CZ - 1) / CZ);
+        sweep_col_kernel<P, SIGMA><<<grd, blk, bytes, st>>>(a);
+    }
     return cudaGetLastError();
 }
 
 template <bool SIGMA> cudaError_t launch_sweep(int P, const sweep_args &a, cudaStream_t st)
 {
+    int cfg = sweep_cfg();
     switch (P) {
     case 0:
-        return launch_sweep_p<0, SIGMA>(a, st);
+        return launch_sweep_p<0, SIGMA>(cfg, a, st);
     case 1:
-        return launch_sweep_p<1, SIGMA>(a, st);
+        return launch_sweep_p<1, SIGMA>(cfg, a, st);
     case 2:
-        return launch_sweep_p<2, SIGMA>(a, st);
+        return launch_sweep_p<2, SIGMA>(cfg, a, st);
     default:
-        return launch_sweep_p<3, SIGMA>(a, st);
+        return launch_sweep_p<3, SIGMA>(cfg, a, st);
     }
 }
 

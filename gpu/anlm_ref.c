@@ -67,9 +67,10 @@ int gpu_anlm_check(const gpu_anlm_params *p, const gpu_volume *in, const gpu_vol
 
 void gpu__anlm_range_of(const gpu_volume *in, gpu__anlm_range *r)
 {
-    size_t n = gpu_volume_count(in);
+    const long n = (long)gpu_volume_count(in);
     float mn = in->data[0], mx = in->data[0];
-    for (size_t i = 1; i < n; i++) {
+#pragma omp parallel for reduction(min : mn) reduction(max : mx) schedule(static)
+    for (long i = 1; i < n; i++) {
         mn = in->data[i] < mn ? in->data[i] : mn;
         mx = in->data[i] > mx ? in->data[i] : mx;
     }

@@ -11,6 +11,7 @@
 B=${1:-build/gpucarry}
 WHAT=${2:-all}
 OUT=${OUT:-/tmp/anlm_out}
+CFGS=${CFGS:-1 0} # sweep kernels of gpu/anlm.cu: 1 column (default), 0 tile
 want() { case ",$WHAT," in *",$1,"* | *",all,"*) return 0 ;; esac; return 1; }
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,memory.total \
@@ -22,10 +23,13 @@ if want test; then
     grep -q "100%: Checks" "$OUT/check.log" || status=1
 fi
 if want bench; then
-    echo "== anlm S=3, radii 1+2 mixed: 512^3 and 100^3 on the GPU"
-    for size in 512x512x512 100x100x100; do
-        "$B/gpu_bench" bench anlm --size $size --search-radius 3 --device gpu --repeat 5 --json |
-            tee -a "$OUT/bench.jsonl" || status=1
+    echo "== anlm S=3, radii 1+2 mixed: 512^3 and 100^3 on the GPU, kernels $CFGS"
+    for cfg in $CFGS; do
+        for size in 512x512x512 100x100x100; do
+            LDCT_ANLM_CFG=$cfg "$B/gpu_bench" bench anlm --size $size --search-radius 3 \
+                --device gpu --repeat 5 --json | sed "s/^{/{\"cfg\":$cfg,/" |
+                tee -a "$OUT/bench.jsonl" || status=1
+        done
     done
     echo "== single passes (radius 1, radius 2) at 512^3, for the split of the time"
     for p in 1 2; do
