@@ -17,9 +17,10 @@
  *   sweep_kernel<P, WEIGHTS> weighted means E of the pass (eq. 1, 2)
  *   rician_kernel (Rician only) E -> sqrt(max(E - 2 sg2, 0))
  *   mix_kernel    Haar sub-band mixing of the two passes, in place
- * Two sweep kernels (LDCT_ANLM_CFG picks; the lead's measurements decide
- * the default): the column kernel (1, default; see sweep_col_kernel) gives
- * a 32x8 block a 32x8x8 tile, each thread a column of 8 voxels, and forms
+ * Sweep kernels (LDCT_ANLM_CFG picks; measurements decide the default):
+ * the column kernel (1, default, and 2 with 4 voxels per thread; see
+ * sweep_col_kernel) gives a 32x8 block a 32x8x8 tile, each thread a column
+ * of 8 voxels, and forms
  * per offset the z box sums in registers and the y and x box sums in
  * shared memory (two barriers per offset); the tile kernel (0) gives each
  * 32x4x4 block a tile of the field and of M and V, forms the squared
@@ -52,32 +53,41 @@ namespace
 {
 using namespace anlm_k;
 
-/* Sweep kernel configuration: 1 = column kernel (default), 0 = tile
- * kernel; LDCT_ANLM_CFG overrides (for benchmarks and tests). */
+/* Sweep kernel configuration: 1 = column kernel with 8 voxels per thread
+ * (default), 2 = column kernel with 4, 0 = tile kernel; LDCT_ANLM_CFG
+ * overrides (for benchmarks and tests). */
 int sweep_cfg(void)
 {
     const char *e = getenv("LDCT_ANLM_CFG");
-    return e && *e == '0' ? 0 : 1;
+    return e && (*e == '0' || *e == '2') ? *e - '0' : 1;
+}
+
+template <int P, bool SIGMA, int CZ> cudaError_t launch_col(const sweep_args &a, cudaStream_t st)
+{
+    size_t bytes = col_layout(a.S, P, CZ).total * sizeof(float);
+    cudaError_t e = cudaFuncSetAttribute(sweep_col_kernel<P, SIGMA, CZ>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+    if (e != cudaSuccess)
+        return e;
+    dim3 blk(CX, CY), grd((a.rnx + CX - 1) / CX, (a.rny + CY - 1) / CY, (a.rnz + CZ - 1) / CZ);
+    sweep_col_kernel<P, SIGMA, CZ><<<grd, blk, bytes, st>>>(a);
+    return cudaGetLastError();
 }
 
 template <int P, bool SIGMA>
 cudaError_t launch_sweep_p(int cfg, const sweep_args &a, cudaStream_t st)
 {
-    size_t bytes =
-        (cfg == 0 ? smem_layout(a.S, P).total : col_layout(a.S, P).total) * sizeof(float);
-    void (*k)(sweep_args) = cfg == 0 ? sweep_kernel<P, SIGMA> : sweep_col_kernel<P, SIGMA>;
-    cudaError_t e =
-        cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+    if (cfg == 1)
+        return launch_col<P, SIGMA, 8>(a, st);
+    if (cfg == 2)
+        return launch_col<P, SIGMA, 4>(a, st);
+    size_t bytes = smem_layout(a.S, P).total * sizeof(float);
+    cudaError_t e = cudaFuncSetAttribute(sweep_kernel<P, SIGMA>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
     if (e != cudaSuccess)
         return e;
-    if (cfg == 0) {
-        dim3 blk(TX, TY, TZ),
-            grd((a.rnx + TX - 1) / TX, (a.rny + TY - 1) / TY, (a.rnz + TZ - 1) / TZ);
-        sweep_kernel<P, SIGMA><<<grd, blk, bytes, st>>>(a);
-    } else {
-        dim3 blk(CX, CY), grd((a.rnx + CX - 1) / CX, (a.rny + CY - 1) / CY, (a.rnz + CZ - 1) / CZ);
-        sweep_col_kernel<P, SIGMA><<<grd, blk, bytes, st>>>(a);
-    }
+    dim3 blk(TX, TY, TZ), grd((a.rnx + TX - 1) / TX, (a.rny + TY - 1) / TY, (a.rnz + TZ - 1) / TZ);
+    sweep_kernel<P, SIGMA><<<grd, blk, bytes, st>>>(a);
     return cudaGetLastError();
 }
 

@@ -219,20 +219,21 @@ template <int P, bool SIGMA> __global__ void __launch_bounds__(NT) sweep_kernel(
 }
 
 /* ---- column kernel (configuration 1, the default) ------------------------
- * A 32x8 block owns a 32x8x8 tile: thread (lane, warp) owns the column of
- * CZ = 8 voxels at (x, y) = (lane, warp). Per offset: (1) every column of
- * the tile plus a halo of r_P in x and y forms its squared differences
- * along z in registers and their z box sums (read from the field tile,
- * lane-consecutive, no bank conflict), into Zb; (2) y box sums into Yb;
- * (3) each thread sums its x box from Yb for its 8 voxels. Two barriers
- * per offset, and about half the shared-memory traffic of the tile kernel.
- * The preselection reads M and V of the neighbour from global memory (L1). */
-constexpr int CX = 32, CY = 8, CZ = 8, CNT = CX * CY;
+ * A 32x8 block owns a 32x8xCZ tile: thread (lane, warp) owns the column of
+ * CZ voxels at (x, y) = (lane, warp); CZ = 8 (configuration 1: 1 block of
+ * ~210 registers per thread per SM in the weight sweep) or 4 (configuration
+ * 2: at most 128 registers, 2 blocks per SM, more z halo per voxel). Per offset: (1) every column
+ * of the tile plus a halo of r_P in x and y forms its squared differences along z in registers and
+ * their z box sums (read from the field tile, lane-consecutive, no bank conflict), into Zb; (2) y
+ * box sums into Yb; (3) each thread sums its x box from Yb for its 8 voxels. Two barriers per
+ * offset, and about half the shared-memory traffic of the tile kernel. The preselection reads M and
+ * V of the neighbour from global memory (L1). */
+constexpr int CX = 32, CY = 8, CNT = CX * CY;
 
 struct col_layout {
     int FX, FY, FZ, EX, EY;
     size_t f, zb, yb, total;
-    __host__ __device__ col_layout(int S, int P)
+    __host__ __device__ col_layout(int S, int P, int CZ)
     {
         FX = CX + 2 * (S + P), FY = CY + 2 * (S + P), FZ = CZ + 2 * (S + P);
         EX = CX + 2 * P, EY = CY + 2 * P;
@@ -243,11 +244,12 @@ struct col_layout {
     }
 };
 
-template <int P, bool SIGMA> __global__ void __launch_bounds__(CNT) sweep_col_kernel(sweep_args a)
+template <int P, bool SIGMA, int CZ>
+__global__ void __launch_bounds__(CNT, CZ <= 4 ? 2 : 1) sweep_col_kernel(sweep_args a)
 {
     extern __shared__ float sm[];
     const int S = a.S;
-    const col_layout L(S, P);
+    const col_layout L(S, P, CZ);
     float *Ft = sm + L.f, *Zb = sm + L.zb, *Yb = sm + L.yb;
     const int tx = threadIdx.x, ty = threadIdx.y, tid = tx + CX * ty;
     const int ox = a.r0 + blockIdx.x * CX, oy = a.r0 + blockIdx.y * CY, oz = a.r0 + blockIdx.z * CZ;

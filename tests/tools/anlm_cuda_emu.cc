@@ -35,7 +35,7 @@ static pthread_barrier_t g_bar;
 #define __device__
 #define __host__
 #define __forceinline__ inline
-#define __launch_bounds__(x)
+#define __launch_bounds__(...)
 #define __constant__
 #define __restrict__
 #define __shared__
@@ -121,13 +121,19 @@ template <class F> static void launch_seq(dim3 grid, dim3 block, F f)
 
 template <int P, bool SIGMA> static void sweep(int cfg, sweep_args a)
 {
+    const int cz = cfg == 2 ? 4 : 8;
     if (cfg == 0)
         launch_sync(dim3((a.rnx + TX - 1) / TX, (a.rny + TY - 1) / TY, (a.rnz + TZ - 1) / TZ),
                     dim3(TX, TY, TZ), smem_layout(a.S, P).total,
                     [=] { sweep_kernel<P, SIGMA>(a); });
+    else if (cfg == 1)
+        launch_sync(dim3((a.rnx + CX - 1) / CX, (a.rny + CY - 1) / CY, (a.rnz + cz - 1) / cz),
+                    dim3(CX, CY), col_layout(a.S, P, cz).total,
+                    [=] { sweep_col_kernel<P, SIGMA, 8>(a); });
     else
-        launch_sync(dim3((a.rnx + CX - 1) / CX, (a.rny + CY - 1) / CY, (a.rnz + CZ - 1) / CZ),
-                    dim3(CX, CY), col_layout(a.S, P).total, [=] { sweep_col_kernel<P, SIGMA>(a); });
+        launch_sync(dim3((a.rnx + CX - 1) / CX, (a.rny + CY - 1) / CY, (a.rnz + cz - 1) / cz),
+                    dim3(CX, CY), col_layout(a.S, P, cz).total,
+                    [=] { sweep_col_kernel<P, SIGMA, 4>(a); });
 }
 
 template <bool SIGMA> static void sweep_p(int cfg, int P, const sweep_args &a)
@@ -294,7 +300,8 @@ int main(int argc, char **argv)
         {13, 11, 9, 3, 1, 1, 0, 1, 4},    {13, 11, 9, 3, 1, 1, 1, 1, 2},
         {9, 8, 7, 5, 3, 0, 1, 1, 100},    {40, 1, 3, 2, 1, 1, 0, 1, 100},
         {35, 10, 10, 1, 0, 0, 0, 1, 100}, {11, 9, 7, 2, 1, 0, 0, 0, 100},
-        {9, 8, 6, 2, 1, 1, 1, 0, 2},
+        {9, 8, 6, 2, 1, 1, 1, 0, 2},      {13, 11, 9, 3, 1, 1, 0, 2, 100},
+        {13, 11, 9, 3, 1, 1, 1, 2, 4},    {9, 8, 7, 5, 3, 0, 1, 2, 100},
     };
     if (argc == 10) {
         int c[9];

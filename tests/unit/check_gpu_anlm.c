@@ -140,14 +140,16 @@ static void check_cuda_vs_ref(int nx, int ny, int nz, int S, int P, int mix, int
     gpu_volume_close(&out);
 }
 
-/* Both sweep kernels of gpu/anlm.cu (LDCT_ANLM_CFG 1 = column, 0 = tile). */
-static const char *const CFGS[] = {"1", "0"};
+/* The sweep kernels of gpu/anlm.cu (LDCT_ANLM_CFG 1 = column of 8 voxels,
+ * 2 = column of 4, 0 = tile). */
+static const char *const CFGS[] = {"1", "2", "0"};
+enum { NCFGS = sizeof CFGS / sizeof CFGS[0] };
 
 START_TEST(cuda_matches_ref_on_random_odd_sizes)
 {
     if (!have_gpu())
         return;
-    for (int c = 0; c < 2; c++) {
+    for (int c = 0; c < NCFGS; c++) {
         setenv("LDCT_ANLM_CFG", CFGS[c], 1);
         printf("sweep kernel configuration %s\n", CFGS[c]);
         check_cuda_vs_ref(45, 37, 29, 3, 1, 1, 0); /* the default: radii 1 and 2 mixed */
@@ -200,7 +202,7 @@ START_TEST(cuda_tiny_budget_slabs_give_identical_result)
 {
     if (!have_gpu())
         return;
-    for (int c = 0; c < 2; c++) {
+    for (int c = 0; c < NCFGS; c++) {
         setenv("LDCT_ANLM_CFG", CFGS[c], 1);
         check_slabs_identical(0);
         check_slabs_identical(1);
