@@ -98,6 +98,13 @@ $(BUILD)/tools/gpu_%: $(BUILD)/obj/tests/tools/gpu_%.o $(GPU_LIBS_A)
 	@mkdir -p $(@D)
 	$(call LINK_GPU)
 
+# CPU emulation of the anlm CUDA kernels (no GPU needed; not part of all).
+$(BUILD)/tools/anlm_cuda_emu: tests/tools/anlm_cuda_emu.cc gpu/anlm_kernels.cuh gpu/anlm.h \
+		$(GPU_LIBS_A)
+	@mkdir -p $(@D)
+	$(CXX) -std=c++17 -O2 -g -pthread -fopenmp -I. -DLDCT_WITH_CUDA=$(WITH_CUDA) $(WARN) \
+		-Wno-unknown-pragmas -o $@ $< $(GPU_LIBS_A) $(CUDA_LIBS) -lm
+
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<

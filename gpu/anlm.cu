@@ -17,12 +17,18 @@
  *   sweep_kernel<P, WEIGHTS> weighted means E of the pass (eq. 1, 2)
  *   rician_kernel (Rician only) E -> sqrt(max(E - 2 sg2, 0))
  *   mix_kernel    Haar sub-band mixing of the two passes, in place
- * The sweep kernels give each 32x4x4 block a tile of the field (R or U, with
- * a halo of S + r_P) and of M and V (halo S) in shared memory; per offset d
- * the block forms the squared differences once, box-sums them in x, y, z
- * (separable, in shared memory, three barriers) and each thread updates its
- * voxel's minimum or its weight sums. Cost per voxel and offset is O(1) in
- * the patch size instead of |P|.
+ * Sweep kernels (LDCT_ANLM_CFG picks; measurements decide the default):
+ * the column kernel (1, default, and 2 with 4 voxels per thread; see
+ * sweep_col_kernel) gives a 32x8 block a 32x8x8 tile, each thread a column
+ * of 8 voxels, and forms
+ * per offset the z box sums in registers and the y and x box sums in
+ * shared memory (two barriers per offset); the tile kernel (0) gives each
+ * 32x4x4 block a tile of the field and of M and V, forms the squared
+ * differences once per offset and box-sums them in x, y and z in shared
+ * memory (three barriers). Both keep the field (R or U) tile with a halo of
+ * S + r_P in shared memory, so a patch distance costs O(1) per voxel and
+ * offset instead of |P|; each thread updates its voxels' minimum or weight
+ * sums in registers.
  *
  * Tolerance against the reference: patch distances and weights are float
  * here, double there; a weight cut at D = 3 h^2 can flip on rounding.
@@ -35,299 +41,47 @@
  */
 #include <math.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gpu/cuda_check.cuh"
 
-extern "C" {
 #include "gpu/anlm.h"
-}
+#include "gpu/anlm_kernels.cuh"
 
 namespace
 {
+using namespace anlm_k;
 
-constexpr int TX = 32, TY = 4, TZ = 4, NT = TX * TY * TZ;
-
-__constant__ float c_xi[GPU_ANLM_XI_N];
-
-__device__ __forceinline__ int mirror(int i, int n)
+/* Sweep kernel configuration: 1 = column kernel with 8 voxels per thread
+ * (default), 2 = column kernel with 4, 0 = tile kernel; LDCT_ANLM_CFG
+ * overrides (for benchmarks and tests). */
+int sweep_cfg(void)
 {
-    if (n <= 1)
-        return 0;
-    int period = 2 * (n - 1);
-    i %= period;
-    if (i < 0)
-        i += period;
-    return i < n ? i : period - i;
+    const char *e = getenv("LDCT_ANLM_CFG");
+    return e && (*e == '0' || *e == '2') ? *e - '0' : 1;
 }
 
-/* The padded grid of one slab: PX x PY x PZ, voxel (x, y, z) (slab-local,
- * z = 0 at the slab's first plane) at (x + H, y + H, z + H). */
-struct grid {
-    int nx, ny, nzs, H, PX, PY, PZ;
-    __device__ __forceinline__ size_t at(int x, int y, int z) const
-    {
-        return ((size_t)(z + H) * PY + (size_t)(y + H)) * PX + (size_t)(x + H);
-    }
-};
-
-/* raw holds global planes zlo.. of the volume (nx x ny each). */
-__global__ void pad_kernel(const float *__restrict__ raw, float *__restrict__ u, grid g, int nz,
-                           int zs, int zlo)
+template <int P, bool SIGMA, int CZ> cudaError_t launch_col(const sweep_args &a, cudaStream_t st)
 {
-    int px = blockIdx.x * blockDim.x + threadIdx.x, py = blockIdx.y * blockDim.y + threadIdx.y;
-    int pz = blockIdx.z;
-    if (px >= g.PX || py >= g.PY)
-        return;
-    int x = mirror(px - g.H, g.nx), y = mirror(py - g.H, g.ny), z = mirror(zs + pz - g.H, nz);
-    u[((size_t)pz * g.PY + py) * g.PX + px] = raw[((size_t)(z - zlo) * g.ny + y) * g.nx + x];
+    size_t bytes = col_layout(a.S, P, CZ).total * sizeof(float);
+    cudaError_t e = cudaFuncSetAttribute(sweep_col_kernel<P, SIGMA, CZ>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+    if (e != cudaSuccess)
+        return e;
+    dim3 blk(CX, CY), grd((a.rnx + CX - 1) / CX, (a.rny + CY - 1) / CY, (a.rnz + CZ - 1) / CZ);
+    sweep_col_kernel<P, SIGMA, CZ><<<grd, blk, bytes, st>>>(a);
+    return cudaGetLastError();
 }
 
-/* Local mean, variance and residual wherever the box fits in the grid. */
-__global__ void stats_kernel(const float *__restrict__ u, float *__restrict__ m,
-                             float *__restrict__ v, float *__restrict__ r, grid g, int rb)
+template <int P, bool SIGMA>
+cudaError_t launch_sweep_p(int cfg, const sweep_args &a, cudaStream_t st)
 {
-    int px = blockIdx.x * blockDim.x + threadIdx.x, py = blockIdx.y * blockDim.y + threadIdx.y;
-    int pz = blockIdx.z;
-    if (px >= g.PX || py >= g.PY)
-        return;
-    size_t i = ((size_t)pz * g.PY + py) * g.PX + px;
-    if (px < rb || py < rb || pz < rb || px >= g.PX - rb || py >= g.PY - rb || pz >= g.PZ - rb) {
-        m[i] = v[i] = r[i] = 0.0f;
-        return;
-    }
-    double s = 0.0, ss = 0.0;
-    for (int c = -rb; c <= rb; c++)
-        for (int b = -rb; b <= rb; b++)
-            for (int a = -rb; a <= rb; a++) {
-                double x = u[((size_t)(pz + c) * g.PY + py + b) * g.PX + px + a];
-                s = __dadd_rn(s, x);
-                ss = __dadd_rn(ss, __dmul_rn(x, x));
-            }
-    double nb = (double)(2 * rb + 1) * (2 * rb + 1) * (2 * rb + 1);
-    double mean = __ddiv_rn(s, nb);
-    double var = __ddiv_rn(__dsub_rn(ss, __dmul_rn(s, mean)), nb - 1.0);
-    float mf = (float)mean;
-    m[i] = mf;
-    v[i] = (float)(var > 0 ? var : 0.0);
-    r[i] = __fsub_rn(u[i], mf);
-}
-
-struct sweep_args {
-    const float *f, *m, *v; /* padded: field (R or U), mean, variance */
-    float *s2;              /* padded: SIGMA writes it, WEIGHTS reads it */
-    float *e;               /* slab layout nx x ny x nzs: WEIGHTS writes the pass's E */
-    grid g;
-    int r0, rnx, rny, rnz; /* region: slab-local origin (r0, r0, r0) and size */
-    int S, rician;
-    gpu__anlm_range rg;
-    float mu, nu, str2;
-};
-
-/* Shared-memory layout of a sweep block (floats). */
-struct smem_layout {
-    int FX, FY, FZ, MX, MY, MZ, EX, EY, EZ;
-    size_t f, m, v, e, x, y, total;
-    __host__ __device__ smem_layout(int S, int P)
-    {
-        FX = TX + 2 * (S + P), FY = TY + 2 * (S + P), FZ = TZ + 2 * (S + P);
-        MX = TX + 2 * S, MY = TY + 2 * S, MZ = TZ + 2 * S;
-        EX = TX + 2 * P, EY = TY + 2 * P, EZ = TZ + 2 * P;
-        f = 0;
-        m = f + (size_t)FX * FY * FZ;
-        v = m + (size_t)MX * MY * MZ;
-        e = v + (size_t)MX * MY * MZ;
-        x = e + (size_t)EX * EY * EZ;
-        y = x + (size_t)TX * EY * EZ;
-        total = y + (size_t)TX * TY * EZ;
-    }
-};
-
-/* Copies a box of the padded grid starting at padded coords (ox, oy, oz)
- * into shared memory (dims sx, sy, sz), clamping reads to the grid. */
-__device__ __forceinline__ void load_tile(float *dst, const float *__restrict__ src, const grid &g,
-                                          int ox, int oy, int oz, int sx, int sy, int sz, int tid)
-{
-    int n = sx * sy * sz;
-    for (int i = tid; i < n; i += NT) {
-        int x = i % sx, y = i / sx % sy, z = i / (sx * sy);
-        int px = min(max(ox + x, 0), g.PX - 1), py = min(max(oy + y, 0), g.PY - 1),
-            pz = min(max(oz + z, 0), g.PZ - 1);
-        dst[i] = src[((size_t)pz * g.PY + py) * g.PX + px];
-    }
-}
-
-template <int P, bool SIGMA> __global__ void __launch_bounds__(NT) sweep_kernel(sweep_args a)
-{
-    extern __shared__ float sm[];
-    const int S = a.S;
-    const smem_layout L(S, P);
-    float *Ft = sm + L.f, *Mt = sm + L.m, *Vt = sm + L.v, *Eb = sm + L.e, *Xb = sm + L.x,
-          *Yb = sm + L.y;
-    const int tx = threadIdx.x, ty = threadIdx.y, tz = threadIdx.z;
-    const int tid = tx + TX * (ty + TY * tz);
-    /* Tile origin (slab-local) and its padded coordinates. */
-    const int ox = a.r0 + blockIdx.x * TX, oy = a.r0 + blockIdx.y * TY, oz = a.r0 + blockIdx.z * TZ;
-    const int H = a.g.H;
-    load_tile(Ft, a.f, a.g, ox + H - S - P, oy + H - S - P, oz + H - S - P, L.FX, L.FY, L.FZ, tid);
-    load_tile(Mt, a.m, a.g, ox + H - S, oy + H - S, oz + H - S, L.MX, L.MY, L.MZ, tid);
-    load_tile(Vt, a.v, a.g, ox + H - S, oy + H - S, oz + H - S, L.MX, L.MY, L.MZ, tid);
-    __syncthreads();
-
-    const int x = ox + tx, y = oy + ty, z = oz + tz;
-    const bool mine = x < a.r0 + a.rnx && y < a.r0 + a.rny && z < a.r0 + a.rnz;
-    const int mc = ((tz + S) * L.MY + ty + S) * L.MX + tx + S;
-    const float mi = Mt[mc], vi = Vt[mc];
-    const float inv = 1.0f / (float)((2 * P + 1) * (2 * P + 1) * (2 * P + 1));
-    float best = -1.0f, h2 = 1.0f, aw = 0.0f, ag = 0.0f, wmax = 0.0f;
-    if (!SIGMA && mine) {
-        float s2 = a.s2[a.g.at(x, y, z)];
-        h2 = a.str2 * fmaxf(s2, a.rg.s2_floor);
-    }
-    const int ENn = L.EX * L.EY * L.EZ, XNn = TX * L.EY * L.EZ, YNn = TX * TY * L.EZ;
-    for (int dz = -S; dz <= S; dz++)
-        for (int dy = -S; dy <= S; dy++)
-            for (int dx = -S; dx <= S; dx++) {
-                if (!(dx | dy | dz))
-                    continue;
-                const int dof = (dz * L.FY + dy) * L.FX + dx;
-                for (int i = tid; i < ENn; i += NT) {
-                    int ex = i % L.EX, ey = i / L.EX % L.EY, ez = i / (L.EX * L.EY);
-                    int fi = ((ez + S) * L.FY + ey + S) * L.FX + ex + S;
-                    float t = Ft[fi] - Ft[fi + dof];
-                    Eb[i] = t * t;
-                }
-                __syncthreads();
-                for (int i = tid; i < XNn; i += NT) {
-                    int xx = i % TX, yz = i / TX;
-                    const float *e = Eb + yz * L.EX + xx;
-                    float s = e[0];
-#pragma unroll
-                    for (int k = 1; k <= 2 * P; k++)
-                        s += e[k];
-                    Xb[i] = s;
-                }
-                __syncthreads();
-                for (int i = tid; i < YNn; i += NT) {
-                    int xx = i % TX, yy = i / TX % TY, zz = i / (TX * TY);
-                    const float *q = Xb + (zz * L.EY + yy) * TX + xx;
-                    float s = q[0];
-#pragma unroll
-                    for (int k = 1; k <= 2 * P; k++)
-                        s += q[k * TX];
-                    Yb[i] = s;
-                }
-                __syncthreads();
-                const float *q = Yb + (tz * TY + ty) * TX + tx;
-                float D = q[0];
-#pragma unroll
-                for (int k = 1; k <= 2 * P; k++)
-                    D += q[k * TX * TY];
-                D *= inv;
-                const int mj = mc + (dz * L.MY + dy) * L.MX + dx;
-                if (!gpu__anlm_keep(&a.rg, a.mu, a.nu, mi, vi, Mt[mj], Vt[mj]))
-                    continue;
-                if (SIGMA) {
-                    best = (best < 0.0f || D < best) ? D : best;
-                } else if (D <= 3.0f * h2) {
-                    float w = expf(-D / h2);
-                    float uj =
-                        Ft[((tz + S + P + dz) * L.FY + ty + S + P + dy) * L.FX + tx + S + P + dx];
-                    aw += w;
-                    ag += w * (a.rician ? uj * uj : uj);
-                    wmax = fmaxf(wmax, w);
-                }
-            }
-    if (!mine)
-        return;
-    if (SIGMA) {
-        a.s2[a.g.at(x, y, z)] = best;
-        return;
-    }
-    float u = Ft[((tz + S + P) * L.FY + ty + S + P) * L.FX + tx + S + P];
-    float w0 = wmax > 0.0f ? wmax : 1.0f;
-    a.e[((size_t)z * a.g.ny + y) * a.g.nx + x] = (w0 * (a.rician ? u * u : u) + ag) / (w0 + aw);
-}
-
-/* Rician: E -> sqrt(max(E - 2 sg2, 0)), sg2 from the s2 map smoothed over
- * the box q (voxels without an estimate skipped) and the xi table. */
-__global__ void rician_kernel(float *__restrict__ e, const float *__restrict__ s2,
-                              const float *__restrict__ m, grid g)
-{
-    int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
-    int z = blockIdx.z;
-    if (x >= g.nx || y >= g.ny)
-        return;
-    const int q = GPU_ANLM_RICIAN_REG;
-    double s = 0.0;
-    int k = 0;
-    for (int c = -q; c <= q; c++)
-        for (int b = -q; b <= q; b++)
-            for (int a = -q; a <= q; a++) {
-                float v = s2[g.at(x + a, y + b, z + c)];
-                if (v >= 0.0f)
-                    s += v, k++;
-            }
-    float sr2 = k ? (float)(s / k) : 0.0f, mm = fabsf(m[g.at(x, y, z)]);
-    float sg2 = sr2 > 0.0f ? sr2 / gpu__anlm_xi_lookup(c_xi, mm / sqrtf(sr2)) : 0.0f;
-    size_t i = ((size_t)z * g.ny + y) * g.nx + x;
-    float d = e[i] - 2.0f * sg2;
-    e[i] = d > 0.0f ? sqrtf(d) : 0.0f;
-}
-
-__device__ __forceinline__ float haar(int hb, int k, int len)
-{
-    if (len == 1)
-        return hb ? 0.0f : 1.0f;
-    return (hb && k) ? -0.70710678118654752f : 0.70710678118654752f;
-}
-
-/* One thread per 2x2x2 block: a += the bands of (b - a) with two or three
- * high-pass axes (see anlm.h). In place on a. */
-__global__ void mix_kernel(float *__restrict__ a, const float *__restrict__ b, int nx, int ny,
-                           int nzs)
-{
-    int x0 = 2 * (blockIdx.x * blockDim.x + threadIdx.x),
-        y0 = 2 * (blockIdx.y * blockDim.y + threadIdx.y);
-    int z0 = 2 * blockIdx.z;
-    if (x0 >= nx || y0 >= ny || z0 >= nzs)
-        return;
-    const int lx = x0 + 1 < nx ? 2 : 1, ly = y0 + 1 < ny ? 2 : 1, lz = z0 + 1 < nzs ? 2 : 1;
-    float d[8], add[8];
-    size_t id[8];
-#pragma unroll
-    for (int k = 0; k < 8; k++) {
-        int kx = k & 1, ky = k >> 1 & 1, kz = k >> 2;
-        bool in = kx < lx && ky < ly && kz < lz;
-        id[k] = in ? ((size_t)(z0 + kz) * ny + y0 + ky) * nx + x0 + kx : 0;
-        d[k] = in ? b[id[k]] - a[id[k]] : 0.0f;
-        add[k] = 0.0f;
-    }
-#pragma unroll
-    for (int band = 3; band < 8; band++) {
-        int hx = band & 1, hy = band >> 1 & 1, hz = band >> 2;
-        if (hx + hy + hz < 2)
-            continue;
-        float c = 0.0f;
-#pragma unroll
-        for (int k = 0; k < 8; k++)
-            c += d[k] * haar(hx, k & 1, lx) * haar(hy, k >> 1 & 1, ly) * haar(hz, k >> 2, lz);
-#pragma unroll
-        for (int k = 0; k < 8; k++)
-            add[k] += c * haar(hx, k & 1, lx) * haar(hy, k >> 1 & 1, ly) * haar(hz, k >> 2, lz);
-    }
-#pragma unroll
-    for (int k = 0; k < 8; k++) {
-        int kx = k & 1, ky = k >> 1 & 1, kz = k >> 2;
-        if (kx < lx && ky < ly && kz < lz)
-            a[id[k]] += add[k];
-    }
-}
-
-template <int P, bool SIGMA> cudaError_t launch_sweep_p(const sweep_args &a, cudaStream_t st)
-{
-    smem_layout L(a.S, P);
-    size_t bytes = L.total * sizeof(float);
+    if (cfg == 1)
+        return launch_col<P, SIGMA, 8>(a, st);
+    if (cfg == 2)
+        return launch_col<P, SIGMA, 4>(a, st);
+    size_t bytes = smem_layout(a.S, P).total * sizeof(float);
     cudaError_t e = cudaFuncSetAttribute(sweep_kernel<P, SIGMA>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
     if (e != cudaSuccess)
@@ -339,15 +93,16 @@ template <int P, bool SIGMA> cudaError_t launch_sweep_p(const sweep_args &a, cud
 
 template <bool SIGMA> cudaError_t launch_sweep(int P, const sweep_args &a, cudaStream_t st)
 {
+    int cfg = sweep_cfg();
     switch (P) {
     case 0:
-        return launch_sweep_p<0, SIGMA>(a, st);
+        return launch_sweep_p<0, SIGMA>(cfg, a, st);
     case 1:
-        return launch_sweep_p<1, SIGMA>(a, st);
+        return launch_sweep_p<1, SIGMA>(cfg, a, st);
     case 2:
-        return launch_sweep_p<2, SIGMA>(a, st);
+        return launch_sweep_p<2, SIGMA>(cfg, a, st);
     default:
-        return launch_sweep_p<3, SIGMA>(a, st);
+        return launch_sweep_p<3, SIGMA>(cfg, a, st);
     }
 }
 

@@ -67,9 +67,10 @@ int gpu_anlm_check(const gpu_anlm_params *p, const gpu_volume *in, const gpu_vol
 
 void gpu__anlm_range_of(const gpu_volume *in, gpu__anlm_range *r)
 {
-    size_t n = gpu_volume_count(in);
+    const long n = (long)gpu_volume_count(in);
     float mn = in->data[0], mx = in->data[0];
-    for (size_t i = 1; i < n; i++) {
+#pragma omp parallel for reduction(min : mn) reduction(max : mx) schedule(static)
+    for (long i = 1; i < n; i++) {
         mn = in->data[i] < mn ? in->data[i] : mn;
         mx = in->data[i] > mx ? in->data[i] : mx;
     }
@@ -139,52 +140,66 @@ static void local_stats(const gpu_volume *in, int rb, float *mean, float *var)
 
 /* Per-thread scratch of a chunk of planes: box-sum buffers and distances. */
 typedef struct scratch {
-    double *t1, *t2, *dist;
+    double *t1, *t2, *dist, *erow;
+    unsigned char *keep; /* one row of preselection results */
 } scratch;
 
 enum { CHUNK = 8 }; /* planes per task: the patch halo 2 r_P is paid per chunk */
 
 /* D(x,d) of field f (padded) for the voxels of planes [z0, z1): box sums of
  * radius r over (f(y) - f(y+d))^2 (x, then y, then z, each in ascending
- * order), divided by the box size, into w->dist (chunk layout). */
+ * order), divided by the box size, into w->dist (chunk layout). Each
+ * squared difference is formed once per row; the loops over x vectorise. */
 static void patch_dist(const grid *g, const float *f, int dx, int dy, int dz, int r, int z0, int z1,
                        const scratch *w)
 {
-    const int ey = g->ny + 2 * r, ez = z1 - z0 + 2 * r, nx = g->nx, ny = g->ny;
+    const int ey = g->ny + 2 * r, ez = z1 - z0 + 2 * r, nx = g->nx, ny = g->ny, ex = nx + 2 * r;
     const long sd = ((long)dz * g->py + dy) * g->px + dx;
     const double inv = 1.0 / ((double)(2 * r + 1) * (2 * r + 1) * (2 * r + 1));
+    double *restrict e = w->erow;
     for (int z = 0; z < ez; z++)
         for (int y = 0; y < ey; y++) {
-            const float *row = f + gidx(g, 0, y - r, z0 + z - r);
-            double *o = w->t1 + ((size_t)z * ey + y) * nx;
-            for (int x = 0; x < nx; x++) {
-                double sum = 0;
-                for (int a = -r; a <= r; a++) {
-                    double e = (double)row[x + a] - row[x + a + sd];
-                    sum += e * e;
-                }
-                o[x] = sum;
+            const float *ra = f + gidx(g, -r, y - r, z0 + z - r), *rb = ra + sd;
+#pragma omp simd
+            for (int i = 0; i < ex; i++) {
+                double t = (double)ra[i] - rb[i];
+                e[i] = t * t;
             }
+            double *restrict o = w->t1 + ((size_t)z * ey + y) * nx;
+#pragma omp simd
+            for (int x = 0; x < nx; x++)
+                o[x] = e[x];
+            for (int k = 1; k <= 2 * r; k++)
+#pragma omp simd
+                for (int x = 0; x < nx; x++)
+                    o[x] += e[x + k];
         }
     for (int z = 0; z < ez; z++)
         for (int y = 0; y < ny; y++) {
-            double *o = w->t2 + ((size_t)z * ny + y) * nx;
-            for (int x = 0; x < nx; x++) {
-                double sum = 0;
-                for (int b = 0; b <= 2 * r; b++)
-                    sum += w->t1[((size_t)z * ey + y + b) * nx + x];
-                o[x] = sum;
-            }
+            double *restrict o = w->t2 + ((size_t)z * ny + y) * nx;
+            const double *in = w->t1 + ((size_t)z * ey + y) * nx;
+#pragma omp simd
+            for (int x = 0; x < nx; x++)
+                o[x] = in[x];
+            for (int b = 1; b <= 2 * r; b++)
+#pragma omp simd
+                for (int x = 0; x < nx; x++)
+                    o[x] += in[(size_t)b * nx + x];
         }
     for (int z = 0; z < z1 - z0; z++)
         for (int y = 0; y < ny; y++) {
-            double *o = w->dist + ((size_t)z * ny + y) * nx;
-            for (int x = 0; x < nx; x++) {
-                double sum = 0;
-                for (int c = 0; c <= 2 * r; c++)
-                    sum += w->t2[((size_t)(z + c) * ny + y) * nx + x];
-                o[x] = sum * inv;
-            }
+            double *restrict o = w->dist + ((size_t)z * ny + y) * nx;
+            const double *in = w->t2 + ((size_t)z * ny + y) * nx;
+#pragma omp simd
+            for (int x = 0; x < nx; x++)
+                o[x] = in[x];
+            for (int c = 1; c <= 2 * r; c++)
+#pragma omp simd
+                for (int x = 0; x < nx; x++)
+                    o[x] += in[(size_t)c * ny * nx + x];
+#pragma omp simd
+            for (int x = 0; x < nx; x++)
+                o[x] *= inv;
         }
 }
 
@@ -247,6 +262,21 @@ static int ctx_init(pass_ctx *c, const gpu_anlm_params *p, const gpu_volume *in,
 
 typedef enum sweep { SWEEP_SIGMA, SWEEP_WEIGHTS } sweep;
 
+/* keep[x] for one row of voxels and offset sd: gpu__anlm_keep written out
+ * without branches so the loop vectorises (same comparisons, same result). */
+static void keep_row(const pass_ctx *c, size_t pi, long sd, int nx, unsigned char *keep)
+{
+    const float lo = c->range.lo, hi = c->range.hi, eps = c->range.var_eps, mu = c->mu, nu = c->nu;
+    const float *m = c->mean + pi, *v = c->var + pi;
+#pragma omp simd
+    for (int x = 0; x < nx; x++) {
+        float a = m[x] - lo, b = m[x + sd] - lo, ai = hi - m[x], bi = hi - m[x + sd];
+        float va = v[x] + eps, vb = v[x + sd] + eps;
+        int mean_ok = ((a > mu * b) & (mu * a < b)) | ((ai > mu * bi) & (mu * ai < bi));
+        keep[x] = (unsigned char)(mean_ok & (va > nu * vb) & (nu * va < vb));
+    }
+}
+
 /* One offset of one sweep over planes [z0, z1): updates s2 (noise) or the
  * accumulators of those voxels. */
 static void sweep_offset(pass_ctx *c, sweep which, int r, int dx, int dy, int dz, int z0, int z1,
@@ -255,27 +285,31 @@ static void sweep_offset(pass_ctx *c, sweep which, int r, int dx, int dy, int dz
     const grid *g = &c->g;
     patch_dist(g, which == SWEEP_SIGMA ? c->res : c->u, dx, dy, dz, r, z0, z1, w);
     const long sd = ((long)dz * g->py + dy) * g->px + dx;
+    unsigned char *keep = w->keep;
     for (int z = z0; z < z1; z++)
-        for (int y = 0; y < g->ny; y++)
-            for (int x = 0; x < g->nx; x++) {
-                size_t pi = gidx(g, x, y, z), vi = vidx(g, x, y, z);
-                if (!gpu__anlm_keep(&c->range, c->mu, c->nu, c->mean[pi], c->var[pi],
-                                    c->mean[pi + sd], c->var[pi + sd]))
-                    continue;
-                double d = w->dist[vi - vidx(g, 0, 0, z0)];
-                if (which == SWEEP_SIGMA) {
-                    if (c->s2[vi] < 0 || d < c->s2[vi])
-                        c->s2[vi] = (float)d;
-                    continue;
-                }
-                double h2 = str2 * fmax(c->s2[vi], c->s2_floor);
-                if (d > 3.0 * h2)
-                    continue;
-                double wt = exp(-d / h2), uj = c->u[pi + sd];
-                c->acc_w[vi] += wt;
-                c->acc_wg[vi] += wt * (rician ? uj * uj : uj);
-                c->w_max[vi] = wt > c->w_max[vi] ? wt : c->w_max[vi];
+        for (int y = 0; y < g->ny; y++) {
+            const size_t pi = gidx(g, 0, y, z), vi = vidx(g, 0, y, z);
+            const double *d = w->dist + (vi - vidx(g, 0, 0, z0));
+            keep_row(c, pi, sd, g->nx, keep);
+            if (which == SWEEP_SIGMA) {
+                float *s2 = c->s2 + vi; /* +inf until an offset is kept */
+#pragma omp simd
+                for (int x = 0; x < g->nx; x++)
+                    s2[x] = keep[x] && d[x] < s2[x] ? (float)d[x] : s2[x];
+                continue;
             }
+            for (int x = 0; x < g->nx; x++) {
+                if (!keep[x])
+                    continue;
+                double h2 = str2 * fmax(c->s2[vi + x], c->s2_floor);
+                if (d[x] > 3.0 * h2)
+                    continue;
+                double wt = exp(-d[x] / h2), uj = c->u[pi + x + sd];
+                c->acc_w[vi + x] += wt;
+                c->acc_wg[vi + x] += wt * (rician ? uj * uj : uj);
+                c->w_max[vi + x] = wt > c->w_max[vi + x] ? wt : c->w_max[vi + x];
+            }
+        }
 }
 
 /* Both sweeps (or only the noise sweep) of one pass with patch radius r for
@@ -285,17 +319,22 @@ static void chunk_sweeps(pass_ctx *c, const gpu_anlm_params *p, int r, int weigh
 {
     const int S = p->search_radius;
     const double str2 = (double)p->strength * p->strength;
-    for (size_t i = vidx(&c->g, 0, 0, z0); i < vidx(&c->g, 0, 0, z1); i++) {
-        c->s2[i] = -1.0f;
+    const size_t i0 = vidx(&c->g, 0, 0, z0), i1 = vidx(&c->g, 0, 0, z1);
+    for (size_t i = i0; i < i1; i++) {
+        c->s2[i] = INFINITY;
         c->acc_w[i] = c->acc_wg[i] = c->w_max[i] = 0;
     }
-    for (int pass = 0; pass < (weights ? 2 : 1); pass++)
+    for (int pass = 0; pass < (weights ? 2 : 1); pass++) {
         for (int dz = -S; dz <= S; dz++)
             for (int dy = -S; dy <= S; dy++)
                 for (int dx = -S; dx <= S; dx++)
                     if (dx || dy || dz)
                         sweep_offset(c, pass ? SWEEP_WEIGHTS : SWEEP_SIGMA, r, dx, dy, dz, z0, z1,
                                      w, str2, p->noise == GPU_ANLM_RICIAN);
+        if (pass == 0)
+            for (size_t i = i0; i < i1; i++)
+                c->s2[i] = isinf(c->s2[i]) ? -1.0f : c->s2[i];
+    }
 }
 
 /* The sweeps of one pass, chunks of CHUNK planes spread over the threads;
@@ -309,18 +348,20 @@ static int run_sweeps(pass_ctx *c, const gpu_anlm_params *p, int r, int weights)
 #pragma omp parallel num_threads(c->threads)
     {
         scratch w = {malloc(nt * sizeof(double)), malloc(nt * sizeof(double)),
-                     malloc((size_t)g->nx * g->ny * CHUNK * sizeof(double))};
-        if (!w.t1 || !w.t2 || !w.dist) {
+                     malloc((size_t)g->nx * g->ny * CHUNK * sizeof(double)),
+                     malloc((size_t)(g->nx + 2 * c->pmax) * sizeof(double)), malloc((size_t)g->nx)};
+        int ok = w.t1 && w.t2 && w.dist && w.erow && w.keep;
+        if (!ok) {
 #pragma omp atomic write
             failed = 1;
         }
 #pragma omp for schedule(dynamic, 1)
         for (int k = 0; k < nchunks; k++) {
             int z0 = k * CHUNK, z1 = z0 + CHUNK < g->nz ? z0 + CHUNK : g->nz;
-            if (w.t1 && w.t2 && w.dist)
+            if (ok)
                 chunk_sweeps(c, p, r, weights, z0, z1, &w);
         }
-        free(w.t1), free(w.t2), free(w.dist);
+        free(w.t1), free(w.t2), free(w.dist), free(w.erow), free(w.keep);
     }
     return failed ? -ENOMEM : 0;
 }

@@ -166,10 +166,15 @@ static gpu_anlm_params anlm_params_of(const gpu_nlm_params *p, const char *modal
 {
     gpu_anlm_params a;
     gpu_anlm_params_default(&a);
+    /* Radii beyond anlm's bounds (rules share nlm's) are clamped, not failed. */
     if (p->search_radius > 0)
-        a.search_radius = p->search_radius;
-    if (p->patch_radius > 0)
-        a.mix = 0, a.patch_radius = p->patch_radius;
+        a.search_radius =
+            p->search_radius < GPU_ANLM_MAX_SEARCH ? p->search_radius : GPU_ANLM_MAX_SEARCH;
+    if (p->patch_radius > 0) {
+        a.mix = 0;
+        a.patch_radius =
+            p->patch_radius < GPU_ANLM_MAX_PATCH ? p->patch_radius : GPU_ANLM_MAX_PATCH;
+    }
     if (p->strength > 0)
         a.strength = p->strength;
     if (modality && strcmp(modality, "MR") == 0)
