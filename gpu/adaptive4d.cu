@@ -39,6 +39,10 @@ namespace
 constexpr int NT = GPU_A4D_NTENSOR, NM = GPU_A4D_NMONO, NH = GPU_A4D_NHP;
 constexpr int BLOCK = 256;
 
+constexpr int MAX_CONST_TAPS = 11 * 11 * 11 * 11; /* spatial back end: K <= 11 */
+constexpr int TILE_X = 32, TILE_Y = 8;
+
+__constant__ float c_w[MAX_CONST_TAPS];
 __constant__ float c_dirs[NH][4];
 __constant__ float c_dual[NH][NH];
 
@@ -199,6 +203,57 @@ __global__ void k_extract(const float *__restrict__ r, dims P, float *__restrict
     coords(i, d, c);
     float v = scale * r[(((size_t)c[3] * P.z + c[2]) * P.y + c[1]) * P.x + c[0]];
     out[i] = mean ? out[i] - v * mean[i] : v;
+}
+
+/* Direct 4D convolution with the border correction (spatial back end):
+ * out(x) = sum_j w(j) s(x-j) - mean(x) sum_j w(j) over the taps whose source
+ * is inside, for region planes [zlo, zhi). Taps in constant memory (all
+ * threads of a warp read the same tap: one broadcast); for every (jt, jz)
+ * the block's (TILE_Y + 2r) x (TILE_X + 2r) input rows are staged in shared
+ * memory and the jy, jx loops read them from there. */
+__global__ void __launch_bounds__(TILE_X *TILE_Y)
+    k_conv_spatial(const float *__restrict__ in, dims d, int K, const float *__restrict__ mean,
+                   float *__restrict__ out, int zlo, int nzr)
+{
+    __shared__ float tile[TILE_Y + 10][TILE_X + 10];
+    const int r = K / 2, tx = threadIdx.x, ty = threadIdx.y;
+    const int x = blockIdx.x * TILE_X + tx, y = blockIdx.y * TILE_Y + ty;
+    const int z = zlo + (int)(blockIdx.z % (unsigned)nzr), t = (int)(blockIdx.z / (unsigned)nzr);
+    float acc = 0.0f, hc = 0.0f;
+    const int W = TILE_X + 2 * r, H = TILE_Y + 2 * r;
+    for (int jt = -r; jt <= r; jt++) {
+        const int st = t - jt;
+        if (st < 0 || st >= d.t)
+            continue;
+        for (int jz = -r; jz <= r; jz++) {
+            const int sz = z - jz;
+            if (sz < 0 || sz >= d.z)
+                continue;
+            const float *plane = in + ((size_t)st * d.z + sz) * d.y * d.x;
+            __syncthreads();
+            for (int i = ty * TILE_X + tx; i < W * H; i += TILE_X * TILE_Y) {
+                const int lx = i % W, ly = i / W;
+                const int sx = blockIdx.x * TILE_X - r + lx, sy = blockIdx.y * TILE_Y - r + ly;
+                tile[ly][lx] = sx >= 0 && sx < d.x && sy >= 0 && sy < d.y
+                                   ? plane[(size_t)sy * d.x + sx]
+                                   : 0.0f;
+            }
+            __syncthreads();
+            const float *w = c_w + ((size_t)(jt + r) * K + jz + r) * K * K;
+            for (int jy = -r; jy <= r; jy++) {
+                const bool yin = (unsigned)(y - jy) < (unsigned)d.y;
+                for (int jx = -r; jx <= r; jx++) {
+                    const float wj = w[(jy + r) * K + jx + r];
+                    acc += wj * tile[ty + r - jy][tx + r - jx];
+                    hc += yin && (unsigned)(x - jx) < (unsigned)d.x ? wj : 0.0f;
+                }
+            }
+        }
+    }
+    if (x >= d.x || y >= d.y || t >= d.t)
+        return;
+    const size_t i = (((size_t)t * d.z + z) * d.y + y) * d.x + x;
+    out[i] = mean ? acc - hc * mean[i] : acc;
 }
 
 __device__ int tidx(int i, int j)
@@ -487,6 +542,8 @@ int fft_inv(fft4 &f, cufftComplex *c, float *r)
 struct filt {
     fft4 f;
     dims d{};
+    const float *in = nullptr; /* the region (spatial back end) */
+    int spatial = 0;
     cufftComplex *S = nullptr, *Cs = nullptr, *K = nullptr, *W = nullptr;
     float *R = nullptr;
     cudaStream_t st = nullptr;
@@ -525,10 +582,14 @@ int pad_fwd(filt &F, const float *src, cufftComplex *dst)
     return fft_fwd(F.f, F.R, dst);
 }
 
-int filt_open(filt &F, const float *in, const dims &d, int r, cudaStream_t st)
+int filt_open(filt &F, const float *in, const dims &d, int r, cudaStream_t st, int spatial)
 {
     F.d = d;
     F.st = st;
+    F.in = in;
+    F.spatial = spatial;
+    if (spatial)
+        return 0;
     int rc = fft_open(F.f, padded(d, r), st);
     if (rc)
         return rc;
@@ -543,9 +604,24 @@ int filt_open(filt &F, const float *in, const dims &d, int r, cudaStream_t st)
     return pad_fwd(F, nullptr, F.Cs);
 }
 
+/* The spatial back end for region planes [zlo, zlo + nzr). */
+int spatial_apply(filt &F, const float *w, int K, const float *mean, float *out, int zlo, int nzr)
+{
+    if (K > 11)
+        return LDCT_EUNSUPPORTED;
+    CUDA_CHECK(cudaMemcpyToSymbolAsync(c_w, w, sizeof(float) * K * K * K * K, 0,
+                                       cudaMemcpyDeviceToDevice, F.st));
+    dim3 grid((F.d.x + TILE_X - 1) / TILE_X, (F.d.y + TILE_Y - 1) / TILE_Y, (unsigned)nzr * F.d.t);
+    k_conv_spatial<<<grid, dim3(TILE_X, TILE_Y), 0, F.st>>>(F.in, F.d, K, mean, out, zlo, nzr);
+    CUDA_CHECK(cudaGetLastError());
+    return 0;
+}
+
 /* out = h*(c s) - (h*c) mean over the region (kernel w of size K on the device). */
 int filt_apply(filt &F, const float *w, int K, const float *mean, float *out)
 {
+    if (F.spatial)
+        return spatial_apply(F, w, K, mean, out, 0, F.d.z);
     CUDA_CHECK(cudaMemsetAsync(F.R, 0, F.f.nreal * sizeof(float), F.st));
     k_place<<<blocks((size_t)K * K * K * K), BLOCK, 0, F.st>>>(w, K, F.R, F.f.P);
     CUDA_CHECK(cudaGetLastError());
@@ -579,8 +655,65 @@ struct run_state {
     float *d_low = nullptr, *d_T[NT] = {nullptr};
     float *d_mono = nullptr, *d_hp = nullptr;
     unsigned *d_max = nullptr;
-    int slabs = 0;
+    int slabs = 0, fft_slabs = 0;
+    int spatial[2] = {-1, -1}; /* per stage (0 tensor, 1 reconstruction): -1 undecided */
 };
+
+float elapsed_ms(cudaEvent_t a, cudaEvent_t b)
+{
+    float ms = 0.0f;
+    cudaEventElapsedTime(&ms, a, b);
+    return ms;
+}
+
+/* Opens F on a region with the stage's back end. With backend auto, the
+ * stage's first slab measures both: the FFT set-up and first filter, and
+ * the spatial filter on one plane (scaled to the region and to nk filters),
+ * and keeps the faster for the stage. When it measured, the response of
+ * kernel w0 is already in out0 (*done0 = 1). */
+int filt_begin(run_state &s, int stage, filt &F, const float *in, const dims &rd, const float *w0,
+               int K, int nk, const float *mean, float *out0, int *done0)
+{
+    *done0 = 0;
+    if (s.spatial[stage] < 0 && (s.p->backend != GPU_A4D_AUTO || K > 11))
+        s.spatial[stage] = s.p->backend == GPU_A4D_SPATIAL;
+    if (s.spatial[stage] >= 0)
+        return filt_open(F, in, rd, K / 2, s.st, s.spatial[stage]);
+    cudaEvent_t ev[4];
+    for (int i = 0; i < 4; i++)
+        CUDA_CHECK(cudaEventCreate(&ev[i]));
+    int rc = 0;
+    CUDA_CHECK_GOTO(cudaEventRecord(ev[0], s.st), rc, out);
+    if ((rc = filt_open(F, in, rd, K / 2, s.st, 0)) != 0)
+        goto out;
+    CUDA_CHECK_GOTO(cudaEventRecord(ev[1], s.st), rc, out);
+    F.in = in; /* spatial probe on plane 0, overwritten by the FFT result below */
+    if ((rc = spatial_apply(F, w0, K, mean, out0, 0, 1)) != 0)
+        goto out;
+    CUDA_CHECK_GOTO(cudaEventRecord(ev[2], s.st), rc, out);
+    if ((rc = filt_apply(F, w0, K, mean, out0)) != 0)
+        goto out;
+    CUDA_CHECK_GOTO(cudaEventRecord(ev[3], s.st), rc, out);
+    CUDA_CHECK_GOTO(cudaEventSynchronize(ev[3]), rc, out);
+    {
+        const double fft = elapsed_ms(ev[0], ev[1]) + (double)nk * elapsed_ms(ev[2], ev[3]);
+        const double spatial = (double)nk * rd.z * elapsed_ms(ev[1], ev[2]);
+        s.spatial[stage] = spatial < fft;
+        log_info("adaptive4d: stage %d, %d^4 filters: FFT %.1f ms, spatial %.1f ms (estimates); "
+                 "using %s",
+                 stage, K, fft, spatial, s.spatial[stage] ? "spatial" : "FFT");
+    }
+    if (s.spatial[stage]) {
+        filt_close(F);
+        rc = filt_open(F, in, rd, K / 2, s.st, 1);
+    } else {
+        *done0 = 1;
+    }
+out:
+    for (int i = 0; i < 4; i++)
+        cudaEventDestroy(ev[i]);
+    return rc;
+}
 
 taps_t taps_of(float sigma)
 {
@@ -689,9 +822,10 @@ int tensor_slab(run_state &s, int z0, int z1, int halo, float *const *q, float *
     filt F;
     const int K = s.b->mono_size;
     const size_t kn = (size_t)K * K * K * K;
+    int done0 = 0;
     if (!rc)
-        rc = filt_open(F, reg, rd, K / 2, s.st);
-    for (int k = 0; k < NM && !rc; k++)
+        rc = filt_begin(s, 0, F, reg, rd, s.d_mono, K, NM, mean, q[0], &done0);
+    for (int k = done0; k < NM && !rc; k++)
         rc = filt_apply(F, s.d_mono + k * kn, K, mean, q[k]);
     filt_close(F);
     if (rc)
@@ -796,12 +930,15 @@ int recon_slab(run_state &s, int z0, int z1, int halo, const recon_bufs &B)
     filt F;
     const int K = s.b->recon_size;
     const size_t kn = (size_t)K * K * K * K;
-    rc = filt_open(F, B.in, rd, K / 2, s.st);
+    int done0 = 0;
+    rc = filt_begin(s, 1, F, B.in, rd, s.d_hp, K, NH, B.lp, B.hp, &done0);
+    s.fft_slabs += !F.spatial;
     ptrs14 C{};
     for (int c = 0; c < NT; c++)
         C.p[c] = s.d_T[c];
     for (int k = 0; k < NH && !rc; k++) {
-        rc = filt_apply(F, s.d_hp + k * kn, K, B.lp, B.hp);
+        if (k > 0 || !done0)
+            rc = filt_apply(F, s.d_hp + k * kn, K, B.lp, B.hp);
         if (rc)
             break;
         k_accumulate<<<blocks(rd.n()), BLOCK, 0, s.st>>>(B.out, B.hp, rd, z0 - r0, z1 - r0, r0, C,
@@ -906,8 +1043,8 @@ int gpu_adaptive4d_cuda(const gpu_adaptive4d_params *p, const gpu_volume *in, gp
     if (rc || !in || !in->data || !out || !out->data || !gpu_volume_same_shape(in, out) ||
         out->data == in->data || in->nx < 1 || in->ny < 1 || in->nz < 1 || in->nt < 1)
         return rc ? rc : LDCT_EINPUT;
-    if (p->backend == GPU_A4D_SPATIAL) {
-        log_err("adaptive4d: the spatial back end is not implemented on the GPU");
+    if (p->backend == GPU_A4D_SPATIAL && (p->mono_size > 11 || p->recon_size > 11)) {
+        log_err("adaptive4d: the GPU spatial back end takes kernels up to 11^4");
         return LDCT_EUNSUPPORTED;
     }
     gpu_device d = {GPU_DEVICE_CUDA, 0, 0, nullptr, 0};
@@ -936,7 +1073,7 @@ int gpu_adaptive4d_cuda(const gpu_adaptive4d_params *p, const gpu_volume *in, gp
     if (p->stats) {
         p->stats->total_ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
         p->stats->slabs = s.slabs;
-        p->stats->fft_slabs = s.slabs;
+        p->stats->fft_slabs = s.fft_slabs;
     }
     return rc;
 }

@@ -1,8 +1,9 @@
 /* Unit tests of the CUDA adaptive4d against the CPU reference: fresh
  * structured-noisy inputs of odd 4D sizes, outputs poisoned with NaN first,
  * both tensor-grid factors, a memory budget small enough to force slabs
- * along z, flat data, and the refusal of the spatial back end (not built on
- * the GPU). Without a GPU every test prints "SKIP: no GPU" and passes.
+ * along z, flat data, and the spatial back end (direct convolution, kernels
+ * in constant memory; refused beyond 11^4). Without a GPU every test prints
+ * "SKIP: no GPU" and passes.
  *
  * Tolerance: relative L2 <= 1e-3 and max |diff| <= 0.5% of the input range.
  * Both versions filter in single precision with different FFT libraries and
@@ -148,20 +149,31 @@ START_TEST(cuda_constant_volume_unchanged)
 }
 END_TEST
 
-START_TEST(cuda_spatial_backend_is_refused)
+START_TEST(cuda_spatial_backend_matches_ref)
 {
     if (!have_gpu())
         return;
-    gpu_volume in, out;
-    ck_assert_int_eq(gpu_volume_init(&in, 9, 9, 9, 3), 0);
-    ck_assert_int_eq(gpu_volume_init(&out, 9, 9, 9, 3), 0);
+    gpu_volume in, ref, out;
+    ck_assert_int_eq(gpu_volume_init(&in, 23, 19, 17, 7), 0);
+    ck_assert_int_eq(gpu_volume_init(&ref, 23, 19, 17, 7), 0);
+    ck_assert_int_eq(gpu_volume_init(&out, 23, 19, 17, 7), 0);
     fill(&in);
+    for (size_t i = 0; i < gpu_volume_count(&out); i++)
+        out.data[i] = NAN;
     gpu_adaptive4d_params p;
     gpu_adaptive4d_params_default(&p);
+    ck_assert_int_eq(gpu_adaptive4d_ref(&p, &in, &ref, NULL), 0);
+    gpu_a4d_stats st = {0};
+    p.stats = &st;
     p.backend = GPU_A4D_SPATIAL;
     gpu_device gpu = {GPU_DEVICE_CUDA, 0, 0, NULL, 0};
+    ck_assert_int_eq(gpu_adaptive4d_cuda(&p, &in, &out, &gpu), 0);
+    ck_assert_int_eq(st.fft_slabs, 0);
+    compare(&out, &ref, &in);
+    p.recon_size = 13; /* beyond constant memory */
     ck_assert_int_eq(gpu_adaptive4d_cuda(&p, &in, &out, &gpu), LDCT_EUNSUPPORTED);
     gpu_volume_close(&in);
+    gpu_volume_close(&ref);
     gpu_volume_close(&out);
 }
 END_TEST
@@ -174,7 +186,7 @@ int main(void)
     tcase_add_test(tc, cuda_matches_ref_on_odd_sizes);
     tcase_add_test(tc, cuda_tiny_budget_slabs_match_ref);
     tcase_add_test(tc, cuda_constant_volume_unchanged);
-    tcase_add_test(tc, cuda_spatial_backend_is_refused);
+    tcase_add_test(tc, cuda_spatial_backend_matches_ref);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
