@@ -2,13 +2,15 @@
  * computing what adaptive4d_ref.c defines (float accumulation instead of
  * double in the separable smoothing; tolerance in check_gpu_adaptive4d.c).
  *
- * Nonseparable filters: FFT back end only (cuFFT). cuFFT has no 4D
- * transform, so a 4D R2C is a 3D R2C over (z,y,x) batched over t followed by
- * a strided 1D C2C along t (and the reverse for C2R); all plans share one
- * work area. Real-to-complex transforms give the saving of the paper's "two
- * real filters in one complex FFT" through Hermitian symmetry. Every
- * filter costs one R2C (the zero-padded kernel, placed on the device) and
- * two C2R (h*(c s) and h*c for the border correction).
+ * Nonseparable filters, two back ends. Spatial: direct convolution, taps in
+ * constant memory (up to 11^4), input rows of a block staged in shared
+ * memory (k_conv_spatial). FFT (cuFFT): cuFFT has no 4D transform, so a 4D R2C is a 3D R2C over
+ * (z,y,x) batched over t followed by a strided 1D C2C along t (and the reverse for C2R); all plans
+ * share one work area. Real-to-complex transforms give the saving of the paper's "two real filters
+ * in one complex FFT" through Hermitian symmetry. Every filter costs one R2C (the zero-padded
+ * kernel, placed on the device) and two C2R (h*(c s) and h*c for the border correction). With
+ * backend auto the first slab of each stage times both and the faster serves the stage
+ * (filt_begin).
  *
  * Memory plan: the tensor grid (downsampled input and the 10 tensor, later
  * control tensor, components) stays on the device for the whole call

@@ -71,7 +71,8 @@ enum {
 
 /* Filtering back end of the nonseparable filters. */
 typedef enum gpu_a4d_backend {
-    GPU_A4D_AUTO = 0,   /* reference: FFT when FFTW loads, else spatial; CUDA: fastest per slab */
+    GPU_A4D_AUTO = 0,   /* reference: FFT when FFTW loads, else spatial; CUDA: the faster,
+                         * measured on the first slab of each stage */
     GPU_A4D_FFT = 1,    /* FFT of the zero-padded volume (FFTW / cuFFT) */
     GPU_A4D_SPATIAL = 2 /* direct convolution */
 } gpu_a4d_backend;
