@@ -670,7 +670,7 @@ float elapsed_ms(cudaEvent_t a, cudaEvent_t b)
 
 /* Opens F on a region with the stage's back end. With backend auto, the
  * stage's first slab measures both: the FFT set-up and first filter, and
- * the spatial filter on one plane (scaled to the region and to nk filters),
+ * the spatial filter on one middle plane (scaled to the region and to nk filters),
  * and keeps the faster for the stage. When it measured, the response of
  * kernel w0 is already in out0 (*done0 = 1). */
 int filt_begin(run_state &s, int stage, filt &F, const float *in, const dims &rd, const float *w0,
@@ -689,8 +689,9 @@ int filt_begin(run_state &s, int stage, filt &F, const float *in, const dims &rd
     if ((rc = filt_open(F, in, rd, K / 2, s.st, 0)) != 0)
         goto out;
     CUDA_CHECK_GOTO(cudaEventRecord(ev[1], s.st), rc, out);
-    F.in = in; /* spatial probe on plane 0, overwritten by the FFT result below */
-    if ((rc = spatial_apply(F, w0, K, mean, out0, 0, 1)) != 0)
+    /* Spatial probe on a middle plane (a border plane has fewer taps); the
+     * FFT result below overwrites it. */
+    if ((rc = spatial_apply(F, w0, K, mean, out0, rd.z / 2, 1)) != 0)
         goto out;
     CUDA_CHECK_GOTO(cudaEventRecord(ev[2], s.st), rc, out);
     if ((rc = filt_apply(F, w0, K, mean, out0)) != 0)
