@@ -76,8 +76,12 @@ static int create_job(db *d, const ldct_config *cfg, const db_series_info *si, c
     for (int k = 0; k < r->ndest; k++)
         snprintf(dests + strlen(dests), sizeof dests - strlen(dests), "%s%s", k ? "," : "",
                  r->destinations[k]);
-    const char *algo =
-        process ? process_algorithm_name((int)rules_algorithm(r, thickness)) : "none";
+    /* auto stays auto in the job: processing resolves it once the series is
+     * assembled (4D series get adaptive4d, see process.c); the name logged
+     * here is what a 3D series of this thickness gets. */
+    const char *algo = !process                    ? "none"
+                       : r->algorithm == ALGO_AUTO ? "auto"
+                                                   : process_algorithm_name(r->algorithm);
     db_job_spec spec = {.series_id = si->id,
                         .rule = r->name,
                         .action = ACTION_NAMES[r->action],
@@ -94,7 +98,9 @@ static int create_job(db *d, const ldct_config *cfg, const db_series_info *si, c
     if (!rc)
         log_notice("series %s (%d instance(s)) matches rule '%s': job %lld, %s%s%s, to %s",
                    si->series_uid, si->instances, r->name, (long long)job_id, spec.action,
-                   process ? " with " : "", process ? algo : "", dests[0] ? dests : "results");
+                   process ? " with " : "",
+                   process ? process_algorithm_name((int)rules_algorithm(r, thickness)) : "",
+                   dests[0] ? dests : "results");
     return rc;
 }
 
