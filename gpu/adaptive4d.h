@@ -141,9 +141,10 @@ typedef struct gpu_a4d_bank {
 } gpu_a4d_bank;
 
 /* Builds the bank for p (gpu_a4d_bank_free releases it); `parts` selects
- * the monomial kernels, the reconstruction filters or both (the design of
- * the 11^4 highpass kernels takes most of the time). 0, LDCT_EINPUT,
- * -ENOMEM. */
+ * the monomial kernels, the reconstruction filters or both (the kernels not
+ * selected stay NULL; the design of the 11^4 highpass kernels takes most of
+ * the time, about 1 s; the last design is cached, so repeated calls with
+ * the same filter parameters only copy it). 0, LDCT_EINPUT, -ENOMEM. */
 enum { GPU_A4D_BANK_MONO = 1, GPU_A4D_BANK_RECON = 2, GPU_A4D_BANK_ALL = 3 };
 int gpu__a4d_bank_make(const gpu_adaptive4d_params *p, int parts, gpu_a4d_bank *b);
 void gpu__a4d_bank_free(gpu_a4d_bank *b);

@@ -143,6 +143,18 @@ START_TEST(test_design_symmetry_and_error)
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 4; j++)
             ck_assert(fabs(R[i][j] - C[i][j]) < 1e-9);
+    /* The cached design is a faithful copy; other parameters design anew. */
+    gpu_a4d_bank again, other;
+    ck_assert_int_eq(gpu__a4d_bank_make(&p, GPU_A4D_BANK_ALL, &again), 0);
+    ck_assert_mem_eq(again.mono, b.mono, sizeof(float) * km * GPU_A4D_NMONO);
+    ck_assert_mem_eq(again.hp, b.hp, sizeof(float) * kr * GPU_A4D_NHP);
+    ck_assert_ptr_ne(again.hp, b.hp);
+    p.mono_center = 1.3f;
+    ck_assert_int_eq(gpu__a4d_bank_make(&p, GPU_A4D_BANK_MONO, &other), 0);
+    ck_assert_ptr_null(other.hp);
+    ck_assert(memcmp(other.mono, b.mono, sizeof(float) * km * GPU_A4D_NMONO) != 0);
+    gpu__a4d_bank_free(&other);
+    gpu__a4d_bank_free(&again);
     gpu__a4d_bank_free(&b);
 }
 END_TEST
