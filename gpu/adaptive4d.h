@@ -71,7 +71,8 @@ enum {
 
 /* Filtering back end of the nonseparable filters. */
 typedef enum gpu_a4d_backend {
-    GPU_A4D_AUTO = 0,   /* reference: FFT when FFTW loads, else spatial; CUDA: fastest per slab */
+    GPU_A4D_AUTO = 0,   /* reference: FFT when FFTW loads, else spatial; CUDA: the faster,
+                         * measured on the first slab of each stage */
     GPU_A4D_FFT = 1,    /* FFT of the zero-padded volume (FFTW / cuFFT) */
     GPU_A4D_SPATIAL = 2 /* direct convolution */
 } gpu_a4d_backend;
@@ -140,9 +141,10 @@ typedef struct gpu_a4d_bank {
 } gpu_a4d_bank;
 
 /* Builds the bank for p (gpu_a4d_bank_free releases it); `parts` selects
- * the monomial kernels, the reconstruction filters or both (the design of
- * the 11^4 highpass kernels takes most of the time). 0, LDCT_EINPUT,
- * -ENOMEM. */
+ * the monomial kernels, the reconstruction filters or both (the kernels not
+ * selected stay NULL; the design of the 11^4 highpass kernels takes most of
+ * the time, about 1 s; the last design is cached, so repeated calls with
+ * the same filter parameters only copy it). 0, LDCT_EINPUT, -ENOMEM. */
 enum { GPU_A4D_BANK_MONO = 1, GPU_A4D_BANK_RECON = 2, GPU_A4D_BANK_ALL = 3 };
 int gpu__a4d_bank_make(const gpu_adaptive4d_params *p, int parts, gpu_a4d_bank *b);
 void gpu__a4d_bank_free(gpu_a4d_bank *b);

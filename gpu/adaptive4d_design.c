@@ -6,11 +6,13 @@
  * (as a smooth bump, see remove_dc) so that flat data gives exactly zero. The realized
  * response (forward DFT of the taps on the same grid) is compared with the
  * specification; the worst relative L2 error is kept in the bank.
- * Pure functions of the parameters; any thread.
+ * Pure functions of the parameters; the last design is cached (see
+ * cache_get). Any thread.
  */
 #include <complex.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -347,19 +349,101 @@ static int design_hp(gpu_a4d_bank *b)
     return rc;
 }
 
+/* ---- cache of the last design --------------------------------------------- */
+
+/* The design depends on these parameters only, and a daemon filters series
+ * after series with the same ones: the last bank is kept (copied in and
+ * out under a mutex) so that only the first call pays the design. */
+typedef struct design_key {
+    int mono_size, recon_size, parts;
+    float mono_center, mono_bandwidth, lp_sigma;
+} design_key;
+
+static pthread_mutex_t s_cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static design_key s_cache_key;
+static gpu_a4d_bank s_cache;
+static int s_cache_valid;
+
+static design_key key_of(const gpu_adaptive4d_params *p, int parts)
+{
+    design_key k;
+    memset(&k, 0, sizeof k); /* padding too: keys are compared with memcmp */
+    k.mono_size = p->mono_size;
+    k.recon_size = p->recon_size;
+    k.parts = parts;
+    k.mono_center = p->mono_center;
+    k.mono_bandwidth = p->mono_bandwidth;
+    k.lp_sigma = p->lp_sigma;
+    return k;
+}
+
+static size_t taps(int size)
+{
+    return (size_t)size * size * size * size;
+}
+
+/* dst = a deep copy of src (dst's kernel arrays allocated here). */
+static int bank_copy(gpu_a4d_bank *dst, const gpu_a4d_bank *src)
+{
+    *dst = *src;
+    dst->mono = src->mono ? malloc(sizeof(float) * taps(src->mono_size) * GPU_A4D_NMONO) : NULL;
+    dst->hp = src->hp ? malloc(sizeof(float) * taps(src->recon_size) * GPU_A4D_NHP) : NULL;
+    if ((src->mono && !dst->mono) || (src->hp && !dst->hp)) {
+        gpu__a4d_bank_free(dst);
+        return -ENOMEM;
+    }
+    if (src->mono)
+        memcpy(dst->mono, src->mono, sizeof(float) * taps(src->mono_size) * GPU_A4D_NMONO);
+    if (src->hp)
+        memcpy(dst->hp, src->hp, sizeof(float) * taps(src->recon_size) * GPU_A4D_NHP);
+    return 0;
+}
+
+static int cache_get(const design_key *k, gpu_a4d_bank *b)
+{
+    int rc = 1;
+    pthread_mutex_lock(&s_cache_lock);
+    if (s_cache_valid && memcmp(k, &s_cache_key, sizeof *k) == 0)
+        rc = bank_copy(b, &s_cache);
+    pthread_mutex_unlock(&s_cache_lock);
+    return rc; /* 0 hit, 1 miss, -ENOMEM */
+}
+
+static void cache_put(const design_key *k, const gpu_a4d_bank *b)
+{
+    pthread_mutex_lock(&s_cache_lock);
+    gpu__a4d_bank_free(&s_cache);
+    s_cache_valid = bank_copy(&s_cache, b) == 0;
+    s_cache_key = *k;
+    pthread_mutex_unlock(&s_cache_lock);
+}
+
+static int bank_design(const gpu_adaptive4d_params *p, int parts, gpu_a4d_bank *b);
+
 int gpu__a4d_bank_make(const gpu_adaptive4d_params *p, int parts, gpu_a4d_bank *b)
 {
     memset(b, 0, sizeof *b);
     int rc = gpu_adaptive4d_params_check(p);
     if (rc)
         return rc;
+    const design_key k = key_of(p, parts);
+    if ((rc = cache_get(&k, b)) <= 0)
+        return rc;
+    if ((rc = bank_design(p, parts, b)) == 0)
+        cache_put(&k, b);
+    return rc;
+}
+
+static int bank_design(const gpu_adaptive4d_params *p, int parts, gpu_a4d_bank *b)
+{
+    int rc = 0;
     const size_t km = (size_t)p->mono_size * p->mono_size * p->mono_size * p->mono_size;
     const size_t kr = (size_t)p->recon_size * p->recon_size * p->recon_size * p->recon_size;
     b->mono_size = p->mono_size;
     b->recon_size = p->recon_size;
-    b->mono = malloc(sizeof(float) * km * GPU_A4D_NMONO);
-    b->hp = malloc(sizeof(float) * kr * GPU_A4D_NHP);
-    if (!b->mono || !b->hp) {
+    b->mono = parts & GPU_A4D_BANK_MONO ? malloc(sizeof(float) * km * GPU_A4D_NMONO) : NULL;
+    b->hp = parts & GPU_A4D_BANK_RECON ? malloc(sizeof(float) * kr * GPU_A4D_NHP) : NULL;
+    if ((parts & GPU_A4D_BANK_MONO && !b->mono) || (parts & GPU_A4D_BANK_RECON && !b->hp)) {
         gpu__a4d_bank_free(b);
         return -ENOMEM;
     }

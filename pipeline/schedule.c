@@ -66,6 +66,17 @@ static const cfg_rule *match(const ldct_config *cfg, const db_series_info *si,
     return rules_match(cfg, &rs);
 }
 
+/* What the log says a job runs: auto with what a 3D series of this
+ * thickness gets (a 4D series gets adaptive4d when it is assembled). */
+static const char *auto_name(const char *algo, double thickness)
+{
+    if (strcmp(algo, "auto") != 0)
+        return algo;
+    cfg_rule any = {.algorithm = ALGO_AUTO};
+    return rules_algorithm(&any, thickness) == ALGO_NLM2D ? "auto (nlm2d unless 4D)"
+                                                          : "auto (nlm3d unless 4D)";
+}
+
 static int create_job(db *d, const ldct_config *cfg, const db_series_info *si, const cfg_rule *r,
                       double thickness, int projection)
 {
@@ -78,9 +89,13 @@ static int create_job(db *d, const ldct_config *cfg, const db_series_info *si, c
     for (int k = 0; k < r->ndest; k++)
         snprintf(dests + strlen(dests), sizeof dests - strlen(dests), "%s%s", k ? "," : "",
                  r->destinations[k]);
-    int algorithm =
-        projection && r->algorithm == ALGO_AUTO ? ALGO_FDK : (int)rules_algorithm(r, thickness);
-    const char *algo = process ? process_algorithm_name(algorithm) : "none";
+    /* auto stays auto in the job: processing resolves it once the series is
+     * assembled (4D series get adaptive4d, see process.c), except for
+     * projection data, which only fdk can use. */
+    const char *algo = !process                                  ? "none"
+                       : projection && r->algorithm == ALGO_AUTO ? "fdk"
+                       : r->algorithm == ALGO_AUTO               ? "auto"
+                                                   : process_algorithm_name(r->algorithm);
     db_job_spec spec = {.series_id = si->id,
                         .rule = r->name,
                         .action = ACTION_NAMES[r->action],
@@ -97,7 +112,8 @@ static int create_job(db *d, const ldct_config *cfg, const db_series_info *si, c
     if (!rc)
         log_notice("series %s (%d instance(s)) matches rule '%s': job %lld, %s%s%s, to %s",
                    si->series_uid, si->instances, r->name, (long long)job_id, spec.action,
-                   process ? " with " : "", process ? algo : "", dests[0] ? dests : "results");
+                   process ? " with " : "", process ? auto_name(algo, thickness) : "",
+                   dests[0] ? dests : "results");
     return rc;
 }
 

@@ -89,10 +89,12 @@ int read_frame_temporal(DcmItem *ds, scp_slice_info *o)
         return -ENOMEM;
     for (int f = 0; f < o->frames; f++) {
         DcmItem *fc = scp__fg_item(ds, f, DCM_FrameContentSequence);
-        if (!get_doubles(fc, DCM_TemporalPositionIndex, t + f, 1)) {
+        Uint32 v = 0;
+        if (!fc || fc->findAndGetUint32(DCM_TemporalPositionIndex, v).bad()) {
             free(t);
             return 0;
         }
+        t[f] = v;
     }
     o->frame_temporal_index = t;
     return 0;

@@ -143,6 +143,18 @@ START_TEST(test_design_symmetry_and_error)
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 4; j++)
             ck_assert(fabs(R[i][j] - C[i][j]) < 1e-9);
+    /* The cached design is a faithful copy; other parameters design anew. */
+    gpu_a4d_bank again, other;
+    ck_assert_int_eq(gpu__a4d_bank_make(&p, GPU_A4D_BANK_ALL, &again), 0);
+    ck_assert_mem_eq(again.mono, b.mono, sizeof(float) * km * GPU_A4D_NMONO);
+    ck_assert_mem_eq(again.hp, b.hp, sizeof(float) * kr * GPU_A4D_NHP);
+    ck_assert_ptr_ne(again.hp, b.hp);
+    p.mono_center = 1.3f;
+    ck_assert_int_eq(gpu__a4d_bank_make(&p, GPU_A4D_BANK_MONO, &other), 0);
+    ck_assert_ptr_null(other.hp);
+    ck_assert(memcmp(other.mono, b.mono, sizeof(float) * km * GPU_A4D_NMONO) != 0);
+    gpu__a4d_bank_free(&other);
+    gpu__a4d_bank_free(&again);
     gpu__a4d_bank_free(&b);
 }
 END_TEST
@@ -214,6 +226,55 @@ START_TEST(test_fft_equals_direct_highpass)
     ck_assert_int_eq(gpu_volume_init(&in, 13, 11, 9, 7), 0);
     fill_random(&in);
     check_backends(b.hp + 6L * 14641, 1, 11, &in, 1); /* a diagonal direction */
+    gpu_volume_close(&in);
+    gpu__a4d_bank_free(&b);
+}
+END_TEST
+
+/* The CUDA version filters z slabs as if each region (slab plus halo) were
+ * the volume: smoothing for the local mean and border-corrected filtering
+ * on the region must equal the whole-volume result on the slab's planes. */
+START_TEST(region_filtering_is_exact_inside_the_halo)
+{
+    gpu_adaptive4d_params p;
+    gpu_adaptive4d_params_default(&p);
+    gpu_a4d_bank b;
+    ck_assert_int_eq(gpu__a4d_bank_make(&p, GPU_A4D_BANK_MONO, &b), 0);
+    gpu_volume in;
+    ck_assert_int_eq(gpu_volume_init(&in, 15, 13, 21, 5), 0);
+    fill_random(&in);
+    const int d[4] = {15, 13, 21, 5}, z0 = 8, z1 = 12, halo = 3; /* max(mono r, mean r): tight */
+    const int rd[4] = {15, 13, z1 - z0 + 2 * halo, 5};
+    const size_t n = gpu_volume_count(&in), plane = 15 * 13, rn = plane * rd[2] * 5;
+    float *mean = malloc(sizeof(float) * n), *full = malloc(sizeof(float) * n);
+    float *reg = malloc(sizeof(float) * rn), *rmean = malloc(sizeof(float) * rn);
+    float *rout = malloc(sizeof(float) * rn), taps[GPU_A4D_MAX_SIZE];
+    int r = gpu__a4d_gauss_taps(1.0f, taps);
+    ck_assert_int_eq(gpu__a4d_smooth(in.data, mean, d, taps, r, 0xf, 0), 0);
+    for (int t = 0; t < 5; t++)
+        memcpy(reg + (size_t)t * rd[2] * plane, in.data + ((size_t)t * 21 + z0 - halo) * plane,
+               sizeof(float) * plane * rd[2]);
+    ck_assert_int_eq(gpu__a4d_smooth(reg, rmean, rd, taps, r, 0xf, 0), 0);
+    for (int k = 0; k < GPU_A4D_NMONO; k += 5) {
+        const float *w = b.mono + (size_t)k * 2401;
+        ck_assert_int_eq(gpu__a4d_filter_ref(w, 1, 7, in.data, mean, d, &full, GPU_A4D_FFT, 0), 0);
+        ck_assert_int_eq(gpu__a4d_filter_ref(w, 1, 7, reg, rmean, rd, &rout, GPU_A4D_FFT, 0), 0);
+        double num = 0, den = 0;
+        for (int t = 0; t < 5; t++)
+            for (int z = z0; z < z1; z++)
+                for (size_t i = 0; i < plane; i++) {
+                    double a = full[((size_t)t * 21 + z) * plane + i];
+                    double c = rout[((size_t)t * rd[2] + z - z0 + halo) * plane + i];
+                    num += (a - c) * (a - c);
+                    den += a * a;
+                }
+        ck_assert_msg(sqrt(num / den) <= 1e-5, "kernel %d: rel L2 %g", k, sqrt(num / den));
+    }
+    free(mean);
+    free(full);
+    free(reg);
+    free(rmean);
+    free(rout);
     gpu_volume_close(&in);
     gpu__a4d_bank_free(&b);
 }
@@ -429,6 +490,7 @@ static Suite *suite(void)
     add(s, "design", test_design_symmetry_and_error);
     add(s, "fft_mono", test_fft_equals_direct_monomial);
     add(s, "fft_hp", test_fft_equals_direct_highpass);
+    add(s, "region", region_filtering_is_exact_inside_the_halo);
     add(s, "tensor", test_tensor_plane_wave_normal);
     add(s, "constant", test_constant_volume_unchanged);
     add(s, "denoise", test_denoise_keeps_moving_edge);

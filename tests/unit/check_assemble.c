@@ -528,15 +528,16 @@ static void seq_close(FILE *f)
     fputs("(fffe,e00d) na (ItemDelimitationItem)\n(fffe,e0dd) na (SequenceDelimitationItem)\n", f);
 }
 
-static void enh_header(FILE *f)
+static void enh_header(FILE *f, int frames)
 {
+    fprintf(f, "(0028,0008) IS [%d]\n", frames);
     fputs("(0002,0010) UI =LittleEndianExplicit\n"
           "(0008,0008) CS [ORIGINAL\\PRIMARY\\VOLUME\\NONE]\n"
           "(0008,0016) UI =EnhancedCTImageStorage\n"
           "(0008,0018) UI [1.2.826.0.1.3680043.9.7.8.50]\n(0008,0060) CS [CT]\n"
           "(0020,000d) UI [" STUDY "]\n(0020,000e) UI [" SERIES "]\n"
           "(0020,0013) IS [50]\n(0020,0052) UI [" FOR_UID "]\n"
-          "(0028,0002) US 1\n(0028,0004) CS [MONOCHROME2]\n(0028,0008) IS [3]\n"
+          "(0028,0002) US 1\n(0028,0004) CS [MONOCHROME2]\n"
           "(0028,0010) US 6\n(0028,0011) US 8\n(0028,0100) US 16\n(0028,0101) US 16\n"
           "(0028,0102) US 15\n(0028,0103) US 1\n",
           f);
@@ -569,7 +570,7 @@ static void write_enhanced(void)
         }
     fclose(f);
     f = fopen(dump, "w");
-    enh_header(f);
+    enh_header(f, EF);
     fputs("(5200,9230) SQ (Sequence)\n", f);
     for (int fr = 0; fr < EF; fr++) {
         fputs("(fffe,e000) na (Item)\n", f);
@@ -732,6 +733,64 @@ START_TEST(four_d_gap_between_positions_is_refused)
 }
 END_TEST
 
+/* A 6-frame Enhanced CT: 3 positions x 2 temporal positions (per-frame
+ * Frame Content TemporalPositionIndex), frames in a scrambled order. */
+static const int enh4_z[6] = {1, 0, 2, 2, 1, 0}, enh4_t[6] = {1, 1, 1, 2, 2, 2};
+
+static void write_enhanced_4d(void)
+{
+    char raw[128], dump[128], cmd[512];
+    snprintf(raw, sizeof raw, "%s/px4.raw", dir);
+    snprintf(dump, sizeof dump, "%s/enh4.dump", dir);
+    FILE *f = fopen(raw, "wb");
+    for (int fr = 0; fr < 6; fr++)
+        for (int i = 0; i < ROWS * COLS; i++) {
+            int16_t v = enh_stored(fr, i);
+            fwrite(&v, 2, 1, f);
+        }
+    fclose(f);
+    f = fopen(dump, "w");
+    enh_header(f, 6);
+    fputs("(5200,9230) SQ (Sequence)\n", f);
+    for (int fr = 0; fr < 6; fr++) {
+        fputs("(fffe,e000) na (Item)\n", f);
+        seq_open(f, "0020,9113");
+        fprintf(f, "(0020,0032) DS [-10\\-20\\%g]\n", enh4_z[fr] * 1.25);
+        seq_close(f);
+        seq_open(f, "0020,9111");
+        fprintf(f, "(0020,9128) UL %d\n", enh4_t[fr]);
+        seq_close(f);
+        fputs("(fffe,e00d) na (ItemDelimitationItem)\n", f);
+    }
+    fputs("(fffe,e0dd) na (SequenceDelimitationItem)\n", f);
+    fprintf(f, "(7fe0,0010) OW =%s\n", raw);
+    fclose(f);
+    snprintf(paths[nfiles], sizeof paths[0], "%s/f%02d.dcm", dir, nfiles + 1);
+    snprintf(cmd, sizeof cmd, "dump2dcm -q +E %s %s", dump, paths[nfiles]);
+    ck_assert_int_eq(system(cmd), 0);
+    pv[nfiles] = paths[nfiles];
+    nfiles++;
+}
+
+START_TEST(four_d_enhanced_ct_by_frame_temporal_position)
+{
+    write_enhanced_4d();
+    asm_series s;
+    load_ok(&s);
+    ck_assert_int_eq(s.vol.nz, 3);
+    ck_assert_int_eq(s.vol.nt, 2);
+    ck_assert_int_eq(s.temporal_key, SCP_TIME_INDEX);
+    ck_assert_int_eq(s.src[0].frames, 6);
+    for (int fr = 0; fr < 6; fr++) {
+        int plane_idx = (enh4_t[fr] - 1) * 3 + enh4_z[fr];
+        ck_assert_int_eq(s.src[0].z[fr], plane_idx);
+        for (int i = 0; i < ROWS * COLS; i++)
+            ck_assert_float_eq(plane(&s, plane_idx)[i], enh_stored(fr, i) - 1024.0f);
+    }
+    asm_series_close(&s);
+}
+END_TEST
+
 START_TEST(three_d_series_has_no_temporal_key)
 {
     static const int pos[] = {0, 1, 2};
@@ -783,6 +842,7 @@ int main(void)
     tcase_add_test(tc, four_d_missing_time_point_is_refused);
     tcase_add_test(tc, four_d_gap_between_positions_is_refused);
     tcase_add_test(tc, three_d_series_has_no_temporal_key);
+    tcase_add_test(tc, four_d_enhanced_ct_by_frame_temporal_position);
     tcase_add_loop_test(tc, compressed_input_loads_identical_hu, 0,
                         (int)(sizeof COMPRESSED / sizeof COMPRESSED[0]));
     suite_add_tcase(s, tc);

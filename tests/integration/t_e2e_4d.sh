@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The daemon on a 4D series: a scanner sends 5 slice positions at 4 time
+# points (TriggerTime) to ldctd; the rule's `algorithm = auto` becomes
+# adaptive4d once the series is assembled (the job row keeps "auto"), and
+# every one of the 20 instances gets a derived instance in the results
+# folder whose DerivationDescription names adaptive4d and the 4 time points.
+. "$(dirname "$0")/lib.sh"
+write_config "stable_seconds = 1" "devices = cpu" "[rule all]" "action = process" "algorithm = auto"
+start_daemon
+"$MKSERIES" --out "$T/in" --rows 32 --cols 32 --slices 5 --thickness 1 --times 4 --noise 20 \
+    > /dev/null || fail "mkseries"
+storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T"/in/*.dcm || fail "storescu"
+done1() { [ "$(sql "SELECT count(*) FROM jobs WHERE state = 'done'")" = 1 ]; }
+wait_until 90 "the 4D series processed" done1
+[ "$(sql "SELECT algorithm FROM jobs")" = auto ] || fail "job algorithm: $(sql "SELECT algorithm FROM jobs")"
+n=$(find "$STATE/results" -name '*.dcm' | wc -l)
+[ "$n" = 20 ] || fail "expected 20 derived instances, got $n"
+f=$(find "$STATE/results" -name '*.dcm' | head -1)
+desc=$(dcmdump -q +L +P 0008,2111 "$f")
+echo "$desc" | grep -q "adaptive4d" || fail "DerivationDescription: $desc"
+echo "$desc" | grep -q "4 time points" || fail "DerivationDescription lacks the time points: $desc"
+grep -q "adaptive4d on cpu" "$T/ldctd.log" || note "worker log line does not name adaptive4d"
+stop_daemon || fail "exit code $?"
