@@ -18,7 +18,7 @@
  *   rician_kernel (Rician only) E -> sqrt(max(E - 2 sg2, 0))
  *   mix_kernel    Haar sub-band mixing of the two passes, in place
  * Sweep kernels (LDCT_ANLM_CFG picks; measurements decide the default):
- * the column kernel (1, default, and 2 with 4 voxels per thread; see
+ * the column kernel (1, and 2, the default, with 4 voxels per thread; see
  * sweep_col_kernel) gives a 32x8 block a 32x8x8 tile, each thread a column
  * of 8 voxels, and forms
  * per offset the z box sums in registers and the y and x box sums in
@@ -33,8 +33,8 @@
  * Tolerance against the reference: patch distances and weights are float
  * here, double there; a weight cut at D = 3 h^2 can flip on rounding.
  * tests/unit/check_gpu_anlm.c documents the bound. Every voxel's arithmetic
- * is independent of the tile and slab it falls in, so slabbed and one-slab
- * runs agree bit for bit.
+ * is independent of the slab it falls in when slabs are cut at multiples of
+ * 8 planes (plan_of), so slabbed and one-slab runs agree bit for bit.
  *
  * Callers: any thread, through gpu_anlm_cuda (calls on one GPU serialise on
  * its stream).
@@ -53,13 +53,14 @@ namespace
 {
 using namespace anlm_k;
 
-/* Sweep kernel configuration: 1 = column kernel with 8 voxels per thread
- * (default), 2 = column kernel with 4, 0 = tile kernel; LDCT_ANLM_CFG
- * overrides (for benchmarks and tests). */
+/* Sweep kernel configuration: 1 = column kernel with 8 voxels per thread,
+ * 2 = column kernel with 4 (default: 512^3 mixed on an H200, 1.01 s of
+ * kernels against 1.47 s for 1 and 1.65 s for 0), 0 = tile kernel;
+ * LDCT_ANLM_CFG overrides (for benchmarks and tests). */
 int sweep_cfg(void)
 {
     const char *e = getenv("LDCT_ANLM_CFG");
-    return e && (*e == '0' || *e == '2') ? *e - '0' : 1;
+    return e && (*e == '0' || *e == '1') ? *e - '0' : 2;
 }
 
 template <int P, bool SIGMA, int CZ> cudaError_t launch_col(const sweep_args &a, cudaStream_t st)
@@ -123,8 +124,9 @@ void bufs_free(bufs *b)
             cudaEventDestroy(x);
 }
 
-/* Slab geometry under the memory budget: even thickness (Haar blocks never
- * straddle a cut), at least 2 planes. */
+/* Slab geometry under the memory budget: thickness a multiple of 8 (or of
+ * 2 when fewer than 8 planes fit: Haar blocks never straddle a cut), at
+ * least 2 planes. */
 struct plan {
     int H, q, pmax, slab, nslabs, PX, PY;
     size_t per_plane, fixed;
@@ -144,12 +146,18 @@ int plan_of(const gpu_anlm_params *p, const gpu_volume *in, size_t budget, plan 
         return LDCT_ENOMEM_GPU;
     size_t fit = (budget - o->fixed) / o->per_plane;
     int slab = fit >= (size_t)in->nz ? in->nz : (int)fit;
-    if (slab < in->nz)
-        slab &= ~1;
-    o->nslabs = (in->nz + slab - 1) / slab;
-    if (o->nslabs > 1) { /* even out the slabs, keeping them even */
-        slab = (in->nz + o->nslabs - 1) / o->nslabs;
-        slab += slab & 1;
+    if (slab < in->nz) {
+        /* Cuts at multiples of 8 planes (when 8 fit) keep the sweep kernels'
+         * z tiles (8, 4 or 4 planes) where a one-slab run has them, so every
+         * voxel sees the same float operations in the same order; else
+         * even cuts (Haar), equal to float rounding. */
+        const int align = slab >= 8 ? 8 : 2;
+        slab &= ~(align - 1);
+        const int n = (in->nz + slab - 1) / slab;
+        int even = (in->nz + n - 1) / n; /* even out the slabs */
+        even = (even + align - 1) / align * align;
+        if (even <= slab)
+            slab = even;
     }
     o->slab = slab;
     o->nslabs = (in->nz + slab - 1) / slab;

@@ -11,7 +11,7 @@
 B=${1:-build/gpucarry}
 WHAT=${2:-all}
 OUT=${OUT:-/tmp/anlm_out}
-CFGS=${CFGS:-1 2 0} # sweep kernels of gpu/anlm.cu: 1 column of 8 (default), 2 column of 4, 0 tile
+CFGS=${CFGS:-2 1 0} # sweep kernels of gpu/anlm.cu: 2 column of 4 (default), 1 column of 8, 0 tile
 want() { case ",$WHAT," in *",$1,"* | *",all,"*) return 0 ;; esac; return 1; }
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,memory.total \
