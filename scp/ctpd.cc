@@ -309,6 +309,11 @@ int write_file(const scp_ctpd_params *p, const char *path, char *err, size_t len
     }
     DcmFileFormat ff;
     OFCondition c = ff.loadFile(path);
+    /* Elements above DCMTK's lazy-load threshold (4 KiB) are read from the
+     * file only when used: saving over the same path would truncate them
+     * away (views of more than 2048 pixels were written without pixels). */
+    if (c.good())
+        c = ff.loadAllDataIntoMemory();
     if (c.good())
         c = put_private(ff.getDataset(), &p->geo);
     if (c.good())
