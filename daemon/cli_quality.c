@@ -181,30 +181,59 @@ static int find_layout(const quality_opts *o, gpu_phantom_layout *l)
     return 0;
 }
 
+/* A JSON number, or null when not finite (PSNR of identical series, CNR
+ * without noise). */
+static void num(const char *key, double v, const char *fmt)
+{
+    if (key)
+        printf("\"%s\":", key);
+    if (isfinite(v))
+        printf(fmt, v);
+    else
+        printf("null");
+}
+
 static void print_json(const quality_opts *o, const gpu_phantom_layout *l, const asm_series *s,
                        const quality_result *r)
 {
-    printf("{\"phantom\":\"%s\",\"size\":[%d,%d,%d],\"psnr\":%.4f,\"psnr_range_hu\":%.1f,"
-           "\"ssim\":%.5f,\"noise_sd\":%.3f,\"bias_hu\":%.3f,\"max_abs_bias_hu\":%.3f,"
-           "\"edge_rise_mm\":",
-           l->name, s->vol.nx, s->vol.ny, s->vol.nz, r->psnr, r->psnr_range, r->ssim, r->noise_sd,
-           r->bias_hu, r->max_abs_bias);
-    printf(isfinite(r->edge_rise_mm) ? "%.4f" : "null", r->edge_rise_mm);
+    printf("{\"phantom\":");
+    json_write_string(stdout, l->name);
+    printf(",\"size\":[%d,%d,%d],", s->vol.nx, s->vol.ny, s->vol.nz);
+    num("psnr", r->psnr, "%.4f");
+    printf(",");
+    num("psnr_range_hu", r->psnr_range, "%.1f");
+    printf(",");
+    num("ssim", r->ssim, "%.5f");
+    printf(",");
+    num("noise_sd", r->noise_sd, "%.3f");
+    printf(",");
+    num("bias_hu", r->bias_hu, "%.3f");
+    printf(",");
+    num("max_abs_bias_hu", r->max_abs_bias, "%.3f");
+    printf(",");
+    num("edge_rise_mm", r->edge_rise_mm, "%.4f");
     printf(",\"cnr\":[");
-    for (int i = 0; i < r->nlesion; i++)
-        printf("%s%.4f", i ? "," : "", r->lesion[i].cnr);
+    for (int i = 0; i < r->nlesion; i++) {
+        printf("%s", i ? "," : "");
+        num(NULL, r->lesion[i].cnr, "%.4f");
+    }
     printf("],\"lesions\":[");
-    for (int i = 0; i < r->nlesion; i++)
+    for (int i = 0; i < r->nlesion; i++) {
         printf("%s{\"x\":%.1f,\"y\":%.1f,\"diameter_mm\":%.1f,\"nominal_hu\":%.1f,"
-               "\"contrast_hu\":%.3f,\"background_sd\":%.3f,\"cnr\":%.4f}",
+               "\"contrast_hu\":%.3f,\"background_sd\":%.3f,",
                i ? "," : "", l->lesion[i].x, l->lesion[i].y, 2 * l->lesion[i].radius,
                l->lesion[i].hu - l->lesion[i].background_hu, r->lesion[i].contrast,
-               r->lesion[i].bg_sd, r->lesion[i].cnr);
+               r->lesion[i].bg_sd);
+        num("cnr", r->lesion[i].cnr, "%.4f");
+        printf("}");
+    }
     printf("],\"rois\":[");
-    for (int i = 0; i < r->nroi; i++)
-        printf("%s{\"name\":\"%s\",\"mean\":%.3f,\"sd\":%.3f,\"bias\":%.3f,\"voxels\":%ld}",
-               i ? "," : "", l->roi[i].name, r->roi[i].mean, r->roi[i].sd, r->roi[i].bias,
-               r->roi[i].n);
+    for (int i = 0; i < r->nroi; i++) {
+        printf("%s{\"name\":", i ? "," : "");
+        json_write_string(stdout, l->roi[i].name);
+        printf(",\"mean\":%.3f,\"sd\":%.3f,\"bias\":%.3f,\"voxels\":%ld}", r->roi[i].mean,
+               r->roi[i].sd, r->roi[i].bias, r->roi[i].n);
+    }
     printf("],\"test\":");
     json_write_string(stdout, o->test);
     printf(",\"ref\":");
