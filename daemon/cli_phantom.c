@@ -247,7 +247,7 @@ static int write_projections(const phantom_opts *o, const study_ids *ids, const 
                          .study_uid = ids->study,
                          .series_uid = series,
                          .series_description = "PHANTOM LOW DOSE PROJECTIONS",
-                         .rescale_slope = 2e-4,
+                         .rescale_slope = 4e-4,
                          .rescale_intercept = 0};
     scp_ctpd_info *geo = &p.geo;
     geo->det_rows = g->nv;

@@ -31,6 +31,7 @@
 
 typedef struct quality_opts {
     const char *test, *ref, *input, *png, *layout;
+    const char *test_raw, *save_raw; /* float32 volumes, x fastest (other tools) */
     int json;
 } quality_opts;
 
@@ -45,14 +46,19 @@ static void quality_usage(FILE *f)
                "  --phantom FILE   layout sidecar (default: phantom.ini next to --ref\n"
                "                   or in its parent folder)\n"
                "  --input DIR      series shown as the input in the figure\n"
-               "                   (default: 'low' next to --ref, when present)\n");
+               "                   (default: 'low' next to --ref, when present)\n"
+               "  --test-raw FILE  the test volume as raw float32 HU (x fastest, then y, z)\n"
+               "                   on the reference's grid, instead of --test DIR\n"
+               "  --save-raw FILE  also write the test volume so (for other tools)\n");
 }
 
 static int parse_quality(int argc, char **argv, quality_opts *o)
 {
-    static const struct option longopts[] = {
-        {"test", 1, 0, 't'},    {"ref", 1, 0, 'r'},  {"input", 1, 0, 'i'}, {"png", 1, 0, 'p'},
-        {"phantom", 1, 0, 'l'}, {"json", 0, 0, 'j'}, {"help", 0, 0, '?'},  {0, 0, 0, 0}};
+    static const struct option longopts[] = {{"test", 1, 0, 't'},     {"ref", 1, 0, 'r'},
+                                             {"input", 1, 0, 'i'},    {"png", 1, 0, 'p'},
+                                             {"test-raw", 1, 0, 'T'}, {"save-raw", 1, 0, 'S'},
+                                             {"phantom", 1, 0, 'l'},  {"json", 0, 0, 'j'},
+                                             {"help", 0, 0, '?'},     {0, 0, 0, 0}};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -69,6 +75,12 @@ static int parse_quality(int argc, char **argv, quality_opts *o)
         case 'p':
             o->png = optarg;
             break;
+        case 'T':
+            o->test_raw = optarg;
+            break;
+        case 'S':
+            o->save_raw = optarg;
+            break;
         case 'l':
             o->layout = optarg;
             break;
@@ -79,8 +91,10 @@ static int parse_quality(int argc, char **argv, quality_opts *o)
             return -1;
         }
     }
-    if (!o->test || !o->ref || optind != argc)
-        return fprintf(stderr, "ldct quality: --test and --ref are required\n"), -1;
+    if (!(o->test || o->test_raw) || !o->ref || optind != argc)
+        return fprintf(stderr, "ldct quality: --test (or --test-raw) and --ref are required\n"), -1;
+    if (!o->test)
+        o->test = o->test_raw;
     return 0;
 }
 
@@ -181,30 +195,59 @@ static int find_layout(const quality_opts *o, gpu_phantom_layout *l)
     return 0;
 }
 
+/* A JSON number, or null when not finite (PSNR of identical series, CNR
+ * without noise). */
+static void num(const char *key, double v, const char *fmt)
+{
+    if (key)
+        printf("\"%s\":", key);
+    if (isfinite(v))
+        printf(fmt, v);
+    else
+        printf("null");
+}
+
 static void print_json(const quality_opts *o, const gpu_phantom_layout *l, const asm_series *s,
                        const quality_result *r)
 {
-    printf("{\"phantom\":\"%s\",\"size\":[%d,%d,%d],\"psnr\":%.4f,\"psnr_range_hu\":%.1f,"
-           "\"ssim\":%.5f,\"noise_sd\":%.3f,\"bias_hu\":%.3f,\"max_abs_bias_hu\":%.3f,"
-           "\"edge_rise_mm\":",
-           l->name, s->vol.nx, s->vol.ny, s->vol.nz, r->psnr, r->psnr_range, r->ssim, r->noise_sd,
-           r->bias_hu, r->max_abs_bias);
-    printf(isfinite(r->edge_rise_mm) ? "%.4f" : "null", r->edge_rise_mm);
+    printf("{\"phantom\":");
+    json_write_string(stdout, l->name);
+    printf(",\"size\":[%d,%d,%d],", s->vol.nx, s->vol.ny, s->vol.nz);
+    num("psnr", r->psnr, "%.4f");
+    printf(",");
+    num("psnr_range_hu", r->psnr_range, "%.1f");
+    printf(",");
+    num("ssim", r->ssim, "%.5f");
+    printf(",");
+    num("noise_sd", r->noise_sd, "%.3f");
+    printf(",");
+    num("bias_hu", r->bias_hu, "%.3f");
+    printf(",");
+    num("max_abs_bias_hu", r->max_abs_bias, "%.3f");
+    printf(",");
+    num("edge_rise_mm", r->edge_rise_mm, "%.4f");
     printf(",\"cnr\":[");
-    for (int i = 0; i < r->nlesion; i++)
-        printf("%s%.4f", i ? "," : "", r->lesion[i].cnr);
+    for (int i = 0; i < r->nlesion; i++) {
+        printf("%s", i ? "," : "");
+        num(NULL, r->lesion[i].cnr, "%.4f");
+    }
     printf("],\"lesions\":[");
-    for (int i = 0; i < r->nlesion; i++)
+    for (int i = 0; i < r->nlesion; i++) {
         printf("%s{\"x\":%.1f,\"y\":%.1f,\"diameter_mm\":%.1f,\"nominal_hu\":%.1f,"
-               "\"contrast_hu\":%.3f,\"background_sd\":%.3f,\"cnr\":%.4f}",
+               "\"contrast_hu\":%.3f,\"background_sd\":%.3f,",
                i ? "," : "", l->lesion[i].x, l->lesion[i].y, 2 * l->lesion[i].radius,
                l->lesion[i].hu - l->lesion[i].background_hu, r->lesion[i].contrast,
-               r->lesion[i].bg_sd, r->lesion[i].cnr);
+               r->lesion[i].bg_sd);
+        num("cnr", r->lesion[i].cnr, "%.4f");
+        printf("}");
+    }
     printf("],\"rois\":[");
-    for (int i = 0; i < r->nroi; i++)
-        printf("%s{\"name\":\"%s\",\"mean\":%.3f,\"sd\":%.3f,\"bias\":%.3f,\"voxels\":%ld}",
-               i ? "," : "", l->roi[i].name, r->roi[i].mean, r->roi[i].sd, r->roi[i].bias,
-               r->roi[i].n);
+    for (int i = 0; i < r->nroi; i++) {
+        printf("%s{\"name\":", i ? "," : "");
+        json_write_string(stdout, l->roi[i].name);
+        printf(",\"mean\":%.3f,\"sd\":%.3f,\"bias\":%.3f,\"voxels\":%ld}", r->roi[i].mean,
+               r->roi[i].sd, r->roi[i].bias, r->roi[i].n);
+    }
     printf("],\"test\":");
     json_write_string(stdout, o->test);
     printf(",\"ref\":");
@@ -275,6 +318,39 @@ done:
     return rc ? -1 : 0;
 }
 
+/* The test volume from a raw float32 file on the reference's grid. */
+static int load_raw(const char *path, const loaded *ref, loaded *test)
+{
+    const gpu_volume *rv = &ref->s.vol;
+    FILE *f = fopen(path, "rb");
+    int rc = f ? gpu_volume_init(&test->s.vol, rv->nx, rv->ny, rv->nz, 1) : -1;
+    size_t n = gpu_volume_count(rv);
+    if (!rc && (fread(test->s.vol.data, sizeof(float), n, f) != n || fgetc(f) != EOF))
+        rc = -1;
+    if (f)
+        fclose(f);
+    if (rc) {
+        fprintf(stderr, "ldct quality: %s: not %zu float32 values (%dx%dx%d)\n", path, n, rv->nx,
+                rv->ny, rv->nz);
+        return -1;
+    }
+    memcpy(test->s.vol.spacing, rv->spacing, sizeof rv->spacing);
+    test->g = ref->g;
+    return 0;
+}
+
+static int save_raw(const char *path, const gpu_volume *v)
+{
+    FILE *f = fopen(path, "wb");
+    size_t n = gpu_volume_count(v);
+    int ok = f && fwrite(v->data, sizeof(float), n, f) == n;
+    if (f && fclose(f))
+        ok = 0;
+    if (!ok)
+        fprintf(stderr, "ldct quality: cannot write %s\n", path);
+    return ok ? 0 : -1;
+}
+
 static int same_grid(const loaded *a, const loaded *b)
 {
     for (int k = 0; k < 3; k++)
@@ -295,7 +371,11 @@ int cli_quality(int argc, char **argv)
     loaded test = {0}, ref = {0};
     quality_result r;
     int rc = 1;
-    if (scp_global_init() || find_layout(&o, &lay) || load(o.test, &test) || load(o.ref, &ref))
+    if (scp_global_init() || find_layout(&o, &lay) || load(o.ref, &ref))
+        goto done;
+    if (o.test_raw ? load_raw(o.test_raw, &ref, &test) : load(o.test, &test))
+        goto done;
+    if (o.save_raw && save_raw(o.save_raw, &test.s.vol))
         goto done;
     if (!same_grid(&test, &ref)) {
         fprintf(stderr, "ldct quality: %s and %s differ in shape, spacing or position\n", o.test,

@@ -114,6 +114,22 @@ void put_series_equipment(putter &w, const scp_ct_params *p, const char *date, c
     w.str(DCM_ManufacturerModelName, "ldct-node synthetic");
 }
 
+/* CTDIvol is interpretable only with its phantom: the 32 cm IEC body
+ * dosimetry phantom (DCM 113691) of body protocols. */
+void put_ctdi_phantom(putter &w)
+{
+    DcmItem *item = nullptr;
+    if (w.cond.good())
+        w.cond = w.ds->findOrCreateSequenceItem(DCM_CTDIPhantomTypeCodeSequence, item, -2);
+    if (w.cond.bad() || !item)
+        return;
+    putter iw{item};
+    iw.str(DCM_CodeValue, "113691");
+    iw.str(DCM_CodingSchemeDesignator, "DCM");
+    iw.str(DCM_CodeMeaning, "IEC Body Dosimetry Phantom");
+    w.cond = iw.cond;
+}
+
 void put_image(putter &w, const scp_ct_params *p, const char *date, const char *time)
 {
     w.str(DCM_SOPClassUID, UID_CTImageStorage);
@@ -133,6 +149,8 @@ void put_image(putter &w, const scp_ct_params *p, const char *date, const char *
         w.str(DCM_Exposure, std::to_string((long)(p->exposure_mas + 0.5)));
     if (p->ctdivol > 0 && w.cond.good())
         w.cond = w.ds->putAndInsertFloat64(DCM_CTDIvol, p->ctdivol);
+    if (p->ctdivol > 0)
+        put_ctdi_phantom(w);
     if (p->convolution_kernel)
         w.str(DCM_ConvolutionKernel, p->convolution_kernel);
     if (p->trigger_time)
