@@ -130,21 +130,28 @@ static void free_list(char **paths, int n)
     free(paths);
 }
 
-/* The position of the frame at z = 0 (a classic single-frame slice). */
-static int first_position(const asm_series *s, double origin[3])
+/* The position of the frame at z = 0 (a classic single-frame slice); the
+ * series must be axial with rows along +x and columns along +y, as the
+ * phantom's layout is given in those axes. */
+static int first_position(const asm_series *s, double origin[3], char *err, size_t len)
 {
+    static const double axial[6] = {1, 0, 0, 0, 1, 0};
     for (int i = 0; i < s->nsrc; i++) {
         if (s->src[i].frames != 1 || s->src[i].z[0] != 0)
             continue;
         scp_slice_info info;
-        char err[256];
-        if (scp_slice_read_info(s->src[i].path, &info, err, sizeof err))
+        if (scp_slice_read_info(s->src[i].path, &info, err, len))
             return LDCT_EINPUT;
         memcpy(origin, info.position, 3 * sizeof *origin);
-        int ok = info.has_position;
+        int ok = info.has_position && info.has_orientation;
+        for (int k = 0; ok && k < 6; k++)
+            ok = fabs(info.orientation[k] - axial[k]) < 1e-4;
         scp_slice_info_free(&info);
+        if (!ok)
+            snprintf(err, len, "the series is not axial (1\\0\\0\\0\\1\\0) with positions");
         return ok ? 0 : LDCT_EINPUT;
     }
+    snprintf(err, len, "no single-frame slice at the first position");
     return LDCT_EINPUT;
 }
 
@@ -159,10 +166,8 @@ static int load(const char *dir, loaded *l)
     }
     rc = asm_series_load((const char *const *)paths, n, &l->s, err, sizeof err);
     free_list(paths, n);
-    if (!rc && first_position(&l->s, l->g.origin)) {
-        snprintf(err, sizeof err, "no position of the first slice");
-        rc = LDCT_EINPUT;
-    }
+    if (!rc)
+        rc = first_position(&l->s, l->g.origin, err, sizeof err);
     if (rc)
         fprintf(stderr, "ldct quality: %s: %s\n", dir, err[0] ? err : ldct_strerror(rc));
     return rc ? -1 : 0;

@@ -57,6 +57,20 @@ python3 -c "import sys; sys.exit(0 if $(sd "$T/s7-2/low" "$T/s7-1/low") == 0 els
 python3 -c "import sys; sys.exit(0 if $(sd "$T/s8-3/low" "$T/s7-1/low") > 1 else 1)" ||
     fail "another seed gave the same noise"
 
+# Series on another grid are refused; the Shepp-Logan phantom has a body
+# mask and ROIs but no lesions and no edge.
+"$LDCT" quality --test "$T/s7-1/low" --ref "$P/truth" > /dev/null 2> "$T/e" &&
+    fail "series of different shapes compared"
+grep -q "differ in shape" "$T/e" || fail "no reason for the refusal: $(cat "$T/e")"
+"$LDCT" phantom --phantom shepp-logan --out "$T/sl" --size 48 --slices 4 --thickness 3 \
+    --device cpu > /dev/null 2>&1 || fail "shepp-logan phantom"
+"$LDCT" quality --test "$T/sl/low" --ref "$T/sl/truth" --json > "$T/sl.json" ||
+    fail "quality on shepp-logan"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
+assert d["phantom"] == "shepp-logan" and d["cnr"] == [] and d["edge_rise_mm"] is None
+assert len(d["rois"]) == 2 and d["noise_sd"] > 0 and d["psnr"] > 20' "$T/sl.json" ||
+    fail "shepp-logan quality: $(cat "$T/sl.json")"
+
 "$LDCT" filter --algo nlm3d --patch-radius 1 --search-radius 3 --strength 0.45 --in "$P/low" \
     --out "$T/dn" --device cpu > "$T/filter.out" 2>&1 || fail "ldct filter: $(cat "$T/filter.out")"
 "$LDCT" quality --test "$P/low" --ref "$P/truth" --json > "$T/low.json" ||
