@@ -17,6 +17,7 @@
  * Single-threaded driver; the work uses OpenMP (or the GPU through gpu_fdk).
  */
 #include "common/err.h"
+#include "common/fsutil.h"
 #include "daemon/cli.h"
 #include "gpu/phantom.h"
 #include "pipeline/quality.h"
@@ -165,10 +166,12 @@ static int parse_phantom(int argc, char **argv, phantom_opts *o)
     return 0;
 }
 
+/* mkdir -p: --out may name a folder whose parents do not exist yet. */
 static int make_dir(const char *path)
 {
-    if (mkdir(path, 0755) && errno != EEXIST) {
-        fprintf(stderr, "ldct phantom: cannot create %s: %s\n", path, strerror(errno));
+    int rc = fs_mkdirs(path);
+    if (rc) {
+        fprintf(stderr, "ldct phantom: cannot create %s: %s\n", path, ldct_strerror(rc));
         return -1;
     }
     return 0;
