@@ -793,6 +793,8 @@ int run(const gpu_fdk_params *p, const gpu_fdk_geometry *g, const gpu_volume *pr
         p->stats->backproject_ms = j.bp_ms;
         p->stats->total_ms = total;
         p->stats->slabs = (v->nz + slab - 1) / slab;
+        p->stats->config[0] = j.c.I, p->stats->config[1] = j.c.K;
+        p->stats->config[2] = j.c.bx, p->stats->config[3] = j.c.by;
     }
     log_debug("fdk%s: %d projections %dx%d -> %dx%dx%d on gpu:%d, I=%d K=%d %dx%d, %d slab(s): "
               "filter %.2f ms, backprojection %.2f ms, total %.2f ms",

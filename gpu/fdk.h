@@ -89,6 +89,7 @@ typedef struct gpu_fdk_stats {
     double backproject_ms; /* backprojection kernels, first start to last end */
     double total_ms;       /* the whole call, allocation and transfers included */
     int slabs;             /* z slabs the volume was cut into */
+    int config[4];         /* the backprojector configuration used: I, K, Bx, By */
 } gpu_fdk_stats;
 
 typedef struct gpu_fdk_params {

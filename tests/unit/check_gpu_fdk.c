@@ -12,10 +12,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/err.h"
 #include "gpu/device.h"
+#include "gpu/cuda_util.h"
 #include "gpu/fdk.h"
+#include "gpu/fdk_tune.h"
 
 static const double k_pi = 3.14159265358979323846;
 static uint64_t rng_state = 0xD1B54A32D192ED03ull;
@@ -247,6 +250,45 @@ START_TEST(cuda_backprojection_matches_ref_on_tilted_orbits)
 }
 END_TEST
 
+/* A configuration left at 0 comes from the tuner's cache for this GPU model
+ * and size (what the daemon relies on after `ldct tune fdk`). */
+START_TEST(cuda_backprojection_uses_the_cached_tuned_configuration)
+{
+    if (!have_gpu())
+        return;
+    scene s;
+    random_scene(&s);
+    char dir[] = "/tmp/ldct-tune-XXXXXX", path[64], name[128];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/fdk-tune.cache", dir);
+    ck_assert_int_eq(gpu__cuda_device_name(0, name, sizeof name), 0);
+    const gpu_fdk_cfg tuned = {5, 2, 16, 4};
+    ck_assert_int_eq(gpu_fdk_tune_cache_store(path, name, s.g.nproj, s.g.nu, s.g.nv, s.vol.nx,
+                                              s.vol.ny, s.vol.nz, &tuned, 1.0),
+                     0);
+    gpu_fdk_tune_cache_set(path);
+    gpu_volume out;
+    ck_assert_int_eq(gpu_volume_init(&out, s.vol.nx, s.vol.ny, s.vol.nz, 1), 0);
+    gpu_fdk_params p;
+    gpu_fdk_params_default(&p);
+    gpu_fdk_stats st = {0};
+    p.stats = &st;
+    ck_assert_int_eq(gpu_fdk_backproject_cuda(&p, &s.g, &s.proj, &s.vol, &out, NULL), 0);
+    printf("cached configuration: used %d,%d,%d,%d\n", st.config[0], st.config[1], st.config[2],
+           st.config[3]);
+    ck_assert(st.config[0] == 5 && st.config[1] == 2 && st.config[2] == 16 && st.config[3] == 4);
+    /* Explicit parameters win over the cache. */
+    p.bp_i = 8, p.bp_k = 4, p.bp_bx = 32, p.bp_by = 8;
+    ck_assert_int_eq(gpu_fdk_backproject_cuda(&p, &s.g, &s.proj, &s.vol, &out, NULL), 0);
+    ck_assert_int_eq(st.config[0], 8);
+    gpu_fdk_tune_cache_set(NULL);
+    unlink(path);
+    rmdir(dir);
+    gpu_volume_close(&out);
+    scene_close(&s);
+}
+END_TEST
+
 START_TEST(cuda_backprojection_in_slabs_under_a_tiny_budget)
 {
     if (!have_gpu())
@@ -389,6 +431,7 @@ static Suite *fdk_suite(void)
     tcase_set_timeout(tg, 300);
     tcase_add_test(tg, cuda_backprojection_matches_ref_on_random_geometry_and_configs);
     tcase_add_test(tg, cuda_backprojection_matches_ref_on_tilted_orbits);
+    tcase_add_test(tg, cuda_backprojection_uses_the_cached_tuned_configuration);
     tcase_add_test(tg, cuda_backprojection_in_slabs_under_a_tiny_budget);
     tcase_add_test(tg, cuda_filter_matches_direct_convolution_for_every_window);
     tcase_add_test(tg, cuda_fdk_matches_direct_filter_and_ref_backprojection);
