@@ -331,7 +331,7 @@ static int parse_fdk(int argc, char **argv, fdk_opts *o)
 /* Median of n timings of one mode: full FDK (bp = 0) or backprojection only. */
 static int fdk_time(const fdk_opts *o, int bp, const gpu_fdk_geometry *g, const gpu_volume *proj,
                     const gpu_fdk_volume *vol, gpu_volume *out, const gpu_device *dev, double *wall,
-                    double *kern, double *filt, int *slabs)
+                    double *kern, double *filt, gpu_fdk_stats *last)
 {
     gpu_fdk_params p;
     gpu_fdk_params_default(&p);
@@ -358,15 +358,18 @@ static int fdk_time(const fdk_opts *o, int bp, const gpu_fdk_geometry *g, const 
             k[i] = cuda ? st.backproject_ms * 1e-3 : w[i];
             f[i] = st.filter_ms * 1e-3;
         }
-        *slabs = st.slabs;
+        *last = st;
     }
     *wall = median(w, o->repeat), *kern = median(k, o->repeat), *filt = median(f, o->repeat);
     return 0;
 }
 
-static void fdk_print(const fdk_opts *o, const gpu_device *dev, const double *t, int slabs,
-                      const gpu_volume *out)
+/* "config" is what ran: the options' or, left at 0, the tuner's cache or the
+ * built-in defaults (as reported by the CUDA run; 0,0,0,0 on the CPU). */
+static void fdk_print(const fdk_opts *o, const gpu_device *dev, const double *t,
+                      const gpu_fdk_stats *last, const gpu_volume *out)
 {
+    const int *c = last->config, slabs = last->slabs;
     char dname[32], gname[128] = "";
     gpu_device_name(dev, dname, sizeof dname);
 #if LDCT_WITH_CUDA
@@ -382,9 +385,8 @@ static void fdk_print(const fdk_opts *o, const gpu_device *dev, const double *t,
                "\"backproject_kernel_seconds_median\":%.6f,\"filter_kernel_seconds_median\":%.6f,"
                "\"gups\":%.2f,\"fdk_gups\":%.2f,\"slabs\":%d,\"sample\":%.6g}\n",
                o->n[0], o->n[1], o->n[2], o->nproj, o->nu, o->nv, dname, gname,
-               gpu_fdk_filter_name(o->filter), o->cfg[0], o->cfg[1], o->cfg[2], o->cfg[3],
-               o->repeat, t[0], t[1], t[2], t[3], ups / t[2] * 1e-9, ups / t[0] * 1e-9, slabs,
-               sample);
+               gpu_fdk_filter_name(o->filter), c[0], c[1], c[2], c[3], o->repeat, t[0], t[1], t[2],
+               t[3], ups / t[2] * 1e-9, ups / t[0] * 1e-9, slabs, sample);
     else
         printf("fdk %dx%dx%d from %d x %dx%d on %s: FDK %.4f s, backprojection %.4f s (kernels "
                "%.4f s, %.1f GUPS)\n",
@@ -411,7 +413,7 @@ static int fdk_main(int argc, char **argv)
     gpu_fdk_volume vol;
     gpu_volume proj = {0}, out = {0};
     double t[4] = {0}, bpw = 0, bpf = 0, fk = 0;
-    int slabs = 0;
+    gpu_fdk_stats last = {0};
     gpu_fdk_volume_centered(&vol, o.n[0], o.n[1], o.n[2], 256.0 / o.n[0], 256.0 / o.n[1],
                             256.0 / o.n[2]);
     rc = gpu_rabbitct_geometry(&g, o.nproj, o.nu, o.nv);
@@ -422,12 +424,12 @@ static int fdk_main(int argc, char **argv)
     if (!rc)
         rc = gpu_rabbitct_synthesize(&g, &proj);
     if (!rc)
-        rc = fdk_time(&o, 1, &g, &proj, &vol, &out, &dev, &t[1], &t[2], &bpf, &slabs);
+        rc = fdk_time(&o, 1, &g, &proj, &vol, &out, &dev, &t[1], &t[2], &bpf, &last);
     if (!rc)
-        rc = fdk_time(&o, 0, &g, &proj, &vol, &out, &dev, &t[0], &bpw, &fk, &slabs);
+        rc = fdk_time(&o, 0, &g, &proj, &vol, &out, &dev, &t[0], &bpw, &fk, &last);
     if (!rc) {
         t[3] = fk;
-        fdk_print(&o, &dev, t, slabs, &out);
+        fdk_print(&o, &dev, t, &last, &out);
     } else if (rc < 0) {
         fprintf(stderr, "bench: fdk setup: %s\n", ldct_strerror(rc));
     }
