@@ -16,18 +16,10 @@
 #include "common/err.h"
 #include "gpu/fdk.h"
 #include "gpu/rabbitct.h"
+#define GT_SEED 0x2545F4914F6CDD1Dull
+#include "tests/unit/gputest.h"
 
 static const double k_pi = 3.14159265358979323846;
-
-static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
-
-static double urand(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (double)(rng_state >> 11) / 9007199254740992.0;
-}
 
 static void project(const double *m, const double *X, double *u, double *v, double *w)
 {

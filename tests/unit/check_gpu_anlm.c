@@ -16,24 +16,8 @@
 #include "gpu/anlm.h"
 #include "gpu/device.h"
 #include "gpu/volume.h"
-
-static uint64_t rng_state = 0x853C49E6748FEA9Bull;
-
-static double urand(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (double)(rng_state >> 11) / 9007199254740992.0;
-}
-
-static double grand(void)
-{
-    double u1 = urand(), u2 = urand();
-    if (u1 < 1e-300)
-        u1 = 1e-300;
-    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-}
+#define GT_SEED 0x853C49E6748FEA9Bull
+#include "tests/unit/gputest.h"
 
 /* Structure around `offset` (ramp, blob, step) plus noise whose sigma rises
  * from sigma to 3 sigma along x; Rician: magnitude of (signal + n1, n2). */
@@ -57,21 +41,6 @@ static void fill(gpu_volume *v, double offset, double sigma, int rician)
                     v->data[i] = (float)(s + n1);
                 }
             }
-}
-
-static void poison(gpu_volume *v)
-{
-    for (size_t i = 0; i < gpu_volume_count(v); i++)
-        v->data[i] = NAN;
-}
-
-static int have_gpu(void)
-{
-    if (gpu_device_count() > 0)
-        return 1;
-    printf("SKIP: no GPU\n");
-    fflush(stdout);
-    return 0;
 }
 
 typedef struct diff {

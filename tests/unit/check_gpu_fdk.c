@@ -19,38 +19,10 @@
 #include "gpu/cuda_util.h"
 #include "gpu/fdk.h"
 #include "gpu/fdk_tune.h"
+#define GT_SEED 0xD1B54A32D192ED03ull
+#include "tests/unit/gputest.h"
 
 static const double k_pi = 3.14159265358979323846;
-static uint64_t rng_state = 0xD1B54A32D192ED03ull;
-
-static double urand(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (double)(rng_state >> 11) / 9007199254740992.0;
-}
-
-static int irand(int lo, int hi)
-{
-    return lo + (int)(urand() * (hi - lo + 1));
-}
-
-static int have_gpu(void)
-{
-    if (gpu_device_count() > 0)
-        return 1;
-    printf("SKIP: no GPU\n");
-    fflush(stdout);
-    return 0;
-}
-
-static void poison(gpu_volume *v)
-{
-    for (size_t i = 0; i < gpu_volume_count(v); i++)
-        v->data[i] = NAN;
-}
-
 /* Tilt (radians, about the x axis) applied to the next random scenes' orbits:
  * a tilted orbit gives w a z term and exercises the backprojector's general
  * path (circular orbits about z take the path with w constant along z). */

@@ -15,26 +15,10 @@
 #include "gpu/device.h"
 #include "gpu/nlm.h"
 #include "gpu/volume.h"
+#define GT_SEED 0x9E3779B97F4A7C15ull
+#include "tests/unit/gputest.h"
 
 /* ---- helpers ------------------------------------------------------------ */
-
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-
-static double urand(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (double)(rng_state >> 11) / 9007199254740992.0;
-}
-
-static double grand(void)
-{
-    double u1 = urand(), u2 = urand();
-    if (u1 < 1e-300)
-        u1 = 1e-300;
-    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-}
 
 /* Structure (a ramp, a bright sphere-ish blob, a step) plus noise sigma. */
 static void fill_phantom(gpu_volume *v, double sigma)
@@ -84,13 +68,6 @@ static double rel_l2_vol(const gpu_volume *a, const gpu_volume *b, double *maxab
     if (nans)
         *nans = bad;
     return sqrt(num / den);
-}
-
-static void poison(gpu_volume *v)
-{
-    size_t n = gpu_volume_count(v);
-    for (size_t i = 0; i < n; i++)
-        v->data[i] = NAN;
 }
 
 /* Naive NLM straight from the definition in nlm.h, in double. */
@@ -293,15 +270,6 @@ START_TEST(device_parse_and_count)
 END_TEST
 
 /* ---- CUDA ---------------------------------------------------------------- */
-
-static int have_gpu(void)
-{
-    if (gpu_device_count() > 0)
-        return 1;
-    printf("SKIP: no GPU\n");
-    fflush(stdout);
-    return 0;
-}
 
 static void check_cuda_vs_ref(int dim, int nx, int ny, int nz, int S, int P, int gaussian,
                               size_t budget)
