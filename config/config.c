@@ -82,8 +82,9 @@ static const opt_def OPTIONS[] = {
          "below this free space C-STOREs are refused with 0xA700"),
     NODE("stable_seconds", T_INT, 1, 86400, "30", stable_seconds,
          "quiet time after which a series is complete"),
-    NODE("shutdown_grace_seconds", T_INT, 0, 3600, "30", shutdown_grace_seconds,
-         "how long SIGTERM waits for running associations"),
+    NODE("shutdown_grace_seconds", T_INT, 0, 55, "30", shutdown_grace_seconds,
+         "how long SIGTERM waits in all for associations, jobs and sends (at most 55: the"
+         " systemd unit's TimeoutStopSec is 60)"),
     NODE("log_level", T_LOGLEVEL, 0, 0, "info", log_level,
          "error | warning | notice | info | debug"),
     NODE("uid_root", T_UIDROOT, 0, 0, "1.2.276.0.7230010.3.1.4", uid_root,

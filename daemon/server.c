@@ -322,12 +322,14 @@ static void close_handle(uv_handle_t *h, void *arg)
 /* Seconds left of the shutdown budget that started at t0 (>= 0). */
 static int grace_left(const server *s, int64_t t0)
 {
+    if (!s->cfg) /* the configuration never loaded: nothing runs */
+        return 0;
     int64_t left = s->cfg->node.shutdown_grace_seconds - (ldct_now_ms() - t0) / 1000;
     return left > 0 ? (int)left : 0;
 }
 
 /* One shutdown_grace_seconds budget for associations, jobs and sends
- * together, so systemd's TimeoutStopSec (60 s for the default 30) is never
+ * together (at most 55 s, config), so systemd's TimeoutStopSec of 60 s is not
  * reached. Work cut off is not lost: jobs and sends go on at the next
  * start. */
 static void shutdown_all(server *s)

@@ -52,6 +52,7 @@ enum {
     Q_SEND_PATHS_DERIVED,
     Q_SEND_DONE,
     Q_SEND_FAILED,
+    Q_SEND_INTERRUPTED,
     Q_COUNT
 };
 _Static_assert(Q_COUNT <= DB__QST_MAX, "raise DB__QST_MAX");
@@ -864,6 +865,17 @@ int db_send_done(db *d, int64_t send_id, int64_t now_ms)
     sqlite3_bind_int64(s, 1, send_id);
     sqlite3_bind_int64(s, 2, now_ms);
     return run(d, s, "send done");
+}
+
+int db_send_interrupted(db *d, int64_t send_id)
+{
+    sqlite3_stmt *s = db__stmt(d, Q_SEND_INTERRUPTED,
+                               "UPDATE sends SET state = 'pending', attempts = max(attempts - 1, 0)"
+                               " WHERE id = ?1 AND state = 'sending'");
+    if (!s)
+        return LDCT_EDB;
+    sqlite3_bind_int64(s, 1, send_id);
+    return run(d, s, "send interrupted");
 }
 
 int db_send_failed(db *d, int64_t send_id, int64_t now_ms, int64_t next_attempt_ms,

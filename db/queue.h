@@ -179,6 +179,10 @@ int db_send_paths(db *d, const db_send *s, db_strings *paths);
 
 int db_send_done(db *d, int64_t send_id, int64_t now_ms);
 
+/* A send stopped by the shutdown, not by its destination: back to pending,
+ * due at once, and the claim's attempt taken back (no-op unless sending). */
+int db_send_interrupted(db *d, int64_t send_id);
+
 /* A failed attempt: back to pending, due at next_attempt_ms; or, when
  * next_attempt_ms < 0, dead. */
 int db_send_failed(db *d, int64_t send_id, int64_t now_ms, int64_t next_attempt_ms,

@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 enum { GENES = 14, MEMO_MAX = 1 << GENES };
@@ -75,6 +77,10 @@ void gpu_fdk_cfg_repair(gpu_fdk_cfg *c, int max_threads, int max_i)
         c->i = max_i;
     if (c->i < 1)
         c->i = 1;
+    /* Out-of-range values (a damaged cache line) first, so the products
+     * below stay small. */
+    c->bx = c->bx < 1 ? 1 : c->bx > 1024 ? 1024 : c->bx;
+    c->by = c->by < 1 ? 1 : c->by > 1024 ? 1024 : c->by;
     while (c->bx * c->by > max_threads) {
         if (c->by > 1)
             c->by /= 2;
@@ -281,10 +287,15 @@ static int parse_entry(const char *line, entry *e)
         return -1;
     memcpy(e->gpu, line, (size_t)(tab - line));
     e->gpu[tab - line] = '\0';
-    return sscanf(tab + 1, "%dx%dx%d\t%dx%dx%d\t%d,%d,%d,%d\t%lf", &e->nproj, &e->nu, &e->nv,
-                  &e->nx, &e->ny, &e->nz, &e->c.i, &e->c.k, &e->c.bx, &e->c.by, &e->ms) == 11
-               ? 0
-               : -1;
+    if (sscanf(tab + 1, "%dx%dx%d\t%dx%dx%d\t%d,%d,%d,%d\t%lf", &e->nproj, &e->nu, &e->nv, &e->nx,
+               &e->ny, &e->nz, &e->c.i, &e->c.k, &e->c.bx, &e->c.by, &e->ms) != 11)
+        return -1;
+    /* A line no tuner wrote (damaged or edited) is ignored, not repaired. */
+    const int sizes_ok =
+        e->nproj > 0 && e->nu > 0 && e->nv > 0 && e->nx > 0 && e->ny > 0 && e->nz > 0;
+    const int cfg_ok = e->c.i >= 1 && e->c.i <= 1024 && e->c.bx >= 1 && e->c.bx <= 1024 &&
+                       e->c.by >= 1 && e->c.by <= 1024 && e->c.bx * e->c.by <= 1024;
+    return sizes_ok && cfg_ok ? 0 : -1;
 }
 
 static double size_distance(const entry *e, int nproj, int nu, int nv, int nx, int ny, int nz)
@@ -370,30 +381,47 @@ static char *cache_text(const char *path, const char *key, const char *newline)
     return text;
 }
 
+/* Writes text to a fresh temp file beside path and renames it over path. */
+static int replace_file(const char *path, const char *text)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.XXXXXX", path);
+    int fd = mkstemp(tmp), rc = 0;
+    if (fd < 0)
+        return -errno;
+    rc = fchmod(fd, 0644) != 0 ? -errno : 0;
+    if (!rc)
+        rc = write_all(fd, text, strlen(text));
+    if (!rc && fsync(fd) != 0)
+        rc = -errno;
+    if (close(fd) != 0 && !rc)
+        rc = -errno;
+    if (!rc)
+        rc = fs_rename_durable(tmp, path);
+    if (rc)
+        unlink(tmp);
+    return rc;
+}
+
 int gpu_fdk_tune_cache_store(const char *path, const char *gpu, int nproj, int nu, int nv, int nx,
                              int ny, int nz, const gpu_fdk_cfg *c, double ms)
 {
-    char key[512], newline[640], tmp[4200];
+    char key[512], newline[640], lock[4200];
     snprintf(key, sizeof key, "%s\t%dx%dx%d\t%dx%dx%d\t", gpu, nproj, nu, nv, nx, ny, nz);
     snprintf(newline, sizeof newline, "%s%d,%d,%d,%d\t%.3f\n", key, c->i, c->k, c->bx, c->by, ms);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    char *text = cache_text(path, key, newline);
-    if (!text)
-        return -ENOMEM;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), rc = 0;
-    if (fd < 0)
-        rc = -errno;
-    else {
-        rc = write_all(fd, text, strlen(text));
-        if (!rc && fsync(fd) != 0)
-            rc = -errno;
-        if (close(fd) != 0 && !rc)
-            rc = -errno;
-        if (!rc)
-            rc = fs_rename_durable(tmp, path);
-        if (rc)
-            unlink(tmp);
-    }
+    /* Tuners on several GPUs of one node may store at once: the read,
+     * write and rename happen under an exclusive lock. */
+    snprintf(lock, sizeof lock, "%s.lock", path);
+    int lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (lfd < 0)
+        return -errno;
+    int rc = flock(lfd, LOCK_EX) != 0 ? -errno : 0;
+    char *text = rc ? NULL : cache_text(path, key, newline);
+    if (!rc && !text)
+        rc = -ENOMEM;
+    if (!rc)
+        rc = replace_file(path, text);
     free(text);
+    close(lfd); /* releases the lock */
     return rc;
 }

@@ -18,8 +18,11 @@
  *
  * The cache is a text file, one line per (GPU model, problem size):
  *     <gpu name> TAB <nproj>x<nu>x<nv> TAB <nx>x<ny>x<nz> TAB I,K,Bx,By TAB ms
- * written atomically (temp file, fsync, rename). The CUDA backprojector
- * consults the cache set by gpu_fdk_tune_cache_set() when a caller leaves
+ * written atomically (temp file, fsync, rename) under an flock on
+ * <cache>.lock, so tuners on several GPUs may store at once; lines no tuner
+ * could have written (sizes <= 0, blocks over 1024 threads) are ignored. The
+ * CUDA backprojector consults the cache set by gpu_fdk_tune_cache_set()
+ * when a caller leaves
  * the configuration at 0: the exact size's entry, else the same GPU's entry
  * of the nearest size (projections x voxels), else the built-in defaults.
  *

@@ -30,14 +30,19 @@ static double seconds_since(int64_t t0_ms)
     return (double)(ldct_now_ms() - t0_ms) / 1000.0;
 }
 
+/* Most slices a reconstruction writes (the rule key `slices` has the same
+ * bound): an automatic count above it (a tiny slice thickness) fails the
+ * job instead of filling the host's memory. */
+enum { RECON_MAX_SLICES = 4096 };
+
 static void resolve_grid(const process_fdk *f, const asm_proj *p, grid *g)
 {
     double mag = p->geo.dsd / p->geo.dso;
     g->matrix = f->matrix > 0 ? f->matrix : 512;
     g->fov = f->fov_mm > 0 ? f->fov_mm : p->fov_mm;
     g->thickness = f->slice_mm > 0 ? f->slice_mm : p->geo.dv / mag;
-    g->slices = f->slices > 0 ? f->slices : (int)floor(p->cone_mm / g->thickness + 1e-6);
-    g->slices = g->slices < 1 ? 1 : g->slices;
+    double n = f->slices > 0 ? f->slices : floor(p->cone_mm / g->thickness + 1e-6);
+    g->slices = !(n >= 1) ? 1 : n > RECON_MAX_SLICES ? RECON_MAX_SLICES + 1 : (int)n;
     g->kernel = f->kernel >= 0 && f->kernel < GPU_FDK_NFILTERS ? f->kernel : GPU_FDK_SHEPP_LOGAN;
     g->mu_water = f->mu_water > 0 ? f->mu_water : RECON_MU_WATER_DEFAULT;
     g->voxel = g->fov / g->matrix;
@@ -255,6 +260,13 @@ static int reconstruct_and_write(const asm_proj *p, const process_opts *o, proce
 {
     grid g;
     resolve_grid(&o->fdk, p, &g);
+    if (g.slices > RECON_MAX_SLICES) {
+        snprintf(err, len,
+                 "the cone of %.1f mm at %.3g mm slices needs more than %d slices; set a larger"
+                 " slice_thickness_mm or slices",
+                 p->cone_mm, g.thickness, RECON_MAX_SLICES);
+        return LDCT_EINPUT;
+    }
     r->nx = r->ny = g.matrix;
     r->nz = g.slices;
     log_info("series %s: fdk of %d views (%s detector, %s scan) into %dx%dx%d, %.3g mm voxels,"

@@ -125,7 +125,10 @@ static void finish(sender *s, const db_send *snd, const cfg_destination *d, int 
     if (rc == LDCT_ECANCELED) { /* shutdown: not the destination's fault, not an attempt */
         log_notice("send %lld to %s interrupted by the shutdown (%s); it goes on at the next start",
                    (long long)snd->id, snd->destination, err);
-        return; /* left 'sending': the next start puts it back to pending */
+        /* If this write fails, the row stays 'sending' and the next start
+         * requeues it (db_recover), with the attempt counted. */
+        (void)db_send_interrupted(s->db, snd->id);
+        return;
     }
     if (rc == 0) {
         log_notice("send %lld done: %s series of job %lld to %s (attempt %d)", (long long)snd->id,

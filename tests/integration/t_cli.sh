@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # ldct check-config explains every error with file:line and exits non-zero;
-# the example configuration is valid; ldct reads a database read-only.
+# the example configuration is valid; ldct reads a database read-only; ldctd
+# with a missing or bad configuration exits 1 with the reason.
 . "$(dirname "$0")/lib.sh"
 "$LDCT" check-config "$ROOT/config/ldctd.conf.example" > "$T/out" || fail "example config invalid: $(cat "$T/out")"
 printf '[node]\nport = 0\nfoo = bar\n[destination x]\nport = 104\n' > "$T/bad.conf"
@@ -12,3 +13,7 @@ grep -q "bad.conf:4: destination 'x' needs host" "$T/err" || fail "line 4: $(cat
 grep -q "cannot open" "$T/err" || fail "no clear error: $(cat "$T/err")"
 "$LDCT" frobnicate 2>/dev/null; [ $? = 2 ] || fail "unknown command must exit 2"
 "$LDCTD" --bogus 2>/dev/null; [ $? = 2 ] || fail "ldctd: unknown argument must exit 2"
+"$LDCTD" --config "$T/missing.conf" 2> "$T/err"; rc=$?
+[ $rc = 1 ] || fail "ldctd with a missing config exits $rc, not 1"
+grep -q "cannot read $T/missing.conf" "$T/err" || fail "no clear error: $(cat "$T/err")"
+"$LDCTD" --config "$T/bad.conf" 2>/dev/null; [ $? = 1 ] || fail "ldctd with a bad config must exit 1"

@@ -26,9 +26,11 @@ took=$(($(date +%s) - start))
 grep -q "interrupted by the shutdown" "$T/ldctd.log" || fail "no log line about the send"
 got=$(ls "$T/pacs" | wc -l)
 [ "$got" -lt 8 ] || fail "the whole series went out before the stop ($got files)"
-[ "$(sql "SELECT attempts FROM sends")" = 1 ] || fail "attempts $(sql "SELECT attempts FROM sends")"
+[ "$(sql "SELECT attempts || ' ' || state FROM sends")" = "0 pending" ] ||
+    fail "after the stop: $(sql "SELECT attempts || ' ' || state FROM sends") (want 0 pending)"
 start_daemon
 delivered() { [ "$(sends_in done)" = 1 ]; }
 wait_until 40 "the send finished after the restart" delivered
+[ "$(sql "SELECT attempts FROM sends")" = 1 ] || fail "attempts $(sql "SELECT attempts FROM sends")"
 [ "$(ls "$T/pacs" | wc -l)" = 8 ] || fail "the PACS holds $(ls "$T/pacs" | wc -l) files, not 8"
 stop_daemon || fail "exit code $?"

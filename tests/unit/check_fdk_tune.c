@@ -78,6 +78,45 @@ START_TEST(repair_makes_blocks_valid_and_clamps_i)
 }
 END_TEST
 
+START_TEST(repair_terminates_on_absurd_values)
+{
+    gpu_fdk_cfg c = {100000, 4, 65536, 65536};
+    gpu_fdk_cfg_repair(&c, 1024, 64);
+    landscape l = {.max_threads = 1024, .max_i = 64};
+    ck_assert(valid(&l, &c));
+    gpu_fdk_cfg z = {0, 1, 0, -8};
+    gpu_fdk_cfg_repair(&z, 1024, 64);
+    ck_assert(valid(&l, &z));
+}
+END_TEST
+
+START_TEST(damaged_cache_lines_are_ignored)
+{
+    char dir[64], path[128];
+    tu_tmpdir(dir, sizeof dir);
+    tu_write(dir, "fdk-tune.cache",
+             "G\t496x1248x960\t512x512x512\t32,4,65536,65536\t1.0\n"
+             "G\t496x1248x960\t512x512x512\t0,4,32,8\t1.0\n"
+             "G\t0x1248x960\t512x512x512\t32,4,32,8\t1.0\n"
+             "G\tgarbage\n",
+             path, sizeof path);
+    gpu_fdk_cfg got;
+    ck_assert_int_eq(gpu_fdk_tune_cache_lookup(path, "G", 496, 1248, 960, 512, 512, 512, &got),
+                     LDCT_ENOTFOUND);
+    /* A valid store next to them works and is found. */
+    gpu_fdk_cfg c = {16, 4, 32, 8};
+    ck_assert_int_eq(gpu_fdk_tune_cache_store(path, "G", 496, 1248, 960, 512, 512, 512, &c, 2.0),
+                     0);
+    ck_assert_int_eq(gpu_fdk_tune_cache_lookup(path, "G", 496, 1248, 960, 512, 512, 512, &got), 0);
+    ck_assert_int_eq(got.i, 16);
+    unlink(path);
+    char lock[160];
+    snprintf(lock, sizeof lock, "%s.lock", path);
+    unlink(lock);
+    rmdir(dir);
+}
+END_TEST
+
 START_TEST(ga_finds_the_optimum_of_a_bowl_with_few_measurements)
 {
     /* 64 x 4 x 8 x 8 genomes, about 1500 valid configurations. */
@@ -170,6 +209,9 @@ START_TEST(cache_stores_replaces_and_finds_nearest)
     ck_assert(got.i == b.i && got.k == b.k);
     gpu_fdk_tune_cache_set(NULL);
     unlink(path);
+    char lock[160];
+    snprintf(lock, sizeof lock, "%s.lock", path);
+    unlink(lock);
     rmdir(dir);
 }
 END_TEST
@@ -180,6 +222,8 @@ static Suite *tune_suite(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, repair_makes_blocks_valid_and_clamps_i);
+    tcase_add_test(tc, repair_terminates_on_absurd_values);
+    tcase_add_test(tc, damaged_cache_lines_are_ignored);
     tcase_add_test(tc, ga_finds_the_optimum_of_a_bowl_with_few_measurements);
     tcase_add_test(tc, ga_best_never_worse_than_the_default_which_joins_the_race);
     tcase_add_test(tc, ga_survives_configurations_that_cannot_run);

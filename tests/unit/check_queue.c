@@ -228,6 +228,26 @@ START_TEST(failed_send_waits_for_its_backoff_then_dies)
 }
 END_TEST
 
+START_TEST(interrupted_send_is_pending_again_without_an_attempt)
+{
+    char p[128];
+    db *d = open_fresh(p, sizeof p);
+    job(d, stable_series(d, "1.1", 1), 0, "pacs", 1);
+    db_send s;
+    ck_assert_int_eq(db_send_claim(d, 5000, &s), 0);
+    ck_assert_int_eq(s.attempts, 1);
+    ck_assert_int_eq(db_send_interrupted(d, s.id), 0);
+    ck_assert_int_eq(db_send_claim(d, 5000, &s), 0); /* due at once */
+    ck_assert_int_eq(s.attempts, 1);
+    ck_assert_int_eq(db_send_done(d, s.id, 6000), 0);
+    ck_assert_int_eq(db_send_interrupted(d, s.id), 0); /* no-op once done */
+    seen v = {0};
+    ck_assert_int_eq(db_jobs_list(d, 0, on_job, on_send, &v), 0);
+    ck_assert_str_eq(v.state[0], "done");
+    db_close(d);
+}
+END_TEST
+
 START_TEST(backoff_grows_to_its_cap_then_gives_up)
 {
     cfg_destination dest = {.retry_initial_seconds = 10,
@@ -534,6 +554,7 @@ int main(void)
     tcase_add_test(tc, done_creates_one_send_per_destination_and_both_sends_the_original);
     tcase_add_test(tc, one_send_in_flight_per_destination);
     tcase_add_test(tc, failed_send_waits_for_its_backoff_then_dies);
+    tcase_add_test(tc, interrupted_send_is_pending_again_without_an_attempt);
     tcase_add_test(tc, backoff_grows_to_its_cap_then_gives_up);
     tcase_add_test(tc, recover_requeues_running_work_and_fails_repeated_crashers);
     tcase_add_test(tc, failure_with_retry_goes_back_to_pending);

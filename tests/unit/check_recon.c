@@ -217,6 +217,25 @@ START_TEST(gpu_failure_falls_back_to_the_cpu)
 }
 END_TEST
 
+/* A slice thickness so thin that the cone needs more than 4096 slices fails
+ * the job with a reason instead of allocating them. */
+START_TEST(too_many_slices_are_refused_with_a_reason)
+{
+    int n = write_series(36);
+    char out_dir[128], err[512] = "";
+    snprintf(out_dir, sizeof out_dir, "%s/out", dir);
+    process_opts o = {.algorithm = ALGO_FDK,
+                      .fdk = {.matrix = 32, .slice_mm = 0.001, .kernel = GPU_FDK_RAMLAK},
+                      .uid_root = UID_ROOT,
+                      .out_dir = out_dir};
+    process_result r;
+    ck_assert_int_eq(process_series(pv, n, &o, &r, err, sizeof err), LDCT_EINPUT);
+    ck_assert_msg(strstr(err, "more than 4096 slices"), "%s", err);
+    ck_assert(process_error_permanent(LDCT_EINPUT));
+    remove_all();
+}
+END_TEST
+
 /* A job stores the rule's fdk keys in its parameter string and the worker
  * reads them back; an old string without them gets the defaults. */
 START_TEST(fdk_parameters_survive_the_job_row)
@@ -259,6 +278,7 @@ int main(void)
     tcase_add_test(tc, auto_reconstructs_projection_data_and_a_redo_reuses_uids);
     tcase_add_test(tc, fdk_parameters_survive_the_job_row);
     tcase_add_test(tc, gpu_failure_falls_back_to_the_cpu);
+    tcase_add_test(tc, too_many_slices_are_refused_with_a_reason);
     suite_add_tcase(s, tc);
     int rc = tu_run_suite(s);
     scp_global_cleanup();
