@@ -66,7 +66,7 @@ struct ptrs14 {
 };
 
 struct ctl_params {
-    float gamma, dinv_xyz, m_alpha, m_beta, m_sigma, mu_alpha, mu_beta;
+    float gamma, dinv_xyz, m_alpha, m_beta, m_sigma, mu_alpha, mu_beta, m_pass;
 };
 
 int cufft_err(cufftResult r, const char *call, int line)
@@ -314,6 +314,15 @@ __global__ void k_frob_max(ptrs14 T, size_t n, unsigned *out)
         atomicMax(out, __float_as_uint(sm[0]));
 }
 
+/* Frobenius norms of every stride-th voxel (GPU_A4D_NORM_NOISE samples the
+ * same voxels as the reference). */
+__global__ void k_frob_sample(ptrs14 T, size_t m, size_t stride, float *out)
+{
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i < m)
+        out[i] = (float)frob_at(T, i * stride);
+}
+
 /* Jacobi eigen-decomposition, as gpu__a4d_eig4. */
 __device__ void eig4(double a[16], double l[4], double v[16])
 {
@@ -366,11 +375,15 @@ __global__ void k_control(ptrs14 T, size_t n, const unsigned *tmax_bits, ctl_par
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 4; j++)
             a[4 * i + j] = T.p[tidx(i, j)][v];
-    double m = 0;
+    double m = 0, pass = 0;
     if (tmax > 0) {
         double x = frob_at(T, v) / tmax, s = (double)cp.m_sigma;
         m = pow(x, (double)cp.m_beta) /
             (pow(x, (double)cp.m_alpha + cp.m_beta) + pow(s, (double)cp.m_beta));
+        if (cp.m_pass > 0) {
+            double xb = pow(x, (double)cp.m_beta);
+            pass = xb / (xb + pow((double)cp.m_pass * s, (double)cp.m_beta));
+        }
     }
     eig4(a, l, e);
     double l1 = fmax(fmax(l[0], l[1]), fmax(l[2], l[3]));
@@ -379,7 +392,8 @@ __global__ void k_control(ptrs14 T, size_t n, const unsigned *tmax_bits, ctl_par
         double r = fmin(1.0, fmax(0.0, l[k] / l1)), al = cp.mu_alpha;
         double num = pow(r * (1 - al), (double)cp.mu_beta);
         double den = num + pow(al * (1 - r), (double)cp.mu_beta);
-        w[k] = m * (den > 0 ? num / den : 1.0);
+        double mk = m * (den > 0 ? num / den : 1.0);
+        w[k] = mk + (1 - mk) * pass;
     }
     for (int i = 0; i < 4; i++)
         for (int j = i; j < 4; j++) {
@@ -836,7 +850,7 @@ int tensor_slab(run_state &s, int z0, int z1, int halo, float *const *q, float *
     ptrs14 qp;
     for (int k = 0; k < NM; k++)
         qp.p[k] = q[k];
-    ctl_params cp = {s.p->gamma, 1.0f / s.p->downsample, 0, 0, 0, 0, 0};
+    ctl_params cp = {s.p->gamma, 1.0f / s.p->downsample, 0, 0, 0, 0, 0, 0};
     k_tensor<<<blocks(rd.n()), BLOCK, 0, s.st>>>(qp, rd.n(), cp);
     CUDA_CHECK(cudaGetLastError());
     const taps_t tt = taps_of(s.p->tensor_sigma);
@@ -884,23 +898,62 @@ done:
 
 /* ---- step 4: control tensor ---------------------------------------------------------- */
 
+/* The reference of the M-function into s.d_max (float bits): the maximum
+ * ||T||, or the median of the sampled norms (sorted on the host, as the
+ * reference does: at most GPU_A4D_NORM_SAMPLES floats). */
+int norm_reference(run_state &s, const ptrs14 &T)
+{
+    const size_t n = s.low.n();
+    if (s.p->m_norm == GPU_A4D_NORM_MAX) {
+        CUDA_CHECK(cudaMemsetAsync(s.d_max, 0, sizeof(unsigned), s.st));
+        k_frob_max<<<blocks(n), BLOCK, 0, s.st>>>(T, n, s.d_max);
+        CUDA_CHECK(cudaGetLastError());
+        return 0;
+    }
+    const size_t stride = gpu__a4d_norm_stride(n), m = (n + stride - 1) / stride;
+    float *d_s = nullptr, *h_s = (float *)malloc(m * sizeof(float));
+    if (!h_s)
+        return -ENOMEM;
+    int rc = 0;
+    if (cudaMalloc(&d_s, m * sizeof(float)) != cudaSuccess) {
+        free(h_s);
+        return LDCT_ENOMEM_GPU;
+    }
+    k_frob_sample<<<blocks(m), BLOCK, 0, s.st>>>(T, m, stride, d_s);
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(h_s, d_s, m * sizeof(float), cudaMemcpyDeviceToHost, s.st);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(s.st);
+    if (e == cudaSuccess) {
+        float med = gpu__a4d_norm_median(h_s, m);
+        e = cudaMemcpy(s.d_max, &med, sizeof med, cudaMemcpyHostToDevice);
+    }
+    if (e != cudaSuccess) {
+        log_err("adaptive4d: norm reference: %s", cudaGetErrorString(e));
+        rc = LDCT_ECUDA;
+    }
+    cudaFree(d_s);
+    free(h_s);
+    return rc;
+}
+
 int make_control(run_state &s)
 {
     ptrs14 T{};
     for (int c = 0; c < NT; c++)
         T.p[c] = s.d_T[c];
     CUDA_CHECK(cudaMalloc(&s.d_max, sizeof(unsigned)));
-    CUDA_CHECK(cudaMemsetAsync(s.d_max, 0, sizeof(unsigned), s.st));
-    k_frob_max<<<blocks(s.low.n()), BLOCK, 0, s.st>>>(T, s.low.n(), s.d_max);
-    CUDA_CHECK(cudaGetLastError());
+    int rc = norm_reference(s, T);
+    if (rc)
+        return rc;
     const gpu_adaptive4d_params *p = s.p;
-    ctl_params cp = {p->gamma,    0,         p->m_alpha, p->m_beta, p->m_sigma * p->strength,
-                     p->mu_alpha, p->mu_beta};
+    ctl_params cp = {p->gamma,    0,          p->m_alpha, p->m_beta, p->m_sigma * p->strength,
+                     p->mu_alpha, p->mu_beta, p->m_pass};
     k_control<<<blocks(s.low.n()), BLOCK, 0, s.st>>>(T, s.low.n(), s.d_max, cp);
     CUDA_CHECK(cudaGetLastError());
     float *tmp = nullptr;
     CUDA_CHECK(cudaMalloc(&tmp, s.low.n() * sizeof(float)));
-    int rc = 0;
     const taps_t ct = taps_of(p->control_sigma);
     for (int c = 0; c < NT && !rc; c++)
         rc = smooth(s.st, s.d_T[c], tmp, s.low, ct, 0xf);
@@ -923,10 +976,13 @@ int recon_slab(run_state &s, int z0, int z1, int halo, const recon_bufs &B)
     if (rc)
         return rc;
     CUDA_CHECK(cudaMemcpyAsync(B.lp, B.in, rd.n() * sizeof(float), cudaMemcpyDeviceToDevice, s.st));
-    taps_t lp{};
+    taps_t lp{}, lpt{};
     lp.r = s.b->lp_radius;
     memcpy(lp.w, s.b->lp, sizeof lp.w);
-    if ((rc = smooth(s.st, B.lp, B.tmp, rd, lp, 0xf)) != 0)
+    lpt.r = s.b->lp_t_radius;
+    memcpy(lpt.w, s.b->lp_t, sizeof lpt.w);
+    if ((rc = smooth(s.st, B.lp, B.tmp, rd, lp, 0x7)) != 0 ||
+        (rc = smooth(s.st, B.lp, B.tmp, rd, lpt, 0x8)) != 0)
         return rc;
     CUDA_CHECK(
         cudaMemcpyAsync(B.out, B.lp, rd.n() * sizeof(float), cudaMemcpyDeviceToDevice, s.st));

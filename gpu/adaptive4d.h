@@ -69,6 +69,12 @@ enum {
     GPU_A4D_MAX_SIZE = 15 /* largest spatial kernel size */
 };
 
+/* What the tensor magnitude is measured against in the M-function. */
+typedef enum gpu_a4d_norm {
+    GPU_A4D_NORM_NOISE = 0, /* the median ||T||_F: the noise floor (default) */
+    GPU_A4D_NORM_MAX = 1    /* the maximum ||T||_F (the paper's) */
+} gpu_a4d_norm;
+
 /* Filtering back end of the nonseparable filters. */
 typedef enum gpu_a4d_backend {
     GPU_A4D_AUTO = 0,   /* reference: FFT when FFTW loads, else spatial; CUDA: the faster,
@@ -92,9 +98,12 @@ typedef struct gpu_adaptive4d_params {
     float gamma;                    /* weight of the even part of T */
     float tensor_sigma;             /* Gaussian smoothing of T, tensor-grid voxels */
     float control_sigma;            /* Gaussian smoothing of C, tensor-grid voxels */
-    float lp_sigma;                 /* reconstruction lowpass, voxels */
+    float lp_sigma;                 /* reconstruction lowpass along x, y, z, voxels */
+    float lp_sigma_t;               /* reconstruction lowpass along t, time points */
     float m_alpha, m_beta, m_sigma; /* M-function: overshoot, steepness, noise threshold */
     float mu_alpha, mu_beta;        /* mu-function: isotropy threshold, steepness */
+    int m_norm;                     /* gpu_a4d_norm: reference of x in the M-function */
+    float m_pass;                   /* all-pass threshold in units of m_sigma; 0 = none */
     float strength;                 /* scales m_sigma (higher = smoother); default 1 */
     gpu_a4d_backend backend;
     gpu_a4d_stats *stats; /* optional out; may be NULL */
@@ -131,11 +140,13 @@ int gpu_adaptive4d_tensor_ref(const gpu_adaptive4d_params *p, const gpu_volume *
  * r = size/2); the filter answers out(x) = sum_j w(j) s(x - j). */
 typedef struct gpu_a4d_bank {
     int mono_size, recon_size;
-    float *mono;                 /* 14 kernels: odd x y z t, even xx xy xz xt yy yz yt zz zt tt */
-    float *hp;                   /* 10 highpass kernels along dirs[k] */
-    float lp[GPU_A4D_MAX_SIZE];  /* reconstruction lowpass, 1D taps, sum 1 */
-    int lp_radius;               /* lp has 2*lp_radius+1 taps */
-    double dirs[GPU_A4D_NHP][4]; /* unit directions n_k */
+    float *mono;                  /* 14 kernels: odd x y z t, even xx xy xz xt yy yz yt zz zt tt */
+    float *hp;                    /* 10 highpass kernels along dirs[k] */
+    float lp[GPU_A4D_MAX_SIZE];   /* reconstruction lowpass along x, y, z, 1D taps, sum 1 */
+    int lp_radius;                /* lp has 2*lp_radius+1 taps */
+    float lp_t[GPU_A4D_MAX_SIZE]; /* the lowpass along t (lp_sigma_t) */
+    int lp_t_radius;
+    double dirs[GPU_A4D_NHP][4];           /* unit directions n_k */
     double dual[GPU_A4D_NHP][GPU_A4D_NHP]; /* Ginv */
     double mono_err, hp_err;               /* worst relative L2 design error of the kernels */
 } gpu_a4d_bank;
@@ -167,6 +178,14 @@ int gpu__a4d_smooth(const float *in, float *out, const int dims[4], const float 
  * must then have zero sum). backend GPU_A4D_FFT or GPU_A4D_SPATIAL. */
 int gpu__a4d_filter_ref(const float *kernels, int nk, int size, const float *in, const float *mean,
                         const int dims[4], float **outs, int backend, int threads);
+
+/* GPU_A4D_NORM_NOISE: the median of ||T||_F over every stride-th voxel of
+ * the tensor grid (v = 0, stride, 2 stride, ..., at most
+ * GPU_A4D_NORM_SAMPLES of them), so the CPU and CUDA versions sample the
+ * same voxels. _median sorts samples[m] and returns samples[m/2]. */
+enum { GPU_A4D_NORM_SAMPLES = 1 << 18 };
+size_t gpu__a4d_norm_stride(size_t n);
+float gpu__a4d_norm_median(float *samples, size_t m);
 
 /* Control tensor from the smoothed structure tensor, in place (10 arrays of
  * n voxels): the M- and mu-mappings of step 4 (before smoothing of C). */

@@ -202,6 +202,16 @@ static double m_func(const gpu_adaptive4d_params *p, double x)
     return pow(x, p->m_beta) / (pow(x, p->m_alpha + p->m_beta) + pow(s, p->m_beta));
 }
 
+/* All-pass share of the control tensor: 0 below m_pass * m_sigma (in units
+ * of the reference), rising to 1 above it (the M-function without its
+ * overshoot): where the signal is far above the noise floor the filter
+ * passes everything, so sharp (near-aliased) edges keep every component. */
+static double pass_func(const gpu_adaptive4d_params *p, double x)
+{
+    double s = p->m_pass * p->m_sigma * p->strength, xb = pow(x, p->m_beta);
+    return xb / (xb + pow(s, p->m_beta));
+}
+
 static double mu_func(const gpu_adaptive4d_params *p, double r)
 {
     double a = p->mu_alpha, num = pow(r * (1 - a), p->mu_beta);
@@ -226,12 +236,13 @@ static void control_voxel(const gpu_adaptive4d_params *p, float **T, size_t v, d
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 4; j++)
             a[4 * i + j] = T[gpu__a4d_tidx(i, j)][v];
-    double m = tmax > 0 ? m_func(p, frob(T, v) / tmax) : 0;
+    double x = tmax > 0 ? frob(T, v) / tmax : 0, m = tmax > 0 ? m_func(p, x) : 0;
+    double pass = p->m_pass > 0 && tmax > 0 ? pass_func(p, x) : 0;
     gpu__a4d_eig4(a, l, e);
     double w[4] = {0, 0, 0, 0};
     for (int k = 0; k < 4 && l[0] > 0; k++) {
-        double r = l[k] / l[0];
-        w[k] = m * mu_func(p, r < 0 ? 0 : r > 1 ? 1 : r);
+        double r = l[k] / l[0], mk = m * mu_func(p, r < 0 ? 0 : r > 1 ? 1 : r);
+        w[k] = mk + (1 - mk) * pass;
     }
     for (int i = 0; i < 4; i++)
         for (int j = i; j < 4; j++) {
@@ -242,18 +253,55 @@ static void control_voxel(const gpu_adaptive4d_params *p, float **T, size_t v, d
         }
 }
 
-void gpu__a4d_control(const gpu_adaptive4d_params *p, float **T, size_t n, int threads)
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+size_t gpu__a4d_norm_stride(size_t n)
+{
+    return n > GPU_A4D_NORM_SAMPLES ? (n + GPU_A4D_NORM_SAMPLES - 1) / GPU_A4D_NORM_SAMPLES : 1;
+}
+
+float gpu__a4d_norm_median(float *samples, size_t m)
+{
+    if (!m)
+        return 0;
+    qsort(samples, m, sizeof *samples, cmp_float);
+    return samples[m / 2];
+}
+
+/* The reference of x = ||T|| / reference (p->m_norm); 0 when T is zero or
+ * memory runs out. */
+static double norm_reference(const gpu_adaptive4d_params *p, float **T, size_t n, int threads)
 {
     double tmax = 0;
-#pragma omp parallel for num_threads(threads > 0 ? threads : omp_get_max_threads())                \
-    reduction(max                                                                                  \
-              : tmax) schedule(static)
-    for (size_t v = 0; v < n; v++) {
-        double f = frob(T, v);
-        if (f > tmax)
-            tmax = f;
+    if (p->m_norm == GPU_A4D_NORM_MAX) {
+#pragma omp parallel for num_threads(threads) reduction(max : tmax) schedule(static)
+        for (size_t v = 0; v < n; v++) {
+            double f = frob(T, v);
+            if (f > tmax)
+                tmax = f;
+        }
+        return tmax;
     }
-#pragma omp parallel for num_threads(threads > 0 ? threads : omp_get_max_threads()) schedule(static)
+    size_t stride = gpu__a4d_norm_stride(n), m = (n + stride - 1) / stride;
+    float *s = malloc(sizeof *s * (m ? m : 1));
+    if (!s)
+        return 0;
+    for (size_t i = 0; i < m; i++)
+        s[i] = (float)frob(T, i * stride);
+    double med = gpu__a4d_norm_median(s, m);
+    free(s);
+    return med;
+}
+
+void gpu__a4d_control(const gpu_adaptive4d_params *p, float **T, size_t n, int threads)
+{
+    threads = threads > 0 ? threads : omp_get_max_threads();
+    double tmax = norm_reference(p, T, n, threads);
+#pragma omp parallel for num_threads(threads) schedule(static)
     for (size_t v = 0; v < n; v++)
         control_voxel(p, T, v, tmax);
 }
@@ -309,7 +357,9 @@ static int reconstruct(const gpu_adaptive4d_params *p, const gpu_a4d_bank *b, co
     float *hp[NH];
     int rc = alloc_arrays(hp, NH, g->n);
     if (!rc)
-        rc = gpu__a4d_smooth(in, out, g->d, b->lp, b->lp_radius, 0xf, threads);
+        rc = gpu__a4d_smooth(in, out, g->d, b->lp, b->lp_radius, 0x7, threads);
+    if (!rc)
+        rc = gpu__a4d_smooth(out, out, g->d, b->lp_t, b->lp_t_radius, 0x8, threads);
     if (!rc)
         rc = gpu__a4d_filter_ref(b->hp, NH, b->recon_size, in, out, g->d, hp, resolve_backend(p),
                                  threads);
