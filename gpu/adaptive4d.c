@@ -60,6 +60,31 @@ int gpu_adaptive4d_params_check(const gpu_adaptive4d_params *p)
     return 0;
 }
 
+int gpu__a4d_t_halo(const gpu_adaptive4d_params *p, const gpu_a4d_bank *b)
+{
+    float taps[GPU_A4D_MAX_SIZE];
+    int mean_r = gpu__a4d_gauss_taps(1.0f, taps), mono_r = b->mono_size / 2;
+    int tensor = (mono_r > mean_r ? mono_r : mean_r) + gpu__a4d_gauss_taps(p->tensor_sigma, taps) +
+                 gpu__a4d_gauss_taps(p->control_sigma, taps);
+    int recon = b->recon_size / 2 > b->lp_t_radius ? b->recon_size / 2 : b->lp_t_radius;
+    return tensor > recon ? tensor : recon;
+}
+
+int gpu__a4d_t_slab(int nt, int halo, size_t budget, size_t bytes_per_tp)
+{
+    if (!budget || bytes_per_tp * (size_t)nt <= budget)
+        return nt;
+    long h = (long)(budget / bytes_per_tp) - 2L * halo;
+    return h < 1 ? 1 : h > nt ? nt : (int)h;
+}
+
+void gpu__a4d_norm_range(size_t n, size_t g0, size_t g1, size_t *i0, size_t *i1)
+{
+    size_t s = gpu__a4d_norm_stride(n);
+    *i0 = (g0 + s - 1) / s;
+    *i1 = (g1 + s - 1) / s;
+}
+
 int gpu_adaptive4d(const gpu_adaptive4d_params *p, const gpu_volume *in, gpu_volume *out,
                    const gpu_device *dev)
 {

@@ -87,6 +87,7 @@ typedef struct gpu_a4d_stats {
     double total_ms; /* whole call */
     int slabs;       /* slabs the volume was cut into (CUDA) */
     int fft_slabs;   /* of which filtered with FFTs (CUDA) */
+    int t_slabs;     /* slabs along t (1: all time points at once) */
 } gpu_a4d_stats;
 
 typedef struct gpu_adaptive4d_params {
@@ -106,6 +107,9 @@ typedef struct gpu_adaptive4d_params {
     float m_pass;                   /* all-pass threshold in units of m_sigma; 0 = none */
     float strength;                 /* scales m_sigma (higher = smoother); default 1 */
     gpu_a4d_backend backend;
+    size_t mem_budget;    /* bytes the call may use for its buffers; 0 = automatic (CPU: half
+                           * the physical memory; CUDA: the device's budget). Beyond it the
+                           * time points run in slabs along t (gpu__a4d_t_halo) */
     gpu_a4d_stats *stats; /* optional out; may be NULL */
 } gpu_adaptive4d_params;
 
@@ -187,9 +191,28 @@ enum { GPU_A4D_NORM_SAMPLES = 1 << 18 };
 size_t gpu__a4d_norm_stride(size_t n);
 float gpu__a4d_norm_median(float *samples, size_t m);
 
+/* Slabs along t. A region of time points [r0, r1) filtered as if it were
+ * the volume gives the one-slab result at its time points that lie at
+ * least gpu__a4d_t_halo() from a region end that is not the volume's (the
+ * dependency along t: monomial filters or their local mean, tensor and
+ * control smoothing, reconstruction filters and the lowpass along t). Only
+ * the M-function's reference is global: a first pass over the slabs
+ * collects it (the norm samples, or the maximum, at each slab's own time
+ * points), the second filters with it. gpu__a4d_t_slab: output time points
+ * per slab for `budget` bytes at `bytes_per_tp` bytes per region time point
+ * (nt when everything fits or budget is 0; at least 1).
+ * gpu__a4d_norm_range: the samples i (voxel i * stride of the whole tensor
+ * grid of n voxels) whose voxel lies in [g0, g1). */
+int gpu__a4d_t_halo(const gpu_adaptive4d_params *p, const gpu_a4d_bank *b);
+int gpu__a4d_t_slab(int nt, int halo, size_t budget, size_t bytes_per_tp);
+void gpu__a4d_norm_range(size_t n, size_t g0, size_t g1, size_t *i0, size_t *i1);
+
 /* Control tensor from the smoothed structure tensor, in place (10 arrays of
  * n voxels): the M- and mu-mappings of step 4 (before smoothing of C). */
 void gpu__a4d_control(const gpu_adaptive4d_params *p, float **T, size_t n, int threads);
+/* The same with the M-function's reference given (from the slab pass). */
+void gpu__a4d_control_with(const gpu_adaptive4d_params *p, float **T, size_t n, double ref,
+                           int threads);
 
 /* Eigen-decomposition of a symmetric 4x4 matrix a (row-major, destroyed):
  * eigenvalues l[4] descending, eigenvectors as columns of v (row-major). */
