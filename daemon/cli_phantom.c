@@ -20,7 +20,9 @@
 #include "common/fsutil.h"
 #include "daemon/cli.h"
 #include "gpu/phantom.h"
+#include "gpu/phantom4d.h"
 #include "pipeline/quality.h"
+#include "pipeline/quality4d.h"
 #include "scp/scp.h"
 
 #include <errno.h>
@@ -36,6 +38,8 @@
 typedef struct phantom_opts {
     const char *out, *device, *uid_root;
     int kind, object_truth;
+    int times;     /* time points: > 1 writes the 4D phantom (gpu/phantom4d.h) */
+    double motion; /* scales the heart's beat and shift (4D) */
     double mas;
     gpu_phantom_scan scan;
 } phantom_opts;
@@ -66,8 +70,13 @@ static void phantom_usage(FILE *f)
                "  --truth T           recon: FDK of the noise-free projections (default;\n"
                "                      the scanner's resolution, no noise) | object: the\n"
                "                      phantom itself, 3^3 sub-samples per voxel\n"
+               "  --times T           time points (default 1): T > 1 adds a beating, moving\n"
+               "                      heart (body phantom) and writes 4D series\n"
+               "  --motion M          scales the heart's beat (3 mm) and shift (1 mm)\n"
                "Writes DIR/truth, DIR/full, DIR/low (CT), DIR/projections (DICOM-CT-PD,\n"
-               "low dose) and DIR/phantom.ini (layout for ldct quality).\n");
+               "low dose) and DIR/phantom.ini (layout for ldct quality). With --times:\n"
+               "DIR/truth and DIR/low as 4D series (TriggerTime), each time point scanned\n"
+               "with its own noise; no full-dose or projection series.\n");
 }
 
 static int parse_double(const char *s, double *out)
@@ -81,7 +90,7 @@ static int parse_opt(int c, const char *arg, phantom_opts *o)
 {
     gpu_phantom_scan *s = &o->scan;
     double v = 0;
-    if (strchr("zZtfvDiemS", c) && parse_double(arg, &v))
+    if (strchr("zZtfvDiemSnM", c) && parse_double(arg, &v))
         return fprintf(stderr, "ldct phantom: not a number: '%s'\n", arg), -1;
     switch (c) {
     case 'o':
@@ -120,6 +129,12 @@ static int parse_opt(int c, const char *arg, phantom_opts *o)
     case 'S':
         s->seed = (uint64_t)v;
         break;
+    case 'n':
+        o->times = (int)v;
+        break;
+    case 'M':
+        o->motion = v;
+        break;
     case 'F':
         s->filter = gpu_fdk_filter_parse(arg);
         break;
@@ -151,6 +166,7 @@ static int parse_phantom(int argc, char **argv, phantom_opts *o)
         {"mas", 1, 0, 'm'},       {"seed", 1, 0, 'S'},
         {"filter", 1, 0, 'F'},    {"device", 1, 0, 'd'},
         {"uid-root", 1, 0, 'u'},  {"truth", 1, 0, 'T'},
+        {"times", 1, 0, 'n'},     {"motion", 1, 0, 'M'},
         {"help", 0, 0, '?'},      {0, 0, 0, 0}};
     int c;
     optind = 1;
@@ -163,6 +179,11 @@ static int parse_phantom(int argc, char **argv, phantom_opts *o)
         return fprintf(stderr, "ldct phantom: unknown phantom or filter\n"), -1;
     if (o->scan.size > 2048 || o->scan.slices > 1024 || !(o->mas > 0))
         return fprintf(stderr, "ldct phantom: size, slices or mAs out of range\n"), -1;
+    if (o->times < 1 || o->times > QUALITY4D_MAX_TIMES || !(o->motion >= 0) ||
+        (o->times > 1 && o->kind != GPU_PHANTOM_BODY))
+        return fprintf(stderr, "ldct phantom: --times 1..%d (body phantom), --motion >= 0\n",
+                       QUALITY4D_MAX_TIMES),
+               -1;
     return 0;
 }
 
@@ -182,14 +203,35 @@ static int new_uid(const phantom_opts *o, char *out)
     return scp_uid_new(o->uid_root ? o->uid_root : "1.2.276.0.7230010.3.1.4", out, 65);
 }
 
-/* One CT series of the study: HU volume into DIR/<name>/IMG####.dcm. */
-static int write_series(const phantom_opts *o, const study_ids *ids, const gpu_volume *vol,
-                        const gpu_fdk_volume *v, const char *name, int number, double dose)
+/* Where a series goes: its folder, UID and, for 4D, the time point. */
+typedef struct series_slot {
+    const char *name;
+    int number;
+    double dose;       /* 0: the truth */
+    char uid[65];      /* SeriesInstanceUID, shared by all time points */
+    int t, times;      /* time point t of times (times = 1: a 3D series) */
+    double trigger_ms; /* TriggerTime of the time point (4D) */
+} series_slot;
+
+/* Creates DIR/<name> and a new series UID (time point 0 of the slot). */
+static int open_slot(const phantom_opts *o, series_slot *s)
 {
-    char dir[1100], series[65], desc[64], path[1200];
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%s/%s", o->out, s->name);
+    return make_dir(dir) || new_uid(o, s->uid) ? -1 : 0;
+}
+
+/* One time point of a CT series of the study: HU volume into
+ * DIR/<name>/IMG####.dcm, numbered on from the earlier time points. */
+static int write_slot(const phantom_opts *o, const study_ids *ids, const gpu_volume *vol,
+                      const gpu_fdk_volume *v, const series_slot *slot)
+{
+    const char *name = slot->name, *series = slot->uid;
+    const double dose = slot->dose;
+    const int number = slot->number;
+    char dir[1100], desc[64], path[1200], trigger[32];
     snprintf(dir, sizeof dir, "%s/%s", o->out, name);
-    if (make_dir(dir) || new_uid(o, series))
-        return -1;
+    snprintf(trigger, sizeof trigger, "%.3f", slot->trigger_ms);
     int16_t *px = malloc((size_t)vol->nx * vol->ny * sizeof *px);
     if (!px)
         return -1;
@@ -217,6 +259,7 @@ static int write_series(const phantom_opts *o, const study_ids *ids, const gpu_v
                        .exposure_mas = o->mas * dose,
                        .ctdivol = MGY_PER_MAS * o->mas * dose,
                        .convolution_kernel = dose > 0 ? gpu_fdk_filter_name(o->scan.filter) : NULL,
+                       .trigger_time = slot->times > 1 ? trigger : NULL,
                        .pixels = px};
     int rc = 0;
     for (int z = 0; z < vol->nz && !rc; z++) {
@@ -224,18 +267,27 @@ static int write_series(const phantom_opts *o, const study_ids *ids, const gpu_v
         for (size_t i = 0; i < (size_t)vol->nx * vol->ny; i++)
             px[i] = (int16_t)fmax(-32768, fmin(32767, lrintf(s[i]) + 1024));
         char sop[65];
-        p.instance_number = z + 1;
+        int index = slot->t * vol->nz + z + 1;
+        p.instance_number = index;
         p.position[0] = v->origin[0];
         p.position[1] = v->origin[1];
         p.position[2] = v->origin[2] + z * v->voxel[2];
         p.sop_uid = sop;
-        snprintf(path, sizeof path, "%s/IMG%04d.dcm", dir, z + 1);
+        snprintf(path, sizeof path, "%s/IMG%04d.dcm", dir, index);
         rc = new_uid(o, sop) ? -1 : scp_ct_write(&p, path);
         if (rc)
             fprintf(stderr, "ldct phantom: %s: %s\n", path, ldct_strerror(rc));
     }
     free(px);
     return rc;
+}
+
+/* One 3D CT series of the study. */
+static int write_series(const phantom_opts *o, const study_ids *ids, const gpu_volume *vol,
+                        const gpu_fdk_volume *v, const char *name, int number, double dose)
+{
+    series_slot s = {.name = name, .number = number, .dose = dose, .t = 0, .times = 1};
+    return open_slot(o, &s) ? -1 : write_slot(o, ids, vol, v, &s);
 }
 
 static int write_projections(const phantom_opts *o, const study_ids *ids, const gpu_fdk_geometry *g,
@@ -296,6 +348,100 @@ static int scan_and_reconstruct(const phantom_opts *o, const gpu_fdk_geometry *g
     return rc;
 }
 
+/* The study's identifiers and the output folder. */
+static int study_open(const phantom_opts *o, const gpu_phantom *ph, study_ids *ids)
+{
+    snprintf(ids->patient_id, sizeof ids->patient_id, "LDCT-SIM-%llu",
+             (unsigned long long)o->scan.seed);
+    snprintf(ids->description, sizeof ids->description, "LDCT SIMULATOR %s%s SEED %llu",
+             ph->layout.name, o->times > 1 ? " 4D" : "", (unsigned long long)o->scan.seed);
+    return make_dir(o->out) || new_uid(o, ids->study) || new_uid(o, ids->frame) ? -1 : 0;
+}
+
+/* The heart's rim at time point t as the edge `ldct quality` measures. */
+static gpu_phantom_edge heart_edge(const gpu_phantom_heart *h, int t, int times)
+{
+    gpu_phantom_heart_state st = gpu_phantom_heart_at(h, t, times);
+    return (gpu_phantom_edge){.x = st.x,
+                              .y = st.y,
+                              .radius = st.radius,
+                              .inside_hu = h->hu,
+                              .outside_hu = 40,
+                              .uniform_to = gpu_phantom_heart_uniform_to(h, st)};
+}
+
+/* Time point t of the 4D phantom: the heart moved, projections of its own,
+ * the truth and the low-dose scan (noise stream 1 + 2t: independent per
+ * time point) reconstructed and written. */
+static int scan_time_point(const phantom_opts *o, const study_ids *ids, const gpu_phantom *ph,
+                           const gpu_fdk_geometry *g, const gpu_fdk_volume *v, gpu_volume *vols,
+                           series_slot *slots, const gpu_device *dev)
+{
+    gpu_volume *clean = &vols[0], *noisy = &vols[1], *img = &vols[2];
+    if (gpu_phantom_project(ph, g, clean))
+        return -1;
+    if (o->object_truth ? gpu_phantom_truth(ph, v, img)
+                        : gpu_phantom_reconstruct(&o->scan, g, clean, v, img, dev))
+        return -1;
+    if (write_slot(o, ids, img, v, &slots[0]))
+        return -1;
+    double i0 = gpu_phantom_i0_element(&o->scan, g) * o->scan.dose;
+    if (scan_and_reconstruct(o, g, clean, noisy, i0, 1 + 2 * slots[1].t, v, img, dev))
+        return -1;
+    return write_slot(o, ids, img, v, &slots[1]);
+}
+
+static int simulate4d(const phantom_opts *o, const gpu_device *dev)
+{
+    gpu_phantom base, ph;
+    gpu_phantom_heart heart;
+    gpu_fdk_geometry g = {0};
+    gpu_fdk_volume v;
+    gpu_volume vols[3] = {{0}};
+    study_ids ids;
+    series_slot slots[2] = {{.name = "truth", .number = 1, .dose = 0, .times = o->times},
+                            {.name = "low", .number = 3, .dose = o->scan.dose, .times = o->times}};
+    quality4d_motion *m = calloc(1, sizeof *m);
+    int rc = -1;
+    gpu_phantom_heart_default(&heart, o->motion);
+    if (!m || gpu_phantom_build(o->kind, o->scan.fov, &base) ||
+        gpu_phantom_at_time(&base, &heart, 0, o->times, &ph) ||
+        gpu_phantom_geometry(&o->scan, &g, &v)) {
+        fprintf(stderr, "ldct phantom: invalid settings (the body needs --fov >= 220; "
+                        "--motion too large)\n");
+        goto done;
+    }
+    if (study_open(o, &ph, &ids) || open_slot(o, &slots[0]) || open_slot(o, &slots[1]) ||
+        gpu_volume_init(&vols[0], g.nu, g.nv, g.nproj, 1) ||
+        gpu_volume_init(&vols[1], g.nu, g.nv, g.nproj, 1) ||
+        gpu_volume_init(&vols[2], v.nx, v.ny, v.nz, 1))
+        goto done;
+    fprintf(stderr, "phantom %s 4D: %d time points, heart rim moves up to %.2f mm per time point\n",
+            ph.layout.name, o->times, gpu_phantom_heart_max_step(&heart, o->times));
+    for (int t = 0; t < o->times; t++) {
+        slots[0].t = slots[1].t = t;
+        slots[0].trigger_ms = slots[1].trigger_ms = heart.period_ms * t / o->times;
+        m->edge[t] = heart_edge(&heart, t, o->times);
+        if (gpu_phantom_at_time(&base, &heart, t, o->times, &ph) ||
+            scan_time_point(o, &ids, &ph, &g, &v, vols, slots, dev))
+            goto done;
+    }
+    m->ntimes = o->times;
+    char ini[1100];
+    snprintf(ini, sizeof ini, "%s/phantom.ini", o->out);
+    if (quality_layout_write(&ph.layout, ini) || quality4d_motion_append(m, ini))
+        goto done;
+    printf("phantom %s 4D -> %s: truth, low %dx%dx%d x %d time points at %.3g mm; dose %.3g\n",
+           ph.layout.name, o->out, v.nx, v.ny, v.nz, o->times, v.voxel[0], o->scan.dose);
+    rc = 0;
+done:
+    for (int i = 0; i < 3; i++)
+        gpu_volume_close(&vols[i]);
+    gpu_fdk_geometry_close(&g);
+    free(m);
+    return rc;
+}
+
 static int simulate(const phantom_opts *o, const gpu_device *dev)
 {
     gpu_phantom ph;
@@ -308,12 +454,7 @@ static int simulate(const phantom_opts *o, const gpu_device *dev)
         fprintf(stderr, "ldct phantom: invalid settings (the body needs --fov >= 220)\n");
         goto done;
     }
-    snprintf(ids.patient_id, sizeof ids.patient_id, "LDCT-SIM-%llu",
-             (unsigned long long)o->scan.seed);
-    snprintf(ids.description, sizeof ids.description, "LDCT SIMULATOR %s SEED %llu", ph.layout.name,
-             (unsigned long long)o->scan.seed);
-    if (make_dir(o->out) || new_uid(o, ids.study) || new_uid(o, ids.frame) ||
-        gpu_volume_init(&clean, g.nu, g.nv, g.nproj, 1) ||
+    if (study_open(o, &ph, &ids) || gpu_volume_init(&clean, g.nu, g.nv, g.nproj, 1) ||
         gpu_volume_init(&noisy, g.nu, g.nv, g.nproj, 1) ||
         gpu_volume_init(&img, v.nx, v.ny, v.nz, 1))
         goto done;
@@ -356,7 +497,8 @@ done:
 
 int cli_phantom(int argc, char **argv)
 {
-    phantom_opts o = {.device = "auto", .kind = GPU_PHANTOM_BODY, .mas = 200};
+    phantom_opts o = {
+        .device = "auto", .kind = GPU_PHANTOM_BODY, .mas = 200, .times = 1, .motion = 1};
     gpu_phantom_scan_default(&o.scan);
     if (parse_phantom(argc, argv, &o)) {
         phantom_usage(stderr);
@@ -369,5 +511,5 @@ int cli_phantom(int argc, char **argv)
     }
     if (scp_global_init())
         return 1;
-    return simulate(&o, &dev) ? 1 : 0;
+    return (o.times > 1 ? simulate4d(&o, &dev) : simulate(&o, &dev)) ? 1 : 0;
 }

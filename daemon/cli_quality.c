@@ -7,6 +7,10 @@
  * middle in W400 L40 (difference W200 L0); the input is --input DIR, else
  * the `low` series next to --ref when there is one.
  *
+ * 4D series (several time points, issue 8): the metrics of
+ * pipeline/quality4d.h with the moving edge of the sidecar's [time N]
+ * sections; the figure shows the middle time point.
+ *
  * Geometry: voxel (0,0,0) lies at the ImagePositionPatient of the first
  * slice; the series must be axial (the phantom's are). Single-threaded
  * driver; metrics use OpenMP.
@@ -17,6 +21,7 @@
 #include "pipeline/assemble.h"
 #include "pipeline/figure.h"
 #include "pipeline/quality.h"
+#include "pipeline/quality4d.h"
 #include "scp/scp.h"
 
 #include <dirent.h>
@@ -181,7 +186,7 @@ static void parent_of(const char *dir, char *out, size_t len)
     snprintf(out, len, "%s", dirname(tmp));
 }
 
-static int find_layout(const quality_opts *o, gpu_phantom_layout *l)
+static int find_layout(const quality_opts *o, gpu_phantom_layout *l, quality4d_motion *m)
 {
     char path[1100], parent[1024], err[512];
     if (o->layout) {
@@ -193,7 +198,8 @@ static int find_layout(const quality_opts *o, gpu_phantom_layout *l)
             snprintf(path, sizeof path, "%s/phantom.ini", parent);
         }
     }
-    if (quality_layout_read(path, l, err, sizeof err)) {
+    if (quality_layout_read(path, l, err, sizeof err) ||
+        quality4d_motion_read(path, m, err, sizeof err)) {
         fprintf(stderr, "ldct quality: %s (use --phantom FILE)\n", err);
         return -1;
     }
@@ -213,11 +219,18 @@ static void num(const char *key, double v, const char *fmt)
 }
 
 static void print_json(const quality_opts *o, const gpu_phantom_layout *l, const asm_series *s,
-                       const quality_result *r)
+                       const quality_result *r, const quality4d_result *q4)
 {
     printf("{\"phantom\":");
     json_write_string(stdout, l->name);
     printf(",\"size\":[%d,%d,%d],", s->vol.nx, s->vol.ny, s->vol.nz);
+    if (q4) {
+        printf("\"times\":%d,", q4->ntimes);
+        num("edge_moving_mm", q4->edge_moving_mm, "%.4f");
+        printf(",");
+        num("edge_moving_worst_mm", q4->edge_moving_worst_mm, "%.4f");
+        printf(",");
+    }
     num("psnr", r->psnr, "%.4f");
     printf(",");
     num("psnr_range_hu", r->psnr_range, "%.1f");
@@ -260,8 +273,12 @@ static void print_json(const quality_opts *o, const gpu_phantom_layout *l, const
     printf("}\n");
 }
 
-static void print_text(const gpu_phantom_layout *l, const quality_result *r)
+static void print_text(const gpu_phantom_layout *l, const quality_result *r,
+                       const quality4d_result *q4)
 {
+    if (q4)
+        printf("%d time points; moving edge rise (10-90%%) %.3f mm (worst %.3f)\n", q4->ntimes,
+               q4->edge_moving_mm, q4->edge_moving_worst_mm);
     printf("psnr %.2f dB (range %.0f HU), ssim %.4f\n", r->psnr, r->psnr_range, r->ssim);
     printf("noise sd %.2f HU, bias %.2f HU (worst %.2f)\n", r->noise_sd, r->bias_hu,
            r->max_abs_bias);
@@ -299,7 +316,8 @@ static int write_png(const quality_opts *o, const loaded *test, const loaded *re
         fprintf(stderr, "ldct quality: %s has another shape\n", in_dir);
         goto done;
     }
-    size_t plane = (size_t)rv->nx * rv->ny, off = plane * (size_t)(rv->nz / 2);
+    size_t plane = (size_t)rv->nx * rv->ny,
+           off = plane * ((size_t)rv->nz * (size_t)(rv->nt / 2) + (size_t)(rv->nz / 2));
     float *diff = malloc(plane * sizeof *diff);
     if (!diff)
         goto done;
@@ -328,15 +346,15 @@ static int load_raw(const char *path, const loaded *ref, loaded *test)
 {
     const gpu_volume *rv = &ref->s.vol;
     FILE *f = fopen(path, "rb");
-    int rc = f ? gpu_volume_init(&test->s.vol, rv->nx, rv->ny, rv->nz, 1) : -1;
+    int rc = f ? gpu_volume_init(&test->s.vol, rv->nx, rv->ny, rv->nz, rv->nt) : -1;
     size_t n = gpu_volume_count(rv);
     if (!rc && (fread(test->s.vol.data, sizeof(float), n, f) != n || fgetc(f) != EOF))
         rc = -1;
     if (f)
         fclose(f);
     if (rc) {
-        fprintf(stderr, "ldct quality: %s: not %zu float32 values (%dx%dx%d)\n", path, n, rv->nx,
-                rv->ny, rv->nz);
+        fprintf(stderr, "ldct quality: %s: not %zu float32 values (%dx%dx%dx%d)\n", path, n, rv->nx,
+                rv->ny, rv->nz, rv->nt);
         return -1;
     }
     memcpy(test->s.vol.spacing, rv->spacing, sizeof rv->spacing);
@@ -375,8 +393,10 @@ int cli_quality(int argc, char **argv)
     gpu_phantom_layout lay;
     loaded test = {0}, ref = {0};
     quality_result r;
+    quality4d_motion *motion = calloc(1, sizeof *motion);
+    quality4d_result *q4 = calloc(1, sizeof *q4);
     int rc = 1;
-    if (scp_global_init() || find_layout(&o, &lay) || load(o.ref, &ref))
+    if (!motion || !q4 || scp_global_init() || find_layout(&o, &lay, motion) || load(o.ref, &ref))
         goto done;
     if (o.test_raw ? load_raw(o.test_raw, &ref, &test) : load(o.test, &test))
         goto done;
@@ -387,18 +407,25 @@ int cli_quality(int argc, char **argv)
                 o.ref);
         goto done;
     }
-    int err = quality_measure(&test.s.vol, &ref.s.vol, &test.g, &lay, &r);
+    const int is4d = ref.s.vol.nt > 1;
+    int err = is4d ? quality4d_measure(&test.s.vol, &ref.s.vol, &test.g, &lay, motion, q4)
+                   : quality_measure(&test.s.vol, &ref.s.vol, &test.g, &lay, &r);
     if (err) {
-        fprintf(stderr, "ldct quality: %s\n", ldct_strerror(err));
+        fprintf(stderr, "ldct quality: %s%s\n", ldct_strerror(err),
+                is4d ? " (4D: phantom.ini needs a [time N] section per time point)" : "");
         goto done;
     }
+    if (is4d)
+        r = q4->pooled;
     if (o.json)
-        print_json(&o, &lay, &test.s, &r);
+        print_json(&o, &lay, &test.s, &r, is4d ? q4 : NULL);
     else
-        print_text(&lay, &r);
+        print_text(&lay, &r, is4d ? q4 : NULL);
     rc = o.png && write_png(&o, &test, &ref, &r) ? 1 : 0;
 done:
     asm_series_close(&test.s);
     asm_series_close(&ref.s);
+    free(motion);
+    free(q4);
     return rc;
 }

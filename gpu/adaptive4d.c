@@ -15,14 +15,17 @@ void gpu_adaptive4d_params_default(gpu_adaptive4d_params *p)
         .mono_center = (float)(M_PI / (2.0 * M_SQRT2)),
         .mono_bandwidth = 2.0f,
         .gamma = 1.0f,
-        .tensor_sigma = 1.0f,
-        .control_sigma = 1.0f,
-        .lp_sigma = 1.2f,
-        .m_alpha = 0.5f,
+        .tensor_sigma = 0.6f,
+        .control_sigma = 0.6f,
+        .lp_sigma = 0.6f,
+        .lp_sigma_t = 2.0f,
+        .m_alpha = 0.0f,
         .m_beta = 2.0f,
-        .m_sigma = 0.1f,
+        .m_sigma = 3.0f,
         .mu_alpha = 0.4f,
         .mu_beta = 2.0f,
+        .m_norm = GPU_A4D_NORM_NOISE,
+        .m_pass = 30.0f,
         .strength = 1.0f,
         .backend = GPU_A4D_AUTO,
         .stats = NULL,
@@ -44,15 +47,42 @@ int gpu_adaptive4d_params_check(const gpu_adaptive4d_params *p)
         !(p->gamma >= 0))
         return LDCT_EINPUT;
     if (!(p->tensor_sigma > 0) || !(p->control_sigma > 0) || !(p->lp_sigma > 0) ||
-        !(p->strength > 0))
+        !(p->lp_sigma_t > 0) || !(p->strength > 0))
         return LDCT_EINPUT;
-    if (!(p->m_alpha >= 0) || !(p->m_beta > 0) || !(p->m_sigma > 0))
+    if (!(p->m_pass >= 0) || !(p->m_alpha >= 0) || !(p->m_beta > 0) || !(p->m_sigma > 0))
         return LDCT_EINPUT;
     if (!(p->mu_alpha > 0 && p->mu_alpha < 1) || !(p->mu_beta > 0))
+        return LDCT_EINPUT;
+    if (p->m_norm != GPU_A4D_NORM_NOISE && p->m_norm != GPU_A4D_NORM_MAX)
         return LDCT_EINPUT;
     if (p->backend != GPU_A4D_AUTO && p->backend != GPU_A4D_FFT && p->backend != GPU_A4D_SPATIAL)
         return LDCT_EINPUT;
     return 0;
+}
+
+int gpu__a4d_t_halo(const gpu_adaptive4d_params *p, const gpu_a4d_bank *b)
+{
+    float taps[GPU_A4D_MAX_SIZE];
+    int mean_r = gpu__a4d_gauss_taps(1.0f, taps), mono_r = b->mono_size / 2;
+    int tensor = (mono_r > mean_r ? mono_r : mean_r) + gpu__a4d_gauss_taps(p->tensor_sigma, taps) +
+                 gpu__a4d_gauss_taps(p->control_sigma, taps);
+    int recon = b->recon_size / 2 > b->lp_t_radius ? b->recon_size / 2 : b->lp_t_radius;
+    return tensor > recon ? tensor : recon;
+}
+
+int gpu__a4d_t_slab(int nt, int halo, size_t budget, size_t bytes_per_tp)
+{
+    if (!budget || bytes_per_tp * (size_t)nt <= budget)
+        return nt;
+    long h = (long)(budget / bytes_per_tp) - 2L * halo;
+    return h < 1 ? 1 : h > nt ? nt : (int)h;
+}
+
+void gpu__a4d_norm_range(size_t n, size_t g0, size_t g1, size_t *i0, size_t *i1)
+{
+    size_t s = gpu__a4d_norm_stride(n);
+    *i0 = (g0 + s - 1) / s;
+    *i1 = (g1 + s - 1) / s;
 }
 
 int gpu_adaptive4d(const gpu_adaptive4d_params *p, const gpu_volume *in, gpu_volume *out,

@@ -66,7 +66,7 @@ struct ptrs14 {
 };
 
 struct ctl_params {
-    float gamma, dinv_xyz, m_alpha, m_beta, m_sigma, mu_alpha, mu_beta;
+    float gamma, dinv_xyz, m_alpha, m_beta, m_sigma, mu_alpha, mu_beta, m_pass;
 };
 
 int cufft_err(cufftResult r, const char *call, int line)
@@ -314,6 +314,25 @@ __global__ void k_frob_max(ptrs14 T, size_t n, unsigned *out)
         atomicMax(out, __float_as_uint(sm[0]));
 }
 
+/* Frobenius norms of every stride-th voxel (GPU_A4D_NORM_NOISE samples the
+ * same voxels as the reference). */
+__global__ void k_frob_sample(ptrs14 T, size_t m, size_t stride, float *out)
+{
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i < m)
+        out[i] = (float)frob_at(T, i * stride);
+}
+
+/* Phase 1 of t-slabs: norms of the samples i0 .. i0 + m - 1 (whole-grid
+ * voxel i * stride, at local index i * stride - goff). */
+__global__ void k_frob_sample_at(ptrs14 T, size_t m, size_t i0, size_t stride, size_t goff,
+                                 float *out)
+{
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i < m)
+        out[i] = (float)frob_at(T, (i0 + i) * stride - goff);
+}
+
 /* Jacobi eigen-decomposition, as gpu__a4d_eig4. */
 __device__ void eig4(double a[16], double l[4], double v[16])
 {
@@ -366,11 +385,15 @@ __global__ void k_control(ptrs14 T, size_t n, const unsigned *tmax_bits, ctl_par
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 4; j++)
             a[4 * i + j] = T.p[tidx(i, j)][v];
-    double m = 0;
+    double m = 0, pass = 0;
     if (tmax > 0) {
         double x = frob_at(T, v) / tmax, s = (double)cp.m_sigma;
         m = pow(x, (double)cp.m_beta) /
             (pow(x, (double)cp.m_alpha + cp.m_beta) + pow(s, (double)cp.m_beta));
+        if (cp.m_pass > 0) {
+            double xb = pow(x, (double)cp.m_beta);
+            pass = xb / (xb + pow((double)cp.m_pass * s, (double)cp.m_beta));
+        }
     }
     eig4(a, l, e);
     double l1 = fmax(fmax(l[0], l[1]), fmax(l[2], l[3]));
@@ -379,7 +402,8 @@ __global__ void k_control(ptrs14 T, size_t n, const unsigned *tmax_bits, ctl_par
         double r = fmin(1.0, fmax(0.0, l[k] / l1)), al = cp.mu_alpha;
         double num = pow(r * (1 - al), (double)cp.mu_beta);
         double den = num + pow(al * (1 - r), (double)cp.mu_beta);
-        w[k] = m * (den > 0 ? num / den : 1.0);
+        double mk = m * (den > 0 ? num / den : 1.0);
+        w[k] = mk + (1 - mk) * pass;
     }
     for (int i = 0; i < 4; i++)
         for (int j = i; j < 4; j++) {
@@ -658,6 +682,16 @@ struct run_state {
     float *d_mono = nullptr, *d_hp = nullptr;
     unsigned *d_max = nullptr;
     int slabs = 0, fft_slabs = 0;
+    /* Slabs along t (see gpu__a4d_t_halo): 0 the whole filter with its own
+     * reference; 1 the first pass (norm samples or maximum at the region's
+     * output time points, whole-grid voxels [g0, g1), the region's grid
+     * starting at voxel goff of a whole grid of n_all voxels); 2 the whole
+     * filter with the reference `ref`. */
+    int phase = 0;
+    float ref = 0;
+    size_t g0 = 0, g1 = 0, goff = 0, n_all = 0;
+    float *samples = nullptr;  /* phase 1, median: the whole grid's samples */
+    double max = 0;            /* phase 1, maximum: the region's contribution */
     int spatial[2] = {-1, -1}; /* per stage (0 tensor, 1 reconstruction): -1 undecided */
 };
 
@@ -836,7 +870,7 @@ int tensor_slab(run_state &s, int z0, int z1, int halo, float *const *q, float *
     ptrs14 qp;
     for (int k = 0; k < NM; k++)
         qp.p[k] = q[k];
-    ctl_params cp = {s.p->gamma, 1.0f / s.p->downsample, 0, 0, 0, 0, 0};
+    ctl_params cp = {s.p->gamma, 1.0f / s.p->downsample, 0, 0, 0, 0, 0, 0};
     k_tensor<<<blocks(rd.n()), BLOCK, 0, s.st>>>(qp, rd.n(), cp);
     CUDA_CHECK(cudaGetLastError());
     const taps_t tt = taps_of(s.p->tensor_sigma);
@@ -884,23 +918,107 @@ done:
 
 /* ---- step 4: control tensor ---------------------------------------------------------- */
 
+/* The reference of the M-function into s.d_max (float bits): the maximum
+ * ||T||, or the median of the sampled norms (sorted on the host, as the
+ * reference does: at most GPU_A4D_NORM_SAMPLES floats). */
+int norm_reference(run_state &s, const ptrs14 &T)
+{
+    const size_t n = s.low.n();
+    if (s.p->m_norm == GPU_A4D_NORM_MAX) {
+        CUDA_CHECK(cudaMemsetAsync(s.d_max, 0, sizeof(unsigned), s.st));
+        k_frob_max<<<blocks(n), BLOCK, 0, s.st>>>(T, n, s.d_max);
+        CUDA_CHECK(cudaGetLastError());
+        return 0;
+    }
+    const size_t stride = gpu__a4d_norm_stride(n), m = (n + stride - 1) / stride;
+    float *d_s = nullptr, *h_s = (float *)malloc(m * sizeof(float));
+    if (!h_s)
+        return -ENOMEM;
+    int rc = 0;
+    if (cudaMalloc(&d_s, m * sizeof(float)) != cudaSuccess) {
+        free(h_s);
+        return LDCT_ENOMEM_GPU;
+    }
+    k_frob_sample<<<blocks(m), BLOCK, 0, s.st>>>(T, m, stride, d_s);
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(h_s, d_s, m * sizeof(float), cudaMemcpyDeviceToHost, s.st);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(s.st);
+    if (e == cudaSuccess) {
+        float med = gpu__a4d_norm_median(h_s, m);
+        e = cudaMemcpy(s.d_max, &med, sizeof med, cudaMemcpyHostToDevice);
+    }
+    if (e != cudaSuccess) {
+        log_err("adaptive4d: norm reference: %s", cudaGetErrorString(e));
+        rc = LDCT_ECUDA;
+    }
+    cudaFree(d_s);
+    free(h_s);
+    return rc;
+}
+
+/* Phase 1 of t-slabs: this region's samples (or maximum) of ||T|| at its
+ * output time points. */
+int collect_norms(run_state &s, const ptrs14 &T)
+{
+    if (s.p->m_norm == GPU_A4D_NORM_MAX) {
+        ptrs14 sub = T;
+        for (int c = 0; c < NT; c++)
+            sub.p[c] = T.p[c] + (s.g0 - s.goff);
+        CUDA_CHECK(cudaMemsetAsync(s.d_max, 0, sizeof(unsigned), s.st));
+        k_frob_max<<<blocks(s.g1 - s.g0), BLOCK, 0, s.st>>>(sub, s.g1 - s.g0, s.d_max);
+        CUDA_CHECK(cudaGetLastError());
+        float m = 0;
+        CUDA_CHECK(cudaMemcpyAsync(&m, s.d_max, sizeof m, cudaMemcpyDeviceToHost, s.st));
+        CUDA_CHECK(cudaStreamSynchronize(s.st));
+        s.max = m;
+        return 0;
+    }
+    size_t i0, i1;
+    gpu__a4d_norm_range(s.n_all, s.g0, s.g1, &i0, &i1);
+    if (i1 <= i0)
+        return 0;
+    float *d_s = nullptr;
+    CUDA_CHECK(cudaMalloc(&d_s, (i1 - i0) * sizeof(float)));
+    k_frob_sample_at<<<blocks(i1 - i0), BLOCK, 0, s.st>>>(
+        T, i1 - i0, i0, gpu__a4d_norm_stride(s.n_all), s.goff, d_s);
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(s.samples + i0, d_s, (i1 - i0) * sizeof(float), cudaMemcpyDeviceToHost,
+                            s.st);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(s.st);
+    cudaFree(d_s);
+    if (e != cudaSuccess) {
+        log_err("adaptive4d: t-slab norms: %s", cudaGetErrorString(e));
+        return LDCT_ECUDA;
+    }
+    return 0;
+}
+
 int make_control(run_state &s)
 {
     ptrs14 T{};
     for (int c = 0; c < NT; c++)
         T.p[c] = s.d_T[c];
     CUDA_CHECK(cudaMalloc(&s.d_max, sizeof(unsigned)));
-    CUDA_CHECK(cudaMemsetAsync(s.d_max, 0, sizeof(unsigned), s.st));
-    k_frob_max<<<blocks(s.low.n()), BLOCK, 0, s.st>>>(T, s.low.n(), s.d_max);
-    CUDA_CHECK(cudaGetLastError());
+    if (s.phase == 1)
+        return collect_norms(s, T);
+    int rc = 0;
+    if (s.phase == 2)
+        CUDA_CHECK(cudaMemcpy(s.d_max, &s.ref, sizeof s.ref, cudaMemcpyHostToDevice));
+    else
+        rc = norm_reference(s, T);
+    if (rc)
+        return rc;
     const gpu_adaptive4d_params *p = s.p;
-    ctl_params cp = {p->gamma,    0,         p->m_alpha, p->m_beta, p->m_sigma * p->strength,
-                     p->mu_alpha, p->mu_beta};
+    ctl_params cp = {p->gamma,    0,          p->m_alpha, p->m_beta, p->m_sigma * p->strength,
+                     p->mu_alpha, p->mu_beta, p->m_pass};
     k_control<<<blocks(s.low.n()), BLOCK, 0, s.st>>>(T, s.low.n(), s.d_max, cp);
     CUDA_CHECK(cudaGetLastError());
     float *tmp = nullptr;
     CUDA_CHECK(cudaMalloc(&tmp, s.low.n() * sizeof(float)));
-    int rc = 0;
     const taps_t ct = taps_of(p->control_sigma);
     for (int c = 0; c < NT && !rc; c++)
         rc = smooth(s.st, s.d_T[c], tmp, s.low, ct, 0xf);
@@ -923,10 +1041,13 @@ int recon_slab(run_state &s, int z0, int z1, int halo, const recon_bufs &B)
     if (rc)
         return rc;
     CUDA_CHECK(cudaMemcpyAsync(B.lp, B.in, rd.n() * sizeof(float), cudaMemcpyDeviceToDevice, s.st));
-    taps_t lp{};
+    taps_t lp{}, lpt{};
     lp.r = s.b->lp_radius;
     memcpy(lp.w, s.b->lp, sizeof lp.w);
-    if ((rc = smooth(s.st, B.lp, B.tmp, rd, lp, 0xf)) != 0)
+    lpt.r = s.b->lp_t_radius;
+    memcpy(lpt.w, s.b->lp_t, sizeof lpt.w);
+    if ((rc = smooth(s.st, B.lp, B.tmp, rd, lp, 0x7)) != 0 ||
+        (rc = smooth(s.st, B.lp, B.tmp, rd, lpt, 0x8)) != 0)
         return rc;
     CUDA_CHECK(
         cudaMemcpyAsync(B.out, B.lp, rd.n() * sizeof(float), cudaMemcpyDeviceToDevice, s.st));
@@ -1030,8 +1151,92 @@ int run(run_state &s)
     s.d_low = nullptr;
     if (!rc)
         rc = make_control(s);
-    if (!rc)
+    if (!rc && s.phase != 1)
         rc = reconstruct(s);
+    return rc;
+}
+
+gpu_volume time_view(const gpu_volume *v, float *data, int t0, int t1)
+{
+    gpu_volume r = *v;
+    r.data = data + (size_t)t0 * v->nx * v->ny * v->nz;
+    r.nt = t1 - t0;
+    return r;
+}
+
+/* One region [r0, r1) of time points as a call of its own (base's
+ * settings), output to rout when not phase 1. */
+int run_region(const run_state &base, int r0, int r1, int t0, int t1, gpu_volume *rout,
+               run_state &r)
+{
+    gpu_volume rin = time_view(base.in, base.in->data, r0, r1);
+    r = run_state{};
+    r.p = base.p;
+    r.b = base.b;
+    r.in = &rin;
+    r.out = rout;
+    r.st = base.st;
+    r.budget = base.budget;
+    r.full = dims{base.full.x, base.full.y, base.full.z, r1 - r0};
+    r.low = dims{base.low.x, base.low.y, base.low.z, r1 - r0};
+    const size_t plane = (size_t)base.low.x * base.low.y * base.low.z;
+    r.phase = base.phase;
+    r.ref = base.ref;
+    r.g0 = plane * t0;
+    r.g1 = plane * t1;
+    r.goff = plane * r0;
+    r.n_all = base.low.n();
+    r.samples = base.samples;
+    int rc = run(r);
+    state_free(r);
+    return rc;
+}
+
+/* Slabs of h time points along t: the first pass collects the M-function's
+ * reference over all slabs, the second filters each region and keeps its
+ * own time points (gpu__a4d_t_halo). */
+int run_t_slabs(run_state &s, int h, int halo)
+{
+    const int nt = s.full.t;
+    const size_t m =
+        (s.low.n() + gpu__a4d_norm_stride(s.low.n()) - 1) / gpu__a4d_norm_stride(s.low.n());
+    const int use_max = s.p->m_norm == GPU_A4D_NORM_MAX;
+    s.samples = use_max ? nullptr : (float *)malloc(m * sizeof(float));
+    if (!use_max && !s.samples)
+        return -ENOMEM;
+    int rc = 0;
+    double max = 0;
+    s.phase = 1;
+    for (int t0 = 0; t0 < nt && !rc; t0 += h) {
+        int t1 = t0 + h < nt ? t0 + h : nt, r0 = t0 - halo < 0 ? 0 : t0 - halo;
+        int r1 = t1 + halo > nt ? nt : t1 + halo;
+        run_state r;
+        rc = run_region(s, r0, r1, t0, t1, nullptr, r);
+        max = r.max > max ? r.max : max;
+        s.slabs += r.slabs;
+        s.fft_slabs += r.fft_slabs;
+    }
+    s.ref = use_max ? (float)max : gpu__a4d_norm_median(s.samples, m);
+    free(s.samples);
+    s.samples = nullptr;
+    const size_t tp = (size_t)s.full.x * s.full.y * s.full.z;
+    float *buf = rc ? nullptr : (float *)malloc(tp * (size_t)(h + 2 * halo) * sizeof(float));
+    if (!rc && !buf)
+        rc = -ENOMEM;
+    s.phase = 2;
+    for (int t0 = 0; t0 < nt && !rc; t0 += h) {
+        int t1 = t0 + h < nt ? t0 + h : nt, r0 = t0 - halo < 0 ? 0 : t0 - halo;
+        int r1 = t1 + halo > nt ? nt : t1 + halo;
+        gpu_volume rout = time_view(s.out, buf, r0 - r0, r1 - r0);
+        run_state r;
+        rc = run_region(s, r0, r1, t0, t1, &rout, r);
+        s.slabs += r.slabs;
+        s.fft_slabs += r.fft_slabs;
+        if (!rc)
+            memcpy(s.out->data + tp * t0, buf + tp * (size_t)(t0 - r0),
+                   tp * (size_t)(t1 - t0) * sizeof(float));
+    }
+    free(buf);
     return rc;
 }
 
@@ -1069,7 +1274,15 @@ int gpu_adaptive4d_cuda(const gpu_adaptive4d_params *p, const gpu_volume *in, gp
     s.budget = gpu_device_budget(&d);
     s.full = dims{in->nx, in->ny, in->nz, in->nt};
     s.low = dims{(in->nx + f - 1) / f, (in->ny + f - 1) / f, (in->nz + f - 1) / f, in->nt};
-    rc = run(s);
+    if (p->mem_budget)
+        s.budget = p->mem_budget;
+    /* Resident per time point: the tensor grid (input, then 10 components:
+     * 44 bytes a voxel) and room for a reconstruction z slab of 16 planes
+     * (about 44 bytes a padded voxel). */
+    const size_t per_tp =
+        44 * (size_t)s.low.x * s.low.y * s.low.z + 44 * (size_t)(in->nx + 16) * (in->ny + 16) * 16;
+    const int halo = gpu__a4d_t_halo(p, &b), h = gpu__a4d_t_slab(in->nt, halo, s.budget, per_tp);
+    rc = h >= in->nt ? run(s) : run_t_slabs(s, h, halo);
     state_free(s);
     gpu__a4d_bank_free(&b);
     clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -1077,6 +1290,7 @@ int gpu_adaptive4d_cuda(const gpu_adaptive4d_params *p, const gpu_volume *in, gp
         p->stats->total_ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
         p->stats->slabs = s.slabs;
         p->stats->fft_slabs = s.fft_slabs;
+        p->stats->t_slabs = (in->nt + h - 1) / h;
     }
     return rc;
 }

@@ -69,6 +69,12 @@ enum {
     GPU_A4D_MAX_SIZE = 15 /* largest spatial kernel size */
 };
 
+/* What the tensor magnitude is measured against in the M-function. */
+typedef enum gpu_a4d_norm {
+    GPU_A4D_NORM_NOISE = 0, /* the median ||T||_F: the noise floor (default) */
+    GPU_A4D_NORM_MAX = 1    /* the maximum ||T||_F (the paper's) */
+} gpu_a4d_norm;
+
 /* Filtering back end of the nonseparable filters. */
 typedef enum gpu_a4d_backend {
     GPU_A4D_AUTO = 0,   /* reference: FFT when FFTW loads, else spatial; CUDA: the faster,
@@ -81,6 +87,7 @@ typedef struct gpu_a4d_stats {
     double total_ms; /* whole call */
     int slabs;       /* slabs the volume was cut into (CUDA) */
     int fft_slabs;   /* of which filtered with FFTs (CUDA) */
+    int t_slabs;     /* slabs along t (1: all time points at once) */
 } gpu_a4d_stats;
 
 typedef struct gpu_adaptive4d_params {
@@ -92,11 +99,17 @@ typedef struct gpu_adaptive4d_params {
     float gamma;                    /* weight of the even part of T */
     float tensor_sigma;             /* Gaussian smoothing of T, tensor-grid voxels */
     float control_sigma;            /* Gaussian smoothing of C, tensor-grid voxels */
-    float lp_sigma;                 /* reconstruction lowpass, voxels */
+    float lp_sigma;                 /* reconstruction lowpass along x, y, z, voxels */
+    float lp_sigma_t;               /* reconstruction lowpass along t, time points */
     float m_alpha, m_beta, m_sigma; /* M-function: overshoot, steepness, noise threshold */
     float mu_alpha, mu_beta;        /* mu-function: isotropy threshold, steepness */
+    int m_norm;                     /* gpu_a4d_norm: reference of x in the M-function */
+    float m_pass;                   /* all-pass threshold in units of m_sigma; 0 = none */
     float strength;                 /* scales m_sigma (higher = smoother); default 1 */
     gpu_a4d_backend backend;
+    size_t mem_budget;    /* bytes the call may use for its buffers; 0 = automatic (CPU: half
+                           * the physical memory; CUDA: the device's budget). Beyond it the
+                           * time points run in slabs along t (gpu__a4d_t_halo) */
     gpu_a4d_stats *stats; /* optional out; may be NULL */
 } gpu_adaptive4d_params;
 
@@ -131,11 +144,13 @@ int gpu_adaptive4d_tensor_ref(const gpu_adaptive4d_params *p, const gpu_volume *
  * r = size/2); the filter answers out(x) = sum_j w(j) s(x - j). */
 typedef struct gpu_a4d_bank {
     int mono_size, recon_size;
-    float *mono;                 /* 14 kernels: odd x y z t, even xx xy xz xt yy yz yt zz zt tt */
-    float *hp;                   /* 10 highpass kernels along dirs[k] */
-    float lp[GPU_A4D_MAX_SIZE];  /* reconstruction lowpass, 1D taps, sum 1 */
-    int lp_radius;               /* lp has 2*lp_radius+1 taps */
-    double dirs[GPU_A4D_NHP][4]; /* unit directions n_k */
+    float *mono;                  /* 14 kernels: odd x y z t, even xx xy xz xt yy yz yt zz zt tt */
+    float *hp;                    /* 10 highpass kernels along dirs[k] */
+    float lp[GPU_A4D_MAX_SIZE];   /* reconstruction lowpass along x, y, z, 1D taps, sum 1 */
+    int lp_radius;                /* lp has 2*lp_radius+1 taps */
+    float lp_t[GPU_A4D_MAX_SIZE]; /* the lowpass along t (lp_sigma_t) */
+    int lp_t_radius;
+    double dirs[GPU_A4D_NHP][4];           /* unit directions n_k */
     double dual[GPU_A4D_NHP][GPU_A4D_NHP]; /* Ginv */
     double mono_err, hp_err;               /* worst relative L2 design error of the kernels */
 } gpu_a4d_bank;
@@ -168,9 +183,36 @@ int gpu__a4d_smooth(const float *in, float *out, const int dims[4], const float 
 int gpu__a4d_filter_ref(const float *kernels, int nk, int size, const float *in, const float *mean,
                         const int dims[4], float **outs, int backend, int threads);
 
+/* GPU_A4D_NORM_NOISE: the median of ||T||_F over every stride-th voxel of
+ * the tensor grid (v = 0, stride, 2 stride, ..., at most
+ * GPU_A4D_NORM_SAMPLES of them), so the CPU and CUDA versions sample the
+ * same voxels. _median sorts samples[m] and returns samples[m/2]. */
+enum { GPU_A4D_NORM_SAMPLES = 1 << 18 };
+size_t gpu__a4d_norm_stride(size_t n);
+float gpu__a4d_norm_median(float *samples, size_t m);
+
+/* Slabs along t. A region of time points [r0, r1) filtered as if it were
+ * the volume gives the one-slab result at its time points that lie at
+ * least gpu__a4d_t_halo() from a region end that is not the volume's (the
+ * dependency along t: monomial filters or their local mean, tensor and
+ * control smoothing, reconstruction filters and the lowpass along t). Only
+ * the M-function's reference is global: a first pass over the slabs
+ * collects it (the norm samples, or the maximum, at each slab's own time
+ * points), the second filters with it. gpu__a4d_t_slab: output time points
+ * per slab for `budget` bytes at `bytes_per_tp` bytes per region time point
+ * (nt when everything fits or budget is 0; at least 1).
+ * gpu__a4d_norm_range: the samples i (voxel i * stride of the whole tensor
+ * grid of n voxels) whose voxel lies in [g0, g1). */
+int gpu__a4d_t_halo(const gpu_adaptive4d_params *p, const gpu_a4d_bank *b);
+int gpu__a4d_t_slab(int nt, int halo, size_t budget, size_t bytes_per_tp);
+void gpu__a4d_norm_range(size_t n, size_t g0, size_t g1, size_t *i0, size_t *i1);
+
 /* Control tensor from the smoothed structure tensor, in place (10 arrays of
  * n voxels): the M- and mu-mappings of step 4 (before smoothing of C). */
 void gpu__a4d_control(const gpu_adaptive4d_params *p, float **T, size_t n, int threads);
+/* The same with the M-function's reference given (from the slab pass). */
+void gpu__a4d_control_with(const gpu_adaptive4d_params *p, float **T, size_t n, double ref,
+                           int threads);
 
 /* Eigen-decomposition of a symmetric 4x4 matrix a (row-major, destroyed):
  * eigenvalues l[4] descending, eigenvectors as columns of v (row-major). */

@@ -86,8 +86,8 @@ typedef struct spec {
     int n, m; /* axes (kind 0: n; kind 1: n, m) */
     const double *dir;
     double rho0, bw;
-    const float *lp;
-    int lp_r;
+    const float *lp, *lp_t;
+    int lp_r, lp_t_r;
 } spec;
 
 static double lognormal(double rho, double rho0, double bw)
@@ -99,11 +99,11 @@ static double lognormal(double rho, double rho0, double bw)
 }
 
 /* 1D frequency response of the lowpass taps at u. */
-static double lp_1d(const spec *s, double u)
+static double lp_1d(const float *taps, int r, double u)
 {
     double a = 0;
-    for (int j = -s->lp_r; j <= s->lp_r; j++)
-        a += s->lp[j + s->lp_r] * cos(u * j);
+    for (int j = -r; j <= r; j++)
+        a += taps[j + r] * cos(u * j);
     return a;
 }
 
@@ -169,16 +169,19 @@ static int grid_make(grid *g, int K)
 static void sample_spec(const grid *g, const spec *s)
 {
     const int M = g->M;
-    double g1[2 * GPU_A4D_MAX_SIZE + 2];
-    for (int m = 0; m < M; m++)
-        g1[m] = s->kind == 2 ? lp_1d(s, 2.0 * M_PI * (m - M / 2) / M) : 0;
+    double g1[2 * GPU_A4D_MAX_SIZE + 2], gt[2 * GPU_A4D_MAX_SIZE + 2];
+    for (int m = 0; m < M; m++) {
+        double u = 2.0 * M_PI * (m - M / 2) / M;
+        g1[m] = s->kind == 2 ? lp_1d(s->lp, s->lp_r, u) : 0;
+        gt[m] = s->kind == 2 ? lp_1d(s->lp_t, s->lp_t_r, u) : 0;
+    }
 #pragma omp parallel for schedule(static)
     for (long i = 0; i < (long)M * M * M * M; i++) {
         long k = i;
         double u[4], gl = 1;
         for (int d = 0; d < 4; d++) {
             u[d] = 2.0 * M_PI * ((int)(k % M) - M / 2) / M;
-            gl *= g1[k % M];
+            gl *= d < 3 ? g1[k % M] : gt[k % M];
             k /= M;
         }
         g->H[i] = response(s, u, gl);
@@ -315,7 +318,7 @@ static int design_mono(const gpu_adaptive4d_params *p, gpu_a4d_bank *b)
     const long n = (long)K * K * K * K;
     int rc = grid_make(&g, K);
     for (int f = 0; !rc && f < GPU_A4D_NMONO; f++) {
-        spec s = {f < 4 ? 0 : 1, 0, 0, NULL, p->mono_center, p->mono_bandwidth, NULL, 0};
+        spec s = {f < 4 ? 0 : 1, 0, 0, NULL, p->mono_center, p->mono_bandwidth, NULL, NULL, 0, 0};
         if (f < 4)
             s.n = f;
         else
@@ -339,7 +342,7 @@ static int design_hp(gpu_a4d_bank *b)
     const long n = (long)K * K * K * K;
     int rc = grid_make(&g, K);
     for (int k = 0; !rc && k < GPU_A4D_NHP; k++) {
-        spec s = {2, 0, 0, b->dirs[k], 0, 0, b->lp, b->lp_radius};
+        spec s = {2, 0, 0, b->dirs[k], 0, 0, b->lp, b->lp_t, b->lp_radius, b->lp_t_radius};
         double e = design(&g, &s, b->hp + k * n);
         if (e > b->hp_err)
             b->hp_err = e;
@@ -356,7 +359,7 @@ static int design_hp(gpu_a4d_bank *b)
  * out under a mutex) so that only the first call pays the design. */
 typedef struct design_key {
     int mono_size, recon_size, parts;
-    float mono_center, mono_bandwidth, lp_sigma;
+    float mono_center, mono_bandwidth, lp_sigma, lp_sigma_t;
 } design_key;
 
 static pthread_mutex_t s_cache_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -374,6 +377,7 @@ static design_key key_of(const gpu_adaptive4d_params *p, int parts)
     k.mono_center = p->mono_center;
     k.mono_bandwidth = p->mono_bandwidth;
     k.lp_sigma = p->lp_sigma;
+    k.lp_sigma_t = p->lp_sigma_t;
     return k;
 }
 
@@ -448,6 +452,7 @@ static int bank_design(const gpu_adaptive4d_params *p, int parts, gpu_a4d_bank *
         return -ENOMEM;
     }
     b->lp_radius = gpu__a4d_gauss_taps(p->lp_sigma, b->lp);
+    b->lp_t_radius = gpu__a4d_gauss_taps(p->lp_sigma_t, b->lp_t);
     make_dirs(b);
     rc = make_dual(b);
     if (!rc && (parts & GPU_A4D_BANK_MONO))

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/err.h"
 #include "gpu/adaptive4d.h"
@@ -202,6 +203,16 @@ static double m_func(const gpu_adaptive4d_params *p, double x)
     return pow(x, p->m_beta) / (pow(x, p->m_alpha + p->m_beta) + pow(s, p->m_beta));
 }
 
+/* All-pass share of the control tensor: 0 below m_pass * m_sigma (in units
+ * of the reference), rising to 1 above it (the M-function without its
+ * overshoot): where the signal is far above the noise floor the filter
+ * passes everything, so sharp (near-aliased) edges keep every component. */
+static double pass_func(const gpu_adaptive4d_params *p, double x)
+{
+    double s = p->m_pass * p->m_sigma * p->strength, xb = pow(x, p->m_beta);
+    return xb / (xb + pow(s, p->m_beta));
+}
+
 static double mu_func(const gpu_adaptive4d_params *p, double r)
 {
     double a = p->mu_alpha, num = pow(r * (1 - a), p->mu_beta);
@@ -226,12 +237,13 @@ static void control_voxel(const gpu_adaptive4d_params *p, float **T, size_t v, d
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 4; j++)
             a[4 * i + j] = T[gpu__a4d_tidx(i, j)][v];
-    double m = tmax > 0 ? m_func(p, frob(T, v) / tmax) : 0;
+    double x = tmax > 0 ? frob(T, v) / tmax : 0, m = tmax > 0 ? m_func(p, x) : 0;
+    double pass = p->m_pass > 0 && tmax > 0 ? pass_func(p, x) : 0;
     gpu__a4d_eig4(a, l, e);
     double w[4] = {0, 0, 0, 0};
     for (int k = 0; k < 4 && l[0] > 0; k++) {
-        double r = l[k] / l[0];
-        w[k] = m * mu_func(p, r < 0 ? 0 : r > 1 ? 1 : r);
+        double r = l[k] / l[0], mk = m * mu_func(p, r < 0 ? 0 : r > 1 ? 1 : r);
+        w[k] = mk + (1 - mk) * pass;
     }
     for (int i = 0; i < 4; i++)
         for (int j = i; j < 4; j++) {
@@ -242,18 +254,61 @@ static void control_voxel(const gpu_adaptive4d_params *p, float **T, size_t v, d
         }
 }
 
-void gpu__a4d_control(const gpu_adaptive4d_params *p, float **T, size_t n, int threads)
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+size_t gpu__a4d_norm_stride(size_t n)
+{
+    return n > GPU_A4D_NORM_SAMPLES ? (n + GPU_A4D_NORM_SAMPLES - 1) / GPU_A4D_NORM_SAMPLES : 1;
+}
+
+float gpu__a4d_norm_median(float *samples, size_t m)
+{
+    if (!m)
+        return 0;
+    qsort(samples, m, sizeof *samples, cmp_float);
+    return samples[m / 2];
+}
+
+/* The reference of x = ||T|| / reference (p->m_norm); 0 when T is zero or
+ * memory runs out. */
+static double norm_reference(const gpu_adaptive4d_params *p, float **T, size_t n, int threads)
 {
     double tmax = 0;
-#pragma omp parallel for num_threads(threads > 0 ? threads : omp_get_max_threads())                \
-    reduction(max                                                                                  \
-              : tmax) schedule(static)
-    for (size_t v = 0; v < n; v++) {
-        double f = frob(T, v);
-        if (f > tmax)
-            tmax = f;
+    if (p->m_norm == GPU_A4D_NORM_MAX) {
+#pragma omp parallel for num_threads(threads) reduction(max : tmax) schedule(static)
+        for (size_t v = 0; v < n; v++) {
+            double f = frob(T, v);
+            if (f > tmax)
+                tmax = f;
+        }
+        return tmax;
     }
-#pragma omp parallel for num_threads(threads > 0 ? threads : omp_get_max_threads()) schedule(static)
+    size_t stride = gpu__a4d_norm_stride(n), m = (n + stride - 1) / stride;
+    float *s = malloc(sizeof *s * (m ? m : 1));
+    if (!s)
+        return 0;
+    for (size_t i = 0; i < m; i++)
+        s[i] = (float)frob(T, i * stride);
+    double med = gpu__a4d_norm_median(s, m);
+    free(s);
+    return med;
+}
+
+void gpu__a4d_control(const gpu_adaptive4d_params *p, float **T, size_t n, int threads)
+{
+    threads = threads > 0 ? threads : omp_get_max_threads();
+    gpu__a4d_control_with(p, T, n, norm_reference(p, T, n, threads), threads);
+}
+
+void gpu__a4d_control_with(const gpu_adaptive4d_params *p, float **T, size_t n, double tmax,
+                           int threads)
+{
+    threads = threads > 0 ? threads : omp_get_max_threads();
+#pragma omp parallel for num_threads(threads) schedule(static)
     for (size_t v = 0; v < n; v++)
         control_voxel(p, T, v, tmax);
 }
@@ -309,7 +364,9 @@ static int reconstruct(const gpu_adaptive4d_params *p, const gpu_a4d_bank *b, co
     float *hp[NH];
     int rc = alloc_arrays(hp, NH, g->n);
     if (!rc)
-        rc = gpu__a4d_smooth(in, out, g->d, b->lp, b->lp_radius, 0xf, threads);
+        rc = gpu__a4d_smooth(in, out, g->d, b->lp, b->lp_radius, 0x7, threads);
+    if (!rc)
+        rc = gpu__a4d_smooth(out, out, g->d, b->lp_t, b->lp_t_radius, 0x8, threads);
     if (!rc)
         rc = gpu__a4d_filter_ref(b->hp, NH, b->recon_size, in, out, g->d, hp, resolve_backend(p),
                                  threads);
@@ -376,25 +433,152 @@ int gpu_adaptive4d_tensor_ref(const gpu_adaptive4d_params *p, const gpu_volume *
     return rc;
 }
 
-static int run(const gpu_adaptive4d_params *p, const gpu_a4d_bank *b, const gpu_volume *in,
-               gpu_volume *out, int threads)
+/* What one region (time points [r0, r1) of the volume, filtered as if it
+ * were the volume) does: the whole filter with the reference `ref` (< 0:
+ * its own, the one-slab case), or only the first slab pass: the norm
+ * samples (or the maximum) at its output time points [t0, t1). */
+typedef struct region_job {
+    int r0, r1, t0, t1;
+    double ref;
+    float *samples; /* first pass: the whole grid's samples, filled at [t0, t1) */
+    double *max;    /* first pass with GPU_A4D_NORM_MAX */
+} region_job;
+
+static gpu_volume time_view(const gpu_volume *v, int t0, int t1)
 {
-    grid4 g = grid_of(in->nx, in->ny, in->nz, in->nt), lg = tensor_grid_of(p, in);
+    gpu_volume s = *v;
+    s.data = v->data + (size_t)t0 * v->nx * v->ny * v->nz;
+    s.nt = t1 - t0;
+    return s;
+}
+
+/* First pass of a region: samples or maximum of ||T|| at [t0, t1). */
+static void collect_norms(const gpu_adaptive4d_params *p, float **C, const grid4 *lg,
+                          const gpu_volume *in, const region_job *j)
+{
+    size_t plane = (size_t)lg->d[0] * lg->d[1] * lg->d[2], n = plane * in->nt;
+    size_t g0 = plane * j->t0, g1 = plane * j->t1, off = plane * j->r0, i0, i1;
+    if (p->m_norm == GPU_A4D_NORM_MAX) {
+        for (size_t g = g0; g < g1; g++)
+            *j->max = fmax(*j->max, frob(C, g - off));
+        return;
+    }
+    gpu__a4d_norm_range(n, g0, g1, &i0, &i1);
+    size_t stride = gpu__a4d_norm_stride(n);
+    for (size_t i = i0; i < i1; i++)
+        j->samples[i] = (float)frob(C, i * stride - off);
+}
+
+static int run_region(const gpu_adaptive4d_params *p, const gpu_a4d_bank *b, const gpu_volume *in,
+                      float *out, const region_job *j, int threads)
+{
+    gpu_volume rin = time_view(in, j->r0, j->r1);
+    grid4 g = grid_of(rin.nx, rin.ny, rin.nz, rin.nt), lg = tensor_grid_of(p, &rin);
     float *C[NT];
     int rc = alloc_arrays(C, NT, lg.n);
     if (rc)
         return rc;
-    rc = tensor_grid(p, b, in->data, &g, &lg, C, threads);
+    rc = tensor_grid(p, b, rin.data, &g, &lg, C, threads);
+    if (!rc && (j->samples || j->max)) {
+        collect_norms(p, C, &lg, in, j);
+        free_arrays(C, NT);
+        return 0;
+    }
     if (!rc) {
         float taps[GPU_A4D_MAX_SIZE];
         int r = gpu__a4d_gauss_taps(p->control_sigma, taps);
-        gpu__a4d_control(p, C, lg.n, threads);
+        if (j->ref < 0)
+            gpu__a4d_control(p, C, lg.n, threads);
+        else
+            gpu__a4d_control_with(p, C, lg.n, j->ref, threads);
         for (int c = 0; c < NT && !rc; c++)
             rc = gpu__a4d_smooth(C[c], C[c], lg.d, taps, r, 0xf, threads);
     }
     if (!rc)
-        rc = reconstruct(p, b, in->data, &g, C, &lg, out->data, threads);
+        rc = reconstruct(p, b, rin.data, &g, C, &lg, out, threads);
     free_arrays(C, NT);
+    return rc;
+}
+
+/* Bytes per region time point: full-resolution buffers (10 highpass
+ * outputs, the lowpass/output, one temporary) and the tensor grid (14
+ * monomial responses, 10 tensor components, the low and mean arrays). */
+static size_t bytes_per_time_point(const gpu_adaptive4d_params *p, const gpu_volume *in)
+{
+    const size_t f = (size_t)p->downsample, full = (size_t)in->nx * in->ny * in->nz;
+    const size_t low = ((in->nx + f - 1) / f) * ((in->ny + f - 1) / f) * ((in->nz + f - 1) / f);
+    return sizeof(float) * (12 * full + 26 * low);
+}
+
+static size_t default_budget(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? (size_t)pages * (size_t)size / 2 : 0;
+}
+
+/* First pass over the slabs: the M-function's reference of the whole
+ * volume. */
+static int slab_reference(const gpu_adaptive4d_params *p, const gpu_a4d_bank *b,
+                          const gpu_volume *in, int h, int halo, double *ref, int threads)
+{
+    const int f = p->downsample;
+    size_t n =
+        (size_t)((in->nx + f - 1) / f) * ((in->ny + f - 1) / f) * ((in->nz + f - 1) / f) * in->nt;
+    size_t stride = gpu__a4d_norm_stride(n), m = (n + stride - 1) / stride;
+    double max = 0;
+    float *samples = p->m_norm == GPU_A4D_NORM_MAX ? NULL : malloc(sizeof(float) * m);
+    if (p->m_norm != GPU_A4D_NORM_MAX && !samples)
+        return -ENOMEM;
+    int rc = 0;
+    for (int t0 = 0; t0 < in->nt && !rc; t0 += h) {
+        int t1 = t0 + h < in->nt ? t0 + h : in->nt;
+        region_job j = {t0 - halo < 0 ? 0 : t0 - halo,
+                        t1 + halo > in->nt ? in->nt : t1 + halo,
+                        t0,
+                        t1,
+                        -1,
+                        samples,
+                        samples ? NULL : &max};
+        rc = run_region(p, b, in, NULL, &j, threads);
+    }
+    *ref = samples ? gpu__a4d_norm_median(samples, m) : max;
+    free(samples);
+    return rc;
+}
+
+static int run(const gpu_adaptive4d_params *p, const gpu_a4d_bank *b, const gpu_volume *in,
+               gpu_volume *out, int threads)
+{
+    const int halo = gpu__a4d_t_halo(p, b);
+    const size_t budget = p->mem_budget ? p->mem_budget : default_budget();
+    const int h = gpu__a4d_t_slab(in->nt, halo, budget, bytes_per_time_point(p, in));
+    if (p->stats)
+        p->stats->t_slabs = (in->nt + h - 1) / h;
+    if (h >= in->nt) {
+        region_job whole = {0, in->nt, 0, in->nt, -1, NULL, NULL};
+        return run_region(p, b, in, out->data, &whole, threads);
+    }
+    double ref;
+    int rc = slab_reference(p, b, in, h, halo, &ref, threads);
+    size_t tp = (size_t)in->nx * in->ny * in->nz;
+    float *buf = rc ? NULL : malloc(sizeof(float) * tp * (size_t)(h + 2 * halo));
+    if (!rc && !buf)
+        rc = -ENOMEM;
+    for (int t0 = 0; t0 < in->nt && !rc; t0 += h) {
+        int t1 = t0 + h < in->nt ? t0 + h : in->nt;
+        region_job j = {t0 - halo < 0 ? 0 : t0 - halo,
+                        t1 + halo > in->nt ? in->nt : t1 + halo,
+                        t0,
+                        t1,
+                        ref,
+                        NULL,
+                        NULL};
+        rc = run_region(p, b, in, buf, &j, threads);
+        if (!rc)
+            memcpy(out->data + tp * t0, buf + tp * (size_t)(t0 - j.r0),
+                   sizeof(float) * tp * (size_t)(t1 - t0));
+    }
+    free(buf);
     return rc;
 }
 
@@ -409,11 +593,12 @@ int gpu_adaptive4d_ref(const gpu_adaptive4d_params *p, const gpu_volume *in, gpu
     gpu_a4d_bank b;
     if ((rc = gpu__a4d_bank_make(p, GPU_A4D_BANK_ALL, &b)) != 0)
         return rc;
+    if (p->stats)
+        memset(p->stats, 0, sizeof *p->stats);
     rc = run(p, &b, in, out, threads_of(dev));
     gpu__a4d_bank_free(&b);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (p->stats) {
-        memset(p->stats, 0, sizeof *p->stats);
         p->stats->total_ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
     }
     return rc;

@@ -26,13 +26,15 @@
 typedef struct a4d_opts {
     int size[4], repeat, warmup, threads, json, backend;
     char devbuf[256];
+    size_t mem_budget_mb; /* 0: automatic */
 } a4d_opts;
 
 static void a4d_usage(FILE *f)
 {
     fprintf(f, "usage: bench adaptive4d [--size XxYxZxT] [--device cpu|gpu[:N][,..]]\n"
                "       [--backend auto|fft|spatial] [--repeat N] [--warmup N] [--threads N] "
-               "[--json]\n");
+               "[--json]\n"
+               "       [--mem-budget MB] (0: automatic; smaller forces slabs along t)\n");
 }
 
 static double now_s(void)
@@ -119,6 +121,7 @@ static int run_device(const a4d_opts *o, const char *spec, const gpu_volume *in,
     gpu_adaptive4d_params p;
     gpu_adaptive4d_params_default(&p);
     p.backend = o->backend;
+    p.mem_budget = o->mem_budget_mb << 20;
     gpu_a4d_stats st = {0};
     p.stats = &st;
     double *t = calloc((size_t)o->repeat, sizeof *t);
@@ -144,9 +147,11 @@ static int run_device(const a4d_opts *o, const char *spec, const gpu_volume *in,
     if (o->json)
         printf("{\"algo\":\"adaptive4d\",\"size\":\"%dx%dx%dx%d\",\"device\":\"%s\","
                "\"backend\":\"%s\",\"repeat\":%d,\"seconds_median\":%.4f,\"seconds_min\":%.4f,"
-               "\"mvoxels_per_s\":%.2f,\"slabs\":%d,\"fft_slabs\":%d,\"sample\":%.6g}\n",
+               "\"mvoxels_per_s\":%.2f,\"slabs\":%d,\"fft_slabs\":%d,\"t_slabs\":%d,"
+               "\"mem_budget_mb\":%zu,\"sample\":%.6g}\n",
                o->size[0], o->size[1], o->size[2], o->size[3], name, backends[o->backend],
-               o->repeat, med, t[0], n / med / 1e6, st.slabs, st.fft_slabs, out->data[n / 2]);
+               o->repeat, med, t[0], n / med / 1e6, st.slabs, st.fft_slabs, st.t_slabs,
+               o->mem_budget_mb, out->data[n / 2]);
     else
         printf("adaptive4d %dx%dx%dx%d on %s (%s): median %.3f s, min %.3f s, %.2f Mvoxel/s, %d "
                "slab(s)\n",
@@ -177,6 +182,8 @@ static int parse_a4d(int argc, char **argv, a4d_opts *o)
             o->repeat = atoi(v), bad = o->repeat < 1 || o->repeat > 1000;
         else if (!strcmp(a, "--warmup"))
             o->warmup = atoi(v), bad = o->warmup < 0 || o->warmup > 100;
+        else if (!strcmp(a, "--mem-budget"))
+            o->mem_budget_mb = (size_t)atol(v), bad = atol(v) < 0;
         else if (!strcmp(a, "--threads"))
             o->threads = atoi(v), bad = o->threads < 0 || o->threads > 1024;
         else
@@ -193,7 +200,7 @@ static int parse_a4d(int argc, char **argv, a4d_opts *o)
 
 int gpu__bench_adaptive4d_main(int argc, char **argv)
 {
-    a4d_opts o = {{64, 64, 32, 10}, 3, 1, 0, 0, GPU_A4D_AUTO, "auto"};
+    a4d_opts o = {{64, 64, 32, 10}, 3, 1, 0, 0, GPU_A4D_AUTO, "auto", 0};
     if (parse_a4d(argc, argv, &o) < 0)
         return 2;
     gpu_volume in, out;

@@ -4,10 +4,12 @@
 # under $OUT. Usage: tests/bench/adaptive4d_device.sh [DIR] [what]
 #   DIR: holds check_gpu_adaptive4d, gpu_bench and libfftw3f.so.3 (the CPU
 #        reference of the tests needs FFTW; default build/a4dcarry)
-#   what: all (default) | test | bench | paper (several, comma-separated;
-#         all = test,bench,paper)
+#   what: all (default) | test | bench | paper | t100 (several, comma-separated;
+#         all = test,bench,paper,t100)
 # bench: a small size on GPU and CPU, both back ends forced at two small
 # sizes, 256x256x128x20 on the GPU (auto back end, 3 runs);
+# t100: 100 time points (issue 8: slabs along t): 256x256x64x100 with the
+# automatic budget, then with a 4 GB budget that forces slabs along t;
 # paper: the paper's 512x512x445x20 once (input and output take 19 GB of
 # host memory; target <= 30 s end to end).
 B=${1:-build/a4dcarry}
@@ -43,4 +45,11 @@ if want paper; then
     echo "== adaptive4d 512x512x445x20 (the paper's dataset size) on gpu, once"
     "$B/gpu_bench" bench adaptive4d --size 512x512x445x20 --device gpu --repeat 1 --warmup 0 \
         --json | tee -a "$OUT/bench.jsonl"
+fi
+if want t100; then
+    echo "== adaptive4d 256x256x64x100 on gpu (automatic budget, then 4 GB: slabs along t)"
+    "$B/gpu_bench" bench adaptive4d --size 256x256x64x100 --device gpu --repeat 1 --warmup 0 \
+        --json | tee -a "$OUT/bench.jsonl"
+    "$B/gpu_bench" bench adaptive4d --size 256x256x64x100 --device gpu --repeat 1 --warmup 0 \
+        --mem-budget 4096 --json | tee -a "$OUT/bench.jsonl"
 fi

@@ -476,6 +476,70 @@ START_TEST(test_rejects_bad_input)
 }
 END_TEST
 
+/* ---- slabs along t ---------------------------------------------------------- */
+
+/* A budget that forces slabs along t gives the one-slab result: each slab
+ * is a region of time points with gpu__a4d_t_halo() on both sides and the
+ * M-function's reference comes from a first pass over all slabs.
+ * Tolerance: rel L2 <= 1e-5 and max |diff| <= 1e-3 of the input range (the
+ * regions' FFTs have other sizes, so float rounding differs; measured
+ * 2e-8). Checked while writing the test: a halo of 4 instead of 7 fails the
+ * tolerance; 6 still passes (the taps it misses are the far tails of the
+ * tensor-chain Gaussians). Both references. */
+START_TEST(t_slabs_equal_one_slab)
+{
+    enum { SX = 14, SY = 12, SZ = 6, ST = 30 };
+    gpu_volume in, one, slabs;
+    ck_assert_int_eq(gpu_volume_init(&in, SX, SY, SZ, ST), 0);
+    ck_assert_int_eq(gpu_volume_init(&one, SX, SY, SZ, ST), 0);
+    ck_assert_int_eq(gpu_volume_init(&slabs, SX, SY, SZ, ST), 0);
+    for (int t = 0; t < ST; t++)
+        for (int z = 0; z < SZ; z++)
+            for (int y = 0; y < SY; y++)
+                for (int x = 0; x < SX; x++) {
+                    double r = hypot(x - 7.0, y - 6.0), rt = 3.0 + 1.5 * sin(0.4 * t);
+                    in.data[vidx(&in, x, y, z, t)] =
+                        (float)(100.0 + (r < rt ? 200.0 : 0.0) + 0.5 * z + 20.0 * grand());
+                }
+    for (int norm = GPU_A4D_NORM_NOISE; norm <= GPU_A4D_NORM_MAX; norm++) {
+        gpu_adaptive4d_params p;
+        gpu_adaptive4d_params_default(&p);
+        p.m_norm = norm;
+        gpu_a4d_stats st1, st2;
+        p.stats = &st1;
+        gpu_device cpu = {.kind = GPU_DEVICE_CPU};
+        ck_assert_int_eq(gpu_adaptive4d_ref(&p, &in, &one, &cpu), 0);
+        ck_assert_int_eq(st1.t_slabs, 1);
+        /* Regions of 7 output time points plus the halo on both sides. */
+        gpu_a4d_bank b;
+        ck_assert_int_eq(gpu__a4d_bank_make(&p, GPU_A4D_BANK_ALL, &b), 0);
+        int halo = gpu__a4d_t_halo(&p, &b);
+        gpu__a4d_bank_free(&b);
+        size_t per_tp = sizeof(float) * (12 * SX * SY * SZ + 26 * 7 * 6 * 3);
+        p.mem_budget = per_tp * (size_t)(7 + 2 * halo);
+        p.stats = &st2;
+        ck_assert_int_eq(gpu_adaptive4d_ref(&p, &in, &slabs, &cpu), 0);
+        ck_assert_int_eq(st2.t_slabs, (ST + 6) / 7);
+        size_t n = gpu_volume_count(&in);
+        double num = 0, den = 0, worst = 0;
+        for (size_t i = 0; i < n; i++) {
+            double d = (double)slabs.data[i] - one.data[i];
+            num += d * d;
+            den += (double)one.data[i] * one.data[i];
+            worst = fmax(worst, fabs(d));
+        }
+        printf("adaptive4d t-slabs (%s reference): %d slabs, halo %d, rel L2 %.2e, max %.2e\n",
+               norm == GPU_A4D_NORM_MAX ? "max" : "noise", st2.t_slabs, halo, sqrt(num / den),
+               worst);
+        ck_assert(sqrt(num / den) <= 1e-5);
+        ck_assert(worst <= 1e-3 * 300.0);
+    }
+    gpu_volume_close(&in);
+    gpu_volume_close(&one);
+    gpu_volume_close(&slabs);
+}
+END_TEST
+
 static void add(Suite *s, const char *name, const TTest *test)
 {
     TCase *tc = tcase_create(name);
@@ -495,6 +559,7 @@ static Suite *suite(void)
     add(s, "constant", test_constant_volume_unchanged);
     add(s, "denoise", test_denoise_keeps_moving_edge);
     add(s, "reject", test_rejects_bad_input);
+    add(s, "t_slabs", t_slabs_equal_one_slab);
     return s;
 }
 

@@ -82,8 +82,8 @@ static void compare(const gpu_volume *a, const gpu_volume *ref, const gpu_volume
     ck_assert_msg(maxd <= 0.005 * (hi - lo), "max diff %g", maxd);
 }
 
-static void check_case(int nx, int ny, int nz, int nt, int downsample, size_t budget,
-                       int expect_slabs)
+static void check_case_t(int nx, int ny, int nz, int nt, int downsample, size_t budget,
+                         int expect_slabs, size_t mem_budget)
 {
     gpu_volume in, ref, out;
     ck_assert_int_eq(gpu_volume_init(&in, nx, ny, nz, nt), 0);
@@ -99,14 +99,22 @@ static void check_case(int nx, int ny, int nz, int nt, int downsample, size_t bu
     gpu_device gpu = {GPU_DEVICE_CUDA, 0, budget, NULL, 0};
     gpu_a4d_stats st = {0};
     p.stats = &st;
+    p.mem_budget = mem_budget;
     int rc = gpu_adaptive4d_cuda(&p, &in, &out, &gpu);
     ck_assert_msg(rc == 0, "cuda: %s", ldct_strerror(rc));
-    printf("adaptive4d cuda: %d slab(s), %.1f ms\n", st.slabs, st.total_ms);
+    printf("adaptive4d cuda: %d slab(s), %d along t, %.1f ms\n", st.slabs, st.t_slabs, st.total_ms);
+    ck_assert(mem_budget ? st.t_slabs > 1 : st.t_slabs == 1);
     ck_assert(expect_slabs ? st.slabs > 1 : st.slabs >= 1);
     compare(&out, &ref, &in);
     gpu_volume_close(&in);
     gpu_volume_close(&ref);
     gpu_volume_close(&out);
+}
+
+static void check_case(int nx, int ny, int nz, int nt, int downsample, size_t budget,
+                       int expect_slabs)
+{
+    check_case_t(nx, ny, nz, nt, downsample, budget, expect_slabs, 0);
 }
 
 START_TEST(cuda_matches_ref_on_odd_sizes)
@@ -124,6 +132,22 @@ START_TEST(cuda_tiny_budget_slabs_match_ref)
     if (!have_gpu())
         return;
     check_case(41, 37, 29, 9, 2, 20000000, 1);
+}
+END_TEST
+
+/* Slabs along t (issue 8: 100 time points in slabs): a budget of about 9
+ * region time points (gpu_adaptive4d_cuda's estimate: 44 bytes per
+ * tensor-grid voxel and a 16-plane reconstruction slab per time point)
+ * forces t-slabs (and z-slabs inside them); the result matches the
+ * one-slab CPU reference with the tolerance above. */
+START_TEST(cuda_t_slabs_match_ref)
+{
+    if (!have_gpu())
+        return;
+    const int nx = 21, ny = 19, nz = 9, nt = 31, f = 2;
+    size_t per_tp = 44 * (size_t)((nx + 1) / f) * ((ny + 1) / f) * ((nz + 1) / f) +
+                    44 * (size_t)(nx + 16) * (ny + 16) * 16;
+    check_case_t(nx, ny, nz, nt, f, 0, 0, per_tp * 23);
 }
 END_TEST
 
@@ -185,6 +209,7 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, cuda_matches_ref_on_odd_sizes);
     tcase_add_test(tc, cuda_tiny_budget_slabs_match_ref);
+    tcase_add_test(tc, cuda_t_slabs_match_ref);
     tcase_add_test(tc, cuda_constant_volume_unchanged);
     tcase_add_test(tc, cuda_spatial_backend_matches_ref);
     suite_add_tcase(s, tc);
