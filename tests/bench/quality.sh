@@ -10,8 +10,8 @@
 # check_anlm. Text between <!-- section:NAME --> and <!-- /section:NAME -->
 # in the old docs/QUALITY.md (other scripts' sections) is carried over.
 # Usage: tests/bench/quality.sh [BUILD] (env: SIZE=256 SLICES=16 DEVICE=cpu
-#        W=work-dir DOCS=docs; about half an hour on 2 cores at the default
-#        size, most of it anlm at S = 5 on the CPU)
+#        W=work-dir DOCS=docs; about ten minutes on 2 cores at the default
+#        size, a third of it anlm at S = 5 on the CPU)
 set -eu
 B=${1:-build}
 SIZE=${SIZE:-256}

@@ -145,7 +145,7 @@ def varying_noise_section(P_):
                n["noise_spread"], "met" if a["noise_spread"] < n["noise_spread"] else "NOT met"))
     best = {alg: max((d for a, S, P, s, h, secs, d in vrows if a == alg), key=lambda d: d["psnr"])
             for alg in ("anlm", "nlm3d")}
-    P_("- each at its best strength: PSNR anlm %.2f, nlm3d %.2f dB; noise spread there anlm "
+    P_("- each at its best of these three strengths (a finer sweep: docs/NOTES-anlm.md): PSNR anlm %.2f, nlm3d %.2f dB; noise spread there anlm "
        "%.3f, nlm3d %.3f" % (best["anlm"]["psnr"], best["nlm3d"]["psnr"],
                              best["anlm"]["noise_spread"], best["nlm3d"]["noise_spread"]))
 
