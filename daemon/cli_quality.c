@@ -243,6 +243,8 @@ static void print_json(const quality_opts *o, const gpu_phantom_layout *l, const
     printf(",");
     num("max_abs_bias_hu", r->max_abs_bias, "%.3f");
     printf(",");
+    num("noise_spread", r->noise_spread, "%.4f");
+    printf(",");
     num("edge_rise_mm", r->edge_rise_mm, "%.4f");
     printf(",\"cnr\":[");
     for (int i = 0; i < r->nlesion; i++) {
@@ -282,6 +284,7 @@ static void print_text(const gpu_phantom_layout *l, const quality_result *r,
     printf("psnr %.2f dB (range %.0f HU), ssim %.4f\n", r->psnr, r->psnr_range, r->ssim);
     printf("noise sd %.2f HU, bias %.2f HU (worst %.2f)\n", r->noise_sd, r->bias_hu,
            r->max_abs_bias);
+    printf("noise spread (max / min ROI sd) %.3f\n", r->noise_spread);
     if (l->has_edge)
         printf("edge rise (10-90%%) %.3f mm\n", r->edge_rise_mm);
     for (int i = 0; i < r->nlesion; i++)

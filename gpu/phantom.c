@@ -109,6 +109,12 @@ static void build_body(gpu_phantom *ph)
     add_roi(l, "liver", 2, -10, 6, HU_LIVER);
     add_roi(l, "soft1", 50, 18, 8, HU_SOFT);
     add_roi(l, "soft2", 20, -45, 8, HU_SOFT);
+    /* Two more soft-tissue ROIs for the spread of noise between regions:
+     * soft3 right of centre on the long axis (the most attenuated rays:
+     * high noise), soft4 posterior near the rim (short rays: low noise);
+     * soft2 is the anterior low-noise one, liver and soft1 high. */
+    add_roi(l, "soft3", 30, 5, 8, HU_SOFT);
+    add_roi(l, "soft4", -20, 50, 6, HU_SOFT);
     l->has_edge = 1;
     l->edge = (gpu_phantom_edge){.x = 12,
                                  .y = 40,
@@ -165,7 +171,8 @@ void gpu_phantom_scan_default(gpu_phantom_scan *s)
                             .dose = 0.25,
                             .electronic_sd = 0,
                             .seed = 1,
-                            .filter = GPU_FDK_SHEPP_LOGAN};
+                            .filter = GPU_FDK_SHEPP_LOGAN,
+                            .patient_scale = 1};
 }
 
 static int scan_valid(const gpu_phantom_scan *s)
@@ -173,7 +180,7 @@ static int scan_valid(const gpu_phantom_scan *s)
     return s->size >= 8 && s->size <= 4096 && s->slices >= 1 && s->slices <= 4096 && s->fov > 0 &&
            s->thickness > 0 && s->views >= 0 && s->dso > s->fov && s->dsd > s->dso && s->i0 > 0 &&
            s->dose > 0 && s->dose <= 1 && s->electronic_sd >= 0 && s->filter >= 0 &&
-           s->filter < GPU_FDK_NFILTERS;
+           s->filter < GPU_FDK_NFILTERS && (s->patient_scale == 0 || s->patient_scale >= 1);
 }
 
 int gpu_phantom_geometry(const gpu_phantom_scan *s, gpu_fdk_geometry *g, gpu_fdk_volume *v)
@@ -239,7 +246,14 @@ int gpu_phantom_project(const gpu_phantom *ph, const gpu_fdk_geometry *g, gpu_vo
 int gpu_phantom_noise(const gpu_volume *clean, double i0_eff, double electronic_sd, uint64_t seed,
                       uint64_t stream, gpu_volume *noisy)
 {
-    if (!(i0_eff > 0) || electronic_sd < 0 || !gpu_volume_same_shape(clean, noisy))
+    return gpu_phantom_noise_scaled(clean, i0_eff, 1.0, electronic_sd, seed, stream, noisy);
+}
+
+int gpu_phantom_noise_scaled(const gpu_volume *clean, double i0_eff, double scale,
+                             double electronic_sd, uint64_t seed, uint64_t stream,
+                             gpu_volume *noisy)
+{
+    if (!(i0_eff > 0) || !(scale >= 1) || electronic_sd < 0 || !gpu_volume_same_shape(clean, noisy))
         return LDCT_EINPUT;
     long rows = (long)clean->ny * clean->nz * clean->nt;
 #pragma omp parallel for schedule(static)
@@ -249,10 +263,11 @@ int gpu_phantom_noise(const gpu_volume *clean, double i0_eff, double electronic_
         const float *in = clean->data + (size_t)r * clean->nx;
         float *out = noisy->data + (size_t)r * clean->nx;
         for (int a = 0; a < clean->nx; a++) {
-            double n = gpu_rng_poisson(&rng, i0_eff * exp(-(double)in[a]));
+            double p = in[a];
+            double n = gpu_rng_poisson(&rng, i0_eff * exp(-scale * p));
             if (electronic_sd > 0)
                 n += electronic_sd * gpu_rng_normal(&rng);
-            out[a] = (float)-log((n > 1 ? n : 1) / i0_eff);
+            out[a] = (float)(-log((n > 1 ? n : 1) / i0_eff) - (scale - 1) * p);
         }
     }
     return 0;

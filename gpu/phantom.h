@@ -50,7 +50,7 @@ extern "C" {
 #define GPU_PHANTOM_MU_WATER 0.0192 /* 1/mm */
 
 enum gpu_phantom_kind { GPU_PHANTOM_BODY = 0, GPU_PHANTOM_SHEPP_LOGAN };
-enum { GPU_PHANTOM_MAX_ELLIPSOIDS = 24, GPU_PHANTOM_MAX_LESIONS = 9, GPU_PHANTOM_MAX_ROIS = 4 };
+enum { GPU_PHANTOM_MAX_ELLIPSOIDS = 24, GPU_PHANTOM_MAX_LESIONS = 9, GPU_PHANTOM_MAX_ROIS = 8 };
 
 /* A round region in the axial plane, uniform along z (centre and radii in
  * patient mm, x to the image's right, y down). */
@@ -111,12 +111,15 @@ typedef struct gpu_phantom_scan {
     double dose;          /* fraction of full dose of the low-dose scan, (0, 1] */
     double electronic_sd; /* electronic noise (photons), 0 = none */
     uint64_t seed;
-    int filter; /* enum gpu_fdk_filter */
+    int filter;           /* enum gpu_fdk_filter */
+    double patient_scale; /* photon statistics of a patient this many times the
+                           * phantom's size (gpu_phantom_noise_scaled); 0 or 1 =
+                           * the phantom's own */
 } gpu_phantom_scan;
 
 /* Defaults: size 256, 16 slices, fov 220, thickness 1.5, views 0, dso 595,
  * dsd 1085.6 (a clinical scanner's), i0 4e5, dose 0.25, electronic_sd 0,
- * seed 1, Shepp-Logan filter. i0 4e5 /mm^2 matches the full-dose flux of
+ * seed 1, Shepp-Logan filter, patient_scale 1. i0 4e5 /mm^2 matches the full-dose flux of
  * the Mayo/AAPM data (about 1.5e5 photons per 0.42 mm^2 element and view
  * at about 1150 views), so noise follows pixel size, slice thickness and
  * view count as on a scanner. */
@@ -142,6 +145,20 @@ int gpu_phantom_project(const gpu_phantom *ph, const gpu_fdk_geometry *g, gpu_vo
  * scans). noisy has clean's shape and may be clean itself. */
 int gpu_phantom_noise(const gpu_volume *clean, double i0_eff, double electronic_sd, uint64_t seed,
                       uint64_t stream, gpu_volume *noisy);
+
+/* gpu_phantom_noise with the photon statistics of a patient `scale` (>= 1)
+ * times the phantom's size: every chord, so every line integral, grows by
+ * that factor, so the counts are drawn at i0_eff exp(-scale p) while the
+ * image keeps the phantom's values: the known extra attenuation
+ * (scale - 1) p is subtracted from -log(N / i0_eff), as a calibrated
+ * bow-tie filter's is. The variance of p' is about exp(scale p) / i0_eff,
+ * so the noise grows with the path through the body far more steeply than
+ * at scale 1: it rises towards the centre, along the long axis and behind
+ * bone, as across an adult's abdomen or shoulders (scale 1.75 turns the
+ * 200 x 150 mm body into 350 x 262 mm). scale 1 is gpu_phantom_noise. */
+int gpu_phantom_noise_scaled(const gpu_volume *clean, double i0_eff, double scale,
+                             double electronic_sd, uint64_t seed, uint64_t stream,
+                             gpu_volume *noisy);
 
 /* FDK of line integrals into HU (out: the volume's shape). */
 int gpu_phantom_reconstruct(const gpu_phantom_scan *s, const gpu_fdk_geometry *g,

@@ -271,7 +271,7 @@ done:
 static int measure_rois(const gpu_volume *test, const gpu_volume *diff, const quality_grid *g,
                         const gpu_phantom_layout *l, quality_result *r)
 {
-    double var = 0, bias = 0;
+    double var = 0, bias = 0, sd_min = INFINITY, sd_max = 0;
     r->nroi = l->nroi;
     r->max_abs_bias = 0;
     for (int i = 0; i < l->nroi; i++) {
@@ -284,11 +284,14 @@ static int measure_rois(const gpu_volume *test, const gpu_volume *diff, const qu
         if (rc)
             return rc;
         var += q->sd * q->sd;
+        sd_min = fmin(sd_min, q->sd);
+        sd_max = fmax(sd_max, q->sd);
         bias += q->bias;
         r->max_abs_bias = fmax(r->max_abs_bias, fabs(q->bias));
     }
     r->noise_sd = l->nroi ? sqrt(var / l->nroi) : NAN;
     r->bias_hu = l->nroi ? bias / l->nroi : NAN;
+    r->noise_spread = l->nroi >= 2 && sd_min > 0 ? sd_max / sd_min : NAN;
     return 0;
 }
 

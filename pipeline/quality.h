@@ -18,6 +18,12 @@
  *   this removes its deterministic artefacts, so sd is noise only; against
  *   a flat truth it is the usual ROI sd); noise_sd = sqrt(mean of the ROI
  *   variances), bias_hu = mean of the ROI biases, max_abs_bias the worst.
+ * - noise_spread = max_i sd_i / min_i sd_i over the ROIs: the spread of the
+ *   residual noise between regions (1 = the same everywhere). A filter with
+ *   one h for the whole volume smooths the quiet regions relatively more
+ *   than the noisy ones and raises it; one whose strength follows the
+ *   local noise keeps it near the input's. NAN with fewer than two ROIs or
+ *   a ROI without noise.
  * - lesion i: inner disk radius max(0.7 r, 0.75 pixel) (always holds a
  *   voxel centre), background annulus [bg_inner, bg_outer];
  *   contrast = mean(inner) - mean(annulus) of the test, cnr = contrast /
@@ -54,6 +60,7 @@ typedef struct quality_lesion_result {
 typedef struct quality_result {
     double psnr, psnr_range, ssim;
     double noise_sd, bias_hu, max_abs_bias;
+    double noise_spread; /* max / min ROI sd; NAN when undefined */
     double edge_rise_mm; /* NAN when the layout has no edge */
     long mask_voxels;
     int nroi, nlesion;

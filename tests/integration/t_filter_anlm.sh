@@ -21,6 +21,6 @@ python3 -c "import sys; sys.exit(0 if $m0 < -100 else 1)" || fail "ROI is not ne
 python3 -c "import sys; sys.exit(0 if $s1 <= $s0 / 2 else 1)" || fail "noise not halved: $s0 -> $s1"
 python3 -c "import sys; sys.exit(0 if abs($m1 - $m0) <= 5 else 1)" || fail "mean moved: $m0 -> $m1"
 f=$(ls "$T"/out/*.dcm | head -1)
-dcmdump -q +L +P 0008,2111 "$f" | grep -q "adaptive non-local means 3D, search radius 3, patch radii 1 and 2" ||
+dcmdump -q +L +P 0008,2111 "$f" | grep -q "adaptive non-local means 3D, search radius 5, patch radii 1 and 2" ||
     fail "DerivationDescription: $(dcmdump -q +P 0008,2111 "$f")"
 bash "$(dirname "$0")/dciodvfy_compare.sh" "$T/in/IMG0001.dcm" "$f" || fail "dciodvfy: new errors"

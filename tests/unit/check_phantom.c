@@ -4,7 +4,9 @@
  * independent of the thread count, the voxelised truth holds the HU values
  * and lesion contrasts the layout promises (and the layout's backgrounds
  * are uniform), line integrals match chord lengths computed by hand, and
- * reconstructed quarter-dose noise is about twice the full-dose noise.
+ * reconstructed quarter-dose noise is about twice the full-dose noise;
+ * the patient scale leaves line integrals unbiased and raises their
+ * variance to exp(scale p) / I0, so long rays gain far more noise.
  * Small sizes: the file runs in a few seconds.
  */
 #include <check.h>
@@ -249,6 +251,63 @@ START_TEST(quarter_dose_noise_is_twice_full_dose)
 }
 END_TEST
 
+/* Mean and variance of noisy - clean over n rays of line integral p. */
+static void ray_stats(double p, double scale, double i0, int n, double *mean, double *var)
+{
+    gpu_volume clean, noisy;
+    ck_assert_int_eq(gpu_volume_init(&clean, n, 1, 1, 1), 0);
+    ck_assert_int_eq(gpu_volume_init(&noisy, n, 1, 1, 1), 0);
+    for (int i = 0; i < n; i++)
+        clean.data[i] = (float)p;
+    ck_assert_int_eq(gpu_phantom_noise_scaled(&clean, i0, scale, 0, 5, 1, &noisy), 0);
+    double s = 0, s2 = 0;
+    for (int i = 0; i < n; i++) {
+        double d = noisy.data[i] - clean.data[i];
+        s += d;
+        s2 += d * d;
+    }
+    *mean = s / n;
+    *var = s2 / n - *mean * *mean;
+    gpu_volume_close(&clean);
+    gpu_volume_close(&noisy);
+}
+
+/* A patient 1.75 times the size: the counts see exp(-1.75 p), the extra
+ * 0.75 p is calibrated out (no bias), the variance is exp(1.75 p) / I0 to
+ * first order. A ray of p = 4 (the phantom's long axis) gains exp(3) = 20
+ * times the variance, one of p = 0.5 (the rim) 1.45 times. */
+START_TEST(patient_scale_raises_the_noise_of_long_rays)
+{
+    const double i0 = 1e6, scale = 1.75;
+    const int n = 40000;
+    for (double p = 0.5; p < 5; p += 3.5) {
+        double m1, v1, ms, vs;
+        ray_stats(p, 1, i0, n, &m1, &v1);
+        ray_stats(p, scale, i0, n, &ms, &vs);
+        double expect = exp(scale * p) / i0;
+        ck_assert_msg(fabs(vs / expect - 1) < 0.05, "p %g: variance %g, expected %g", p, vs,
+                      expect);
+        ck_assert_msg(fabs(vs / v1 / exp((scale - 1) * p) - 1) < 0.06, "p %g: ratio %g", p,
+                      vs / v1);
+        ck_assert_msg(fabs(ms) < 5 * sqrt(vs / n) + vs, "p %g: bias %g", p, ms);
+    }
+    /* scale 1 is gpu_phantom_noise, bit for bit. */
+    gpu_volume clean, a, b;
+    ck_assert_int_eq(gpu_volume_init(&clean, 33, 3, 2, 1), 0);
+    ck_assert_int_eq(gpu_volume_init(&a, 33, 3, 2, 1), 0);
+    ck_assert_int_eq(gpu_volume_init(&b, 33, 3, 2, 1), 0);
+    for (size_t i = 0; i < gpu_volume_count(&clean); i++)
+        clean.data[i] = (float)(0.1 * (double)i);
+    ck_assert_int_eq(gpu_phantom_noise(&clean, 1e4, 1.0, 9, 2, &a), 0);
+    ck_assert_int_eq(gpu_phantom_noise_scaled(&clean, 1e4, 1.0, 1.0, 9, 2, &b), 0);
+    ck_assert_int_eq(memcmp(a.data, b.data, gpu_volume_count(&a) * sizeof *a.data), 0);
+    ck_assert_int_eq(gpu_phantom_noise_scaled(&clean, 1e4, 0.5, 0, 9, 2, &b), LDCT_EINPUT);
+    gpu_volume_close(&clean);
+    gpu_volume_close(&a);
+    gpu_volume_close(&b);
+}
+END_TEST
+
 START_TEST(bad_settings_are_refused)
 {
     gpu_phantom ph;
@@ -262,6 +321,9 @@ START_TEST(bad_settings_are_refused)
     s.dose = 1.5;
     gpu_fdk_geometry g = {0};
     gpu_fdk_volume v;
+    ck_assert_int_eq(gpu_phantom_geometry(&s, &g, &v), LDCT_EINPUT);
+    gpu_phantom_scan_default(&s);
+    s.patient_scale = 0.8; /* a patient smaller than the image is not defined */
     ck_assert_int_eq(gpu_phantom_geometry(&s, &g, &v), LDCT_EINPUT);
     /* Shepp-Logan in HU: brain (0.2) is water, skull (1.0) 4000 HU. */
     double skull[3] = {0, 0.9 * 0.45 * 200 - 1, 0}, brain[3] = {0, -0.45 * 0.45 * 200, 0};
@@ -281,6 +343,7 @@ int main(void)
     tcase_add_test(tc, truth_holds_the_layout_values);
     tcase_add_test(tc, central_ray_integral_matches_chords);
     tcase_add_test(tc, quarter_dose_noise_is_twice_full_dose);
+    tcase_add_test(tc, patient_scale_raises_the_noise_of_long_rays);
     tcase_add_test(tc, bad_settings_are_refused);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

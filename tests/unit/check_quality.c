@@ -2,6 +2,7 @@
  * known answers: PSNR of added Gaussian noise, SSIM of a volume with itself
  * and its fall with noise, the 10-90% rise of a Gaussian-blurred edge
  * (2.563 sigma), CNR, noise and bias of a lesion and ROIs built by hand,
+ * the noise spread of ROIs with different noise,
  * the sidecar's round trip and its refusal of unknown keys, and the PNG
  * figure's header. Small volumes; a second or two.
  */
@@ -200,6 +201,42 @@ START_TEST(cnr_noise_and_bias_of_a_known_lesion)
 }
 END_TEST
 
+/* Three ROIs: the left one noisier by a factor 2.5; the spread is the max
+ * over the min ROI sd; one ROI has none. */
+START_TEST(noise_spread_is_max_over_min_roi_sd)
+{
+    gpu_volume ref, test;
+    vol_init(&ref);
+    vol_init(&test);
+    for (size_t i = 0; i < gpu_volume_count(&ref); i++)
+        ref.data[i] = 40;
+    add_noise(&ref, &test, 4, 0, 7);
+    gpu_rng r;
+    gpu_rng_init(&r, 8, 0, 0, 0);
+    for (int z = 0; z < NZ; z++)
+        for (int y = 0; y < NY; y++)
+            for (int x = 0; x < NX; x++)
+                if (GRID.origin[0] + x < -10) /* left: sd sqrt(4^2 + 9.17^2) = 10 */
+                    test.data[((size_t)z * NY + y) * NX + x] += (float)(9.165 * gpu_rng_normal(&r));
+    gpu_phantom_layout l;
+    layout_init(&l);
+    l.nroi = 3;
+    l.roi[0] = (gpu_phantom_roi){.name = "noisy", .x = -30, .y = 0, .radius = 10, .hu = 40};
+    l.roi[1] = (gpu_phantom_roi){.name = "quiet1", .x = 20, .y = -15, .radius = 10, .hu = 40};
+    l.roi[2] = (gpu_phantom_roi){.name = "quiet2", .x = 20, .y = 15, .radius = 10, .hu = 40};
+    quality_result q;
+    ck_assert_int_eq(quality_measure(&test, &ref, &GRID, &l, &q), 0);
+    ck_assert_msg(fabs(q.noise_spread - 2.5) < 0.15, "spread %g (sd %g %g %g)", q.noise_spread,
+                  q.roi[0].sd, q.roi[1].sd, q.roi[2].sd);
+    ck_assert_double_eq_tol(q.noise_spread, q.roi[0].sd / fmin(q.roi[1].sd, q.roi[2].sd), 1e-12);
+    l.nroi = 1;
+    ck_assert_int_eq(quality_measure(&test, &ref, &GRID, &l, &q), 0);
+    ck_assert(isnan(q.noise_spread));
+    gpu_volume_close(&ref);
+    gpu_volume_close(&test);
+}
+END_TEST
+
 START_TEST(layout_sidecar_round_trips)
 {
     gpu_phantom ph;
@@ -266,6 +303,7 @@ int main(void)
     tcase_add_test(tc, ssim_is_one_for_identity_and_falls_with_noise);
     tcase_add_test(tc, edge_rise_of_blurred_step_is_2_563_sigma);
     tcase_add_test(tc, cnr_noise_and_bias_of_a_known_lesion);
+    tcase_add_test(tc, noise_spread_is_max_over_min_roi_sd);
     tcase_add_test(tc, layout_sidecar_round_trips);
     tcase_add_test(tc, figure_is_a_png_of_the_panels);
     suite_add_tcase(s, tc);
