@@ -103,7 +103,12 @@ static void check_case_t(int nx, int ny, int nz, int nt, int downsample, size_t 
     int rc = gpu_adaptive4d_cuda(&p, &in, &out, &gpu);
     ck_assert_msg(rc == 0, "cuda: %s", ldct_strerror(rc));
     printf("adaptive4d cuda: %d slab(s), %d along t, %.1f ms\n", st.slabs, st.t_slabs, st.total_ms);
-    ck_assert(mem_budget ? st.t_slabs > 1 : st.t_slabs == 1);
+    /* A tiny GPU budget may cut along t as well as z (the tensor grid does
+     * not fit next to a reconstruction slab); without budgets, one slab. */
+    if (mem_budget)
+        ck_assert_int_gt(st.t_slabs, 1);
+    else if (!budget)
+        ck_assert_int_eq(st.t_slabs, 1);
     ck_assert(expect_slabs ? st.slabs > 1 : st.slabs >= 1);
     compare(&out, &ref, &in);
     gpu_volume_close(&in);
