@@ -47,6 +47,7 @@
 #include <string.h>
 
 #include "gpu/cuda_check.cuh"
+#include "gpu/cuda_stage.cuh"
 
 #include "gpu/anlm.h"
 #include "gpu/anlm_kernels.cuh"
@@ -187,7 +188,7 @@ cudaError_t run_pass(const gpu_anlm_params *p, const bufs &b, const grid &g, int
 /* Uploads the planes slab [zs, ze) needs, builds the fields, runs the
  * passes and the mixing; the result is left in b.ea. */
 int run_slab(const gpu_anlm_params *p, const gpu_volume *in, const plan &pl, int zs, int ze,
-             const gpu__anlm_range &rg, bufs &b, cudaStream_t st)
+             gpu__anlm_range &rg, bool find_range, bufs &b, gpu_stage::lease *stg, cudaStream_t st)
 {
     const int nx = in->nx, ny = in->ny, nz = in->nz, nzs = ze - zs;
     grid g = {nx, ny, nzs, pl.H, pl.PX, pl.PY, nzs + 2 * pl.H};
@@ -205,8 +206,19 @@ int run_slab(const gpu_anlm_params *p, const gpu_volume *in, const plan &pl, int
         zhi = m > zhi ? m : zhi;
     }
     const size_t nxy = (size_t)nx * ny;
-    CUDA_CHECK(cudaMemcpyAsync(b.raw, in->data + (size_t)zlo * nxy,
-                               sizeof(float) * nxy * (zhi - zlo + 1), cudaMemcpyHostToDevice, st));
+    const float *src = in->data + (size_t)zlo * nxy;
+    const size_t n = nxy * (zhi - zlo + 1);
+    if (stg) {
+        float mn = 0, mx = 0; /* one slab: the upload reads the whole volume */
+        int rc = gpu_stage::h2d(stg, b.raw, src, n, st, find_range ? &mn : NULL,
+                                find_range ? &mx : NULL);
+        if (rc)
+            return rc;
+        if (find_range)
+            gpu__anlm_range_from(mn, mx, &rg);
+    } else {
+        CUDA_CHECK(cudaMemcpyAsync(b.raw, src, sizeof(float) * n, cudaMemcpyHostToDevice, st));
+    }
     CUDA_CHECK(cudaEventRecord(b.k0, st));
     dim3 blk(32, 8), grd((g.PX + 31) / 32, (g.PY + 7) / 8, g.PZ);
     pad_kernel<<<grd, blk, 0, st>>>(b.raw, b.u, g, nz, zs, zlo);
@@ -242,10 +254,14 @@ int alloc_bufs(const plan &pl, const gpu_volume *in, bufs &b)
 }
 
 int run_all(const gpu_anlm_params *p, const gpu_volume *in, gpu_volume *out, const plan &pl,
-            bufs &b, cudaStream_t st)
+            bufs &b, gpu_stage::lease *stg, cudaStream_t st)
 {
+    /* The volume's range: found while the one slab is uploaded through the
+     * pinned buffers, else read here first (the same numbers either way). */
     gpu__anlm_range rg;
-    gpu__anlm_range_of(in, &rg);
+    const bool find_range = stg && pl.nslabs == 1;
+    if (!find_range)
+        gpu__anlm_range_of(in, &rg);
     float xi[GPU_ANLM_XI_N];
     gpu__anlm_xi_table(xi);
     int rc = alloc_bufs(pl, in, b);
@@ -257,10 +273,14 @@ int run_all(const gpu_anlm_params *p, const gpu_volume *in, gpu_volume *out, con
     double ksum = 0;
     for (int zs = 0; zs < in->nz; zs += pl.slab) {
         const int ze = zs + pl.slab > in->nz ? in->nz : zs + pl.slab;
-        if ((rc = run_slab(p, in, pl, zs, ze, rg, b, st)) != 0)
+        if ((rc = run_slab(p, in, pl, zs, ze, rg, find_range, b, stg, st)) != 0)
             return rc;
-        CUDA_CHECK(cudaMemcpyAsync(out->data + (size_t)zs * nxy, b.ea,
-                                   sizeof(float) * nxy * (ze - zs), cudaMemcpyDeviceToHost, st));
+        float *dst = out->data + (size_t)zs * nxy;
+        if (stg && (rc = gpu_stage::d2h(stg, dst, b.ea, nxy * (ze - zs), st)) != 0)
+            return rc;
+        if (!stg)
+            CUDA_CHECK(cudaMemcpyAsync(dst, b.ea, sizeof(float) * nxy * (ze - zs),
+                                       cudaMemcpyDeviceToHost, st));
         float kms = 0;
         CUDA_CHECK(cudaEventSynchronize(b.k1));
         CUDA_CHECK(cudaEventElapsedTime(&kms, b.k0, b.k1));
@@ -304,9 +324,15 @@ extern "C" int gpu_anlm_cuda(const gpu_anlm_params *p, const gpu_volume *in, gpu
     cudaStream_t st = (cudaStream_t)d.stream;
     bufs b;
     memset(&b, 0, sizeof b);
-    rc = run_all(p, in, out, pl, b, st);
-    if (rc)
-        cudaStreamSynchronize(st); /* let queued copies finish before freeing */
+    /* Pageable volumes go through pinned buffers (cuda_stage.cuh): 32 MB
+     * chunks, the host copy of one overlapping the DMA of the other. */
+    gpu_stage::lease stage;
+    const bool staged = (!gpu_stage::host_pinned(in->data) || !gpu_stage::host_pinned(out->data)) &&
+                        gpu_stage::acquire(&stage, d.index, (size_t)8 << 20) == 0;
+    rc = run_all(p, in, out, pl, b, staged ? &stage : NULL, st);
+    cudaStreamSynchronize(st); /* queued copies end before buffers are freed */
+    if (staged)
+        gpu_stage::release(&stage);
     bufs_free(&b);
     return rc;
 }

@@ -158,6 +158,8 @@ typedef struct gpu__anlm_range {
     float lo, hi, var_eps, s2_floor;
 } gpu__anlm_range;
 void gpu__anlm_range_of(const gpu_volume *in, gpu__anlm_range *r);
+/* The same from the volume's minimum and maximum (found elsewhere). */
+void gpu__anlm_range_from(float mn, float mx, gpu__anlm_range *r);
 
 #ifdef __CUDACC__
 #define GPU__ANLM_HD __host__ __device__ __forceinline__

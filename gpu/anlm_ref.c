@@ -74,6 +74,11 @@ void gpu__anlm_range_of(const gpu_volume *in, gpu__anlm_range *r)
         mn = in->data[i] < mn ? in->data[i] : mn;
         mx = in->data[i] > mx ? in->data[i] : mx;
     }
+    gpu__anlm_range_from(mn, mx, r);
+}
+
+void gpu__anlm_range_from(float mn, float mx, gpu__anlm_range *r)
+{
     double range = (double)mx - mn;
     double widen = range > 0 ? 1e-3 * range : fmax(1.0, 1e-3 * fabs((double)mx));
     r->lo = (float)(mn - widen);

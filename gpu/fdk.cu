@@ -29,12 +29,12 @@
  */
 #include <cufft.h>
 #include <errno.h>
-#include <mutex>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gpu/cuda_check.cuh"
+#include "gpu/cuda_stage.cuh"
 #include "gpu/cuda_util.h"
 #include "gpu/fdk.h"
 #include "gpu/fdk_tune.h"
@@ -182,39 +182,13 @@ struct res {
     cudaArray_t arr[2];
     cudaTextureObject_t tex[2];
     cudaEvent_t ev_up[2], ev_free[2], ev_half, t0, t1;
-    cudaEvent_t ev_end;      /* the slab's last kernel (staged download) */
-    cudaEvent_t ev_stage[2]; /* last DMA in or out of stage[b] */
-    float *stage[2];         /* pinned host staging (NULL: no staging) */
-    size_t stage_elems;      /* floats per stage buffer */
-    struct stage_slot *slot; /* the cached buffers held by this run, or NULL */
-    int stage_private;       /* 1: stage[] allocated for this run only */
-    cudaEvent_t *tev;        /* 4 per step: filter start/end, backprojection start/end */
+    cudaEvent_t ev_end;  /* the slab's last kernel (staged download) */
+    gpu_stage::lease st; /* pinned host staging (st.buf[0] NULL: none) */
+    cudaEvent_t *tev;    /* 4 per step: filter start/end, backprojection start/end */
     int ntev;
     cufftHandle fwd, inv;
     int have_fwd, have_inv;
 };
-
-/* Pinned host staging buffers, kept per GPU for the life of the process so
- * that page-locking (tens of ms for hundreds of MB) is paid once: a worker
- * reconstructs on its GPU again and again. A run takes its GPU's slot with
- * try_lock; a concurrent run on the same GPU allocates its own buffers. */
-struct stage_slot {
-    std::mutex mu;
-    float *buf; /* 2 * elems floats */
-    size_t elems;
-};
-constexpr int k_stage_slots = 16;
-stage_slot g_stage[k_stage_slots];
-
-void stage_release(res *r)
-{
-    if (r->slot)
-        r->slot->mu.unlock();
-    else if (r->stage_private && r->stage[0])
-        cudaFreeHost(r->stage[0]);
-    r->slot = NULL;
-    r->stage[0] = r->stage[1] = NULL;
-}
 
 void release(res *r)
 {
@@ -239,10 +213,7 @@ void release(res *r)
     cudaFree(r->cosw);
     cudaFree(r->H);
     cudaFree(r->spec);
-    stage_release(r);
-    for (int b = 0; b < 2; b++)
-        if (r->ev_stage[b])
-            cudaEventDestroy(r->ev_stage[b]);
+    gpu_stage::release(&r->st);
     cudaEvent_t evs[] = {r->ev_half, r->ev_end, r->t0, r->t1};
     for (cudaEvent_t e : evs)
         if (e)
@@ -261,67 +232,6 @@ void release(res *r)
         cudaStreamDestroy(r->comp);
 }
 
-/* 1 when p is page-locked host memory (DMA-able as it is). */
-bool host_pinned(const void *p)
-{
-    cudaPointerAttributes a;
-    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-        (void)cudaGetLastError(); /* pageable memory may report an error on old drivers */
-        return false;
-    }
-    return a.type == cudaMemoryTypeHost;
-}
-
-/* memcpy on the host's cores: one thread copies well under 10 GB/s, the
- * DMA engines run at several times that. */
-void par_copy(float *dst, const float *src, size_t n)
-{
-    const size_t piece = (size_t)1 << 20; /* floats */
-    const long pieces = (long)((n + piece - 1) / piece);
-#pragma omp parallel for schedule(static) if (pieces > 1)
-    for (long i = 0; i < pieces; i++) {
-        const size_t o = (size_t)i * piece, len = n - o < piece ? n - o : piece;
-        memcpy(dst + o, src + o, sizeof(float) * len);
-    }
-}
-
-/* Two pinned staging buffers of `elems` floats: the GPU's cached slot when
- * free, else buffers for this run. Returns 0 or LDCT_ENOMEM_GPU (no pinned
- * memory: the caller goes on without staging). */
-int stage_acquire(res *r, int dev, size_t elems)
-{
-    stage_slot *slot = dev >= 0 && dev < k_stage_slots ? &g_stage[dev] : NULL;
-    if (slot && slot->mu.try_lock()) {
-        if (slot->elems < elems) {
-            if (slot->buf)
-                cudaFreeHost(slot->buf);
-            slot->buf = NULL;
-            slot->elems = 0;
-            if (cudaHostAlloc(&slot->buf, sizeof(float) * 2 * elems, cudaHostAllocDefault) !=
-                cudaSuccess) {
-                (void)cudaGetLastError();
-                slot->buf = NULL;
-                slot->mu.unlock();
-                return LDCT_ENOMEM_GPU;
-            }
-            slot->elems = elems;
-        }
-        r->slot = slot;
-        r->stage[0] = slot->buf;
-    } else {
-        if (cudaHostAlloc(&r->stage[0], sizeof(float) * 2 * elems, cudaHostAllocDefault) !=
-            cudaSuccess) {
-            (void)cudaGetLastError();
-            r->stage[0] = NULL;
-            return LDCT_ENOMEM_GPU;
-        }
-        r->stage_private = 1;
-    }
-    r->stage[1] = r->stage[0] + elems;
-    r->stage_elems = elems;
-    return 0;
-}
-
 int make_events(res *r, int steps)
 {
     r->tev = (cudaEvent_t *)calloc(4 * (size_t)steps, sizeof(cudaEvent_t));
@@ -336,8 +246,6 @@ int make_events(res *r, int steps)
     }
     CUDA_CHECK(cudaEventCreateWithFlags(&r->ev_half, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&r->ev_end, cudaEventDisableTiming));
-    for (int b = 0; b < 2; b++)
-        CUDA_CHECK(cudaEventCreateWithFlags(&r->ev_stage[b], cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreate(&r->t0));
     CUDA_CHECK(cudaEventCreate(&r->t1));
     CUDA_CHECK(cudaStreamCreateWithFlags(&r->up, cudaStreamNonBlocking));
@@ -540,7 +448,7 @@ struct job {
     cfg c;
     int filter, npad;
     double filter_ms, bp_ms;
-    bool stage_in, stage_out; /* pageable projections / volume go through r->stage */
+    bool stage_in, stage_out; /* pageable projections / volume go through r->st */
 };
 
 int upload(res *r, const job &j, int s)
@@ -550,16 +458,16 @@ int upload(res *r, const job &j, int s)
     const size_t pix = (size_t)j.g->nu * j.g->nv;
     const float *src = j.proj->data + pix * p0;
     if (j.stage_in) { /* the host copy overlaps the kernels queued before */
-        CUDA_CHECK(cudaEventSynchronize(r->ev_stage[b]));
-        par_copy(r->stage[b], src, pix * n);
-        src = r->stage[b];
+        CUDA_CHECK(cudaEventSynchronize(r->st.ev[b]));
+        gpu_stage::par_copy(r->st.buf[b], src, pix * n);
+        src = r->st.buf[b];
     }
     CUDA_CHECK(cudaStreamWaitEvent(r->up, r->ev_free[b], 0));
     CUDA_CHECK(
         cudaMemcpyAsync(r->raw[b], src, sizeof(float) * pix * n, cudaMemcpyHostToDevice, r->up));
     CUDA_CHECK(cudaEventRecord(r->ev_up[b], r->up));
     if (j.stage_in)
-        CUDA_CHECK(cudaEventRecord(r->ev_stage[b], r->up));
+        CUDA_CHECK(cudaEventRecord(r->st.ev[b], r->up));
     return 0;
 }
 
@@ -570,7 +478,7 @@ int upload(res *r, const job &j, int s)
 int download_staged(res *r, const job &j, int zs, int nzs, int half)
 {
     const size_t plane = (size_t)j.v->nx * j.v->ny;
-    const int per = (int)(r->stage_elems / plane);
+    const int per = (int)(r->st.elems / plane);
     float *prev_dst = NULL;
     size_t prev_n = 0;
     int c = 0;
@@ -578,20 +486,20 @@ int download_staged(res *r, const job &j, int zs, int nzs, int half)
         const int end = z < half ? half : nzs, n = end - z < per ? end - z : per;
         const int b = c % 2;
         CUDA_CHECK(cudaStreamWaitEvent(r->up, z < half ? r->ev_half : r->ev_end, 0));
-        CUDA_CHECK(cudaMemcpyAsync(r->stage[b], r->vol + plane * z, sizeof(float) * plane * n,
+        CUDA_CHECK(cudaMemcpyAsync(r->st.buf[b], r->vol + plane * z, sizeof(float) * plane * n,
                                    cudaMemcpyDeviceToHost, r->up));
-        CUDA_CHECK(cudaEventRecord(r->ev_stage[b], r->up));
+        CUDA_CHECK(cudaEventRecord(r->st.ev[b], r->up));
         if (prev_dst) {
-            CUDA_CHECK(cudaEventSynchronize(r->ev_stage[1 - b]));
-            par_copy(prev_dst, r->stage[1 - b], prev_n);
+            CUDA_CHECK(cudaEventSynchronize(r->st.ev[1 - b]));
+            gpu_stage::par_copy(prev_dst, r->st.buf[1 - b], prev_n);
         }
         prev_dst = j.out->data + plane * (zs + z);
         prev_n = plane * n;
         z += n;
     }
     if (prev_dst) {
-        CUDA_CHECK(cudaEventSynchronize(r->ev_stage[(c - 1) % 2]));
-        par_copy(prev_dst, r->stage[(c - 1) % 2], prev_n);
+        CUDA_CHECK(cudaEventSynchronize(r->st.ev[(c - 1) % 2]));
+        gpu_stage::par_copy(prev_dst, r->st.buf[(c - 1) % 2], prev_n);
     }
     return 0;
 }
@@ -726,13 +634,13 @@ int run_slabs(res *r, job &j, int slab)
  * pageable copies, slower but correct. */
 void plan_staging(res *r, job *j, int dev)
 {
-    j->stage_in = !host_pinned(j->proj->data);
-    j->stage_out = !host_pinned(j->out->data);
+    j->stage_in = !gpu_stage::host_pinned(j->proj->data);
+    j->stage_out = !gpu_stage::host_pinned(j->out->data);
     if (!j->stage_in && !j->stage_out)
         return;
     const size_t batch = (size_t)j->g->nu * j->g->nv * j->c.I;
     const size_t planes = (size_t)j->v->nx * j->v->ny * 8;
-    if (stage_acquire(r, dev, batch > planes ? batch : planes) != 0) {
+    if (gpu_stage::acquire(&r->st, dev, batch > planes ? batch : planes) != 0) {
         log_warn("fdk: no pinned host memory for staging; copying from pageable memory");
         j->stage_in = j->stage_out = false;
     }

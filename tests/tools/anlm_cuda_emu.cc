@@ -44,6 +44,9 @@ static inline float __ldg(const float *p)
 {
     return *p;
 }
+/* The GPU's fast exponential; the C library's here (glibc declares a
+ * symbol __expf of its own, so a macro, not a function). */
+#define __expf(x) expf(x)
 static inline double __dadd_rn(double a, double b)
 {
     return a + b;
