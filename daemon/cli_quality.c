@@ -218,6 +218,13 @@ static void num(const char *key, double v, const char *fmt)
         printf("null");
 }
 
+/* A number and the comma after it. */
+static void num_c(const char *key, double v, const char *fmt)
+{
+    num(key, v, fmt);
+    printf(",");
+}
+
 static void print_json(const quality_opts *o, const gpu_phantom_layout *l, const asm_series *s,
                        const quality_result *r, const quality4d_result *q4)
 {
@@ -226,25 +233,16 @@ static void print_json(const quality_opts *o, const gpu_phantom_layout *l, const
     printf(",\"size\":[%d,%d,%d],", s->vol.nx, s->vol.ny, s->vol.nz);
     if (q4) {
         printf("\"times\":%d,", q4->ntimes);
-        num("edge_moving_mm", q4->edge_moving_mm, "%.4f");
-        printf(",");
-        num("edge_moving_worst_mm", q4->edge_moving_worst_mm, "%.4f");
-        printf(",");
+        num_c("edge_moving_mm", q4->edge_moving_mm, "%.4f");
+        num_c("edge_moving_worst_mm", q4->edge_moving_worst_mm, "%.4f");
     }
-    num("psnr", r->psnr, "%.4f");
-    printf(",");
-    num("psnr_range_hu", r->psnr_range, "%.1f");
-    printf(",");
-    num("ssim", r->ssim, "%.5f");
-    printf(",");
-    num("noise_sd", r->noise_sd, "%.3f");
-    printf(",");
-    num("bias_hu", r->bias_hu, "%.3f");
-    printf(",");
-    num("max_abs_bias_hu", r->max_abs_bias, "%.3f");
-    printf(",");
-    num("noise_spread", r->noise_spread, "%.4f");
-    printf(",");
+    num_c("psnr", r->psnr, "%.4f");
+    num_c("psnr_range_hu", r->psnr_range, "%.1f");
+    num_c("ssim", r->ssim, "%.5f");
+    num_c("noise_sd", r->noise_sd, "%.3f");
+    num_c("bias_hu", r->bias_hu, "%.3f");
+    num_c("max_abs_bias_hu", r->max_abs_bias, "%.3f");
+    num_c("noise_spread", r->noise_spread, "%.4f");
     num("edge_rise_mm", r->edge_rise_mm, "%.4f");
     printf(",\"cnr\":[");
     for (int i = 0; i < r->nlesion; i++) {
