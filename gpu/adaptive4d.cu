@@ -333,43 +333,10 @@ __global__ void k_frob_sample_at(ptrs14 T, size_t m, size_t i0, size_t stride, s
         out[i] = (float)frob_at(T, (i0 + i) * stride - goff);
 }
 
-/* Jacobi eigen-decomposition, as gpu__a4d_eig4. */
+/* Eigenvalues (unsorted) and eigenvectors, by the reference's rotations. */
 __device__ void eig4(double a[16], double l[4], double v[16])
 {
-    for (int i = 0; i < 16; i++)
-        v[i] = i % 5 == 0;
-    for (int sweep = 0; sweep < 30; sweep++) {
-        double off = 0;
-        for (int i = 0; i < 4; i++)
-            for (int j = i + 1; j < 4; j++)
-                off += a[4 * i + j] * a[4 * i + j];
-        if (off < 1e-30)
-            break;
-        for (int p = 0; p < 4; p++)
-            for (int q = p + 1; q < 4; q++) {
-                double apq = a[4 * p + q];
-                if (fabs(apq) < 1e-300)
-                    continue;
-                double theta = (a[4 * q + q] - a[4 * p + p]) / (2 * apq);
-                double t = (theta >= 0 ? 1 : -1) / (fabs(theta) + sqrt(theta * theta + 1));
-                double c = 1 / sqrt(t * t + 1), s = t * c;
-                for (int k = 0; k < 4; k++) {
-                    double akp = a[4 * k + p], akq = a[4 * k + q];
-                    a[4 * k + p] = c * akp - s * akq;
-                    a[4 * k + q] = s * akp + c * akq;
-                }
-                for (int k = 0; k < 4; k++) {
-                    double apk = a[4 * p + k], aqk = a[4 * q + k];
-                    a[4 * p + k] = c * apk - s * aqk;
-                    a[4 * q + k] = s * apk + c * aqk;
-                }
-                for (int k = 0; k < 4; k++) {
-                    double vkp = v[4 * k + p], vkq = v[4 * k + q];
-                    v[4 * k + p] = c * vkp - s * vkq;
-                    v[4 * k + q] = s * vkp + c * vkq;
-                }
-            }
-    }
+    gpu__a4d_jacobi4(a, v);
     for (int k = 0; k < 4; k++)
         l[k] = a[5 * k];
 }

@@ -55,6 +55,8 @@
 #ifndef LDCT_GPU_ADAPTIVE4D_H
 #define LDCT_GPU_ADAPTIVE4D_H
 
+#include <math.h>
+
 #include "gpu/device.h"
 #include "gpu/volume.h"
 
@@ -213,6 +215,54 @@ void gpu__a4d_control(const gpu_adaptive4d_params *p, float **T, size_t n, int t
 /* The same with the M-function's reference given (from the slab pass). */
 void gpu__a4d_control_with(const gpu_adaptive4d_params *p, float **T, size_t n, double ref,
                            int threads);
+
+#ifdef __CUDACC__
+#define GPU__A4D_HD __host__ __device__ __forceinline__
+#else
+#define GPU__A4D_HD static inline
+#endif
+
+/* Jacobi rotations of a symmetric 4x4 matrix a (row-major) until its
+ * off-diagonal part vanishes: a ends diagonal (the eigenvalues, unsorted),
+ * v holds the eigenvectors as columns. One definition for the reference
+ * (gpu__a4d_eig4) and the CUDA kernels. */
+GPU__A4D_HD void gpu__a4d_jacobi4(double a[16], double v[16])
+{
+    for (int i = 0; i < 16; i++)
+        v[i] = i % 5 == 0;
+    for (int sweep = 0; sweep < 30; sweep++) {
+        double off = 0;
+        for (int i = 0; i < 4; i++)
+            for (int j = i + 1; j < 4; j++)
+                off += a[4 * i + j] * a[4 * i + j];
+        if (off < 1e-30)
+            break;
+        for (int pi = 0; pi < 4; pi++)
+            for (int qi = pi + 1; qi < 4; qi++) {
+                double apq = a[4 * pi + qi];
+                if (fabs(apq) < 1e-300)
+                    continue;
+                double theta = (a[4 * qi + qi] - a[4 * pi + pi]) / (2 * apq);
+                double t = (theta >= 0 ? 1 : -1) / (fabs(theta) + sqrt(theta * theta + 1));
+                double c = 1 / sqrt(t * t + 1), s = t * c;
+                for (int k = 0; k < 4; k++) { /* columns p, q */
+                    double akp = a[4 * k + pi], akq = a[4 * k + qi];
+                    a[4 * k + pi] = c * akp - s * akq;
+                    a[4 * k + qi] = s * akp + c * akq;
+                }
+                for (int k = 0; k < 4; k++) { /* rows p, q */
+                    double apk = a[4 * pi + k], aqk = a[4 * qi + k];
+                    a[4 * pi + k] = c * apk - s * aqk;
+                    a[4 * qi + k] = s * apk + c * aqk;
+                }
+                for (int k = 0; k < 4; k++) {
+                    double vkp = v[4 * k + pi], vkq = v[4 * k + qi];
+                    v[4 * k + pi] = c * vkp - s * vkq;
+                    v[4 * k + qi] = s * vkp + c * vkq;
+                }
+            }
+    }
+}
 
 /* Eigen-decomposition of a symmetric 4x4 matrix a (row-major, destroyed):
  * eigenvalues l[4] descending, eigenvectors as columns of v (row-major). */

@@ -146,40 +146,7 @@ static int tensor_grid(const gpu_adaptive4d_params *p, const gpu_a4d_bank *b, co
 
 void gpu__a4d_eig4(double a[16], double l[4], double v[16])
 {
-    for (int i = 0; i < 16; i++)
-        v[i] = i % 5 == 0;
-    for (int sweep = 0; sweep < 30; sweep++) {
-        double off = 0;
-        for (int i = 0; i < 4; i++)
-            for (int j = i + 1; j < 4; j++)
-                off += a[4 * i + j] * a[4 * i + j];
-        if (off < 1e-30)
-            break;
-        for (int pi = 0; pi < 4; pi++)
-            for (int qi = pi + 1; qi < 4; qi++) {
-                double apq = a[4 * pi + qi];
-                if (fabs(apq) < 1e-300)
-                    continue;
-                double theta = (a[4 * qi + qi] - a[4 * pi + pi]) / (2 * apq);
-                double t = (theta >= 0 ? 1 : -1) / (fabs(theta) + sqrt(theta * theta + 1));
-                double c = 1 / sqrt(t * t + 1), s = t * c;
-                for (int k = 0; k < 4; k++) { /* columns p, q */
-                    double akp = a[4 * k + pi], akq = a[4 * k + qi];
-                    a[4 * k + pi] = c * akp - s * akq;
-                    a[4 * k + qi] = s * akp + c * akq;
-                }
-                for (int k = 0; k < 4; k++) { /* rows p, q */
-                    double apk = a[4 * pi + k], aqk = a[4 * qi + k];
-                    a[4 * pi + k] = c * apk - s * aqk;
-                    a[4 * qi + k] = s * apk + c * aqk;
-                }
-                for (int k = 0; k < 4; k++) {
-                    double vkp = v[4 * k + pi], vkq = v[4 * k + qi];
-                    v[4 * k + pi] = c * vkp - s * vkq;
-                    v[4 * k + qi] = s * vkp + c * vkq;
-                }
-            }
-    }
+    gpu__a4d_jacobi4(a, v);
     int order[4] = {0, 1, 2, 3};
     for (int i = 0; i < 4; i++)
         for (int j = i + 1; j < 4; j++)
