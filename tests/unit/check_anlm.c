@@ -17,26 +17,10 @@
 #include "gpu/anlm.h"
 #include "gpu/nlm.h"
 #include "gpu/volume.h"
+#define GT_SEED 0x2545F4914F6CDD1Dull
+#include "tests/unit/gputest.h"
 
 /* ---- helpers ------------------------------------------------------------ */
-
-static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
-
-static double urand(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (double)(rng_state >> 11) / 9007199254740992.0;
-}
-
-static double grand(void)
-{
-    double u1 = urand(), u2 = urand();
-    if (u1 < 1e-300)
-        u1 = 1e-300;
-    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-}
 
 /* Poisson variate (Knuth for small means, normal approximation above 500). */
 static double poisson(double lambda)

@@ -21,25 +21,8 @@
 #include "gpu/adaptive4d.h"
 #include "gpu/device.h"
 #include "gpu/volume.h"
-
-static uint64_t rng_state = 0xD1B54A32D192ED03ull;
-
-static double urand(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (double)(rng_state >> 11) / 9007199254740992.0;
-}
-
-static int have_gpu(void)
-{
-    if (gpu_device_count() > 0)
-        return 1;
-    printf("SKIP: no GPU\n");
-    fflush(stdout);
-    return 0;
-}
+#define GT_SEED 0xD1B54A32D192ED03ull
+#include "tests/unit/gputest.h"
 
 /* A beating blob, a step moving with t, a ramp and uniform noise. */
 static void fill(gpu_volume *v)
