@@ -3,13 +3,19 @@
 # tests/bench/flush_floor.c and runs each variant ROUNDS times alternately
 # (N instances of 525 KB each), then prints the medians, and the disk's raw
 # sequential write rate (dd, O_DIRECT, 512 KiB blocks) for the floor.
+# FLUSH_FLOOR names a prebuilt binary (no compiler on the GPU machine).
 # usage: tests/bench/flush_floor.sh [N] [ROUNDS]
 set -eu
 n=${1:-500} rounds=${2:-5}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 t=$(mktemp -d "${TMPDIR:-/tmp}/ldct-flush-XXXXXX")
 trap 'rm -rf "$t"' EXIT
-cc -O2 -o "$t/flush_floor" "$root/tests/bench/flush_floor.c" -lsqlite3 -lpthread
+if [ -n "${FLUSH_FLOOR:-}" ]; then
+    cp "$FLUSH_FLOOR" "$t/flush_floor"
+else
+    cc -O2 -o "$t/flush_floor" "$root/tests/bench/flush_floor.c" -lsqlite3 -lpthread
+fi
+findmnt -n -o FSTYPE,SOURCE,OPTIONS -T "$t" | awk '{print "disk: " $0}'
 variants="write-only serial tmpfile overlapped"
 for r in $(seq 1 "$rounds"); do
     for v in $variants; do

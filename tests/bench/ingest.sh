@@ -4,22 +4,26 @@
 # Prints both throughputs and their ratio (ldctd / storescp). ldctd fsyncs
 # every file, its directory and its database commit; storescp does not.
 # storescp runs with TCP_NODELAY=1 (DCMTK leaves Nagle on by default).
+# BUILD is a build directory (relative to the repository or absolute) or a
+# bundle's bin/ (tests/bench/ingest_device.sh); TMPDIR picks the disk.
 # usage: tests/bench/ingest.sh [BUILD] [N] [ROUNDS]
 set -eu
 build=${1:-build} n=${2:-500} rounds=${3:-3}
 root=$(cd "$(dirname "$0")/../.." && pwd)
-t=$(mktemp -d /tmp/ldct-bench-XXXXXX)
+case $build in /*) b=$build ;; *) b=$root/$build ;; esac
+tool() { if [ -x "$b/$1" ]; then echo "$b/$1"; else echo "$b/$(basename "$1")"; fi; }
+t=$(mktemp -d "${TMPDIR:-/tmp}/ldct-bench-XXXXXX")
 pids=()
 trap 'kill ${pids[*]} 2>/dev/null; wait 2>/dev/null; rm -rf "$t"' EXIT
 export TCP_NODELAY=1
-"$root/$build/tools/mkseries" --out "$t/series" --rows 512 --cols 512 --slices "$n" --noise 20 2>/dev/null
+"$(tool tools/mkseries)" --out "$t/series" --rows 512 --cols 512 --slices "$n" --noise 20 2>/dev/null
 files=("$t"/series/*.dcm)
 bytes=$(du -cb "${files[@]}" | tail -n1 | cut -f1)
 
 port1=$((20000 + RANDOM % 10000)) port2=$((30000 + RANDOM % 10000))
 printf '[node]\nport = %d\nstate_dir = %s/state\nmin_free_mb = 0\nlog_level = warning\n' \
     "$port1" "$t" > "$t/ldctd.conf"
-"$root/$build/ldctd" --config "$t/ldctd.conf" 2> "$t/ldctd.log" & pids+=($!)
+"$(tool ldctd)" --config "$t/ldctd.conf" 2> "$t/ldctd.log" & pids+=($!)
 mkdir -p "$t/storescp"
 storescp -od "$t/storescp" -aet STORESCP "$port2" & pids+=($!)
 sleep 1
@@ -29,7 +33,7 @@ send() { # AE PORT -> seconds
     s=$(date +%s.%N)
     storescu -aec "$1" 127.0.0.1 "$2" "${files[@]}"
     e=$(date +%s.%N)
-    echo "$e - $s" | bc -l
+    awk -v s="$s" -v e="$e" 'BEGIN {printf "%.4f\n", e - s}'
 }
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 ours=() theirs=()
@@ -39,10 +43,11 @@ for r in $(seq 1 "$rounds"); do
     rm -rf "${t:?}/storescp"/*
 done
 o=$(median "${ours[@]}") s=$(median "${theirs[@]}")
-stored=$(sqlite3 "$t/state/ldct.db" "SELECT count(*) FROM instances")
+stored=$("$(tool ldct)" --state-dir "$t/state" status | awk '/^instances:/ {print $2}')
 [ "$stored" = "$n" ] || { echo "ldctd stored $stored of $n" >&2; exit 1; }
-awk -v n="$n" -v b="$bytes" -v o="$o" -v s="$s" -v r="$rounds" 'BEGIN {
-    printf "instances %d (%.1f MB), median of %d rounds\n", n, b / 1e6, r
+fs=$(findmnt -n -o FSTYPE,SOURCE -T "$t" | tr -s ' ' ' ')
+awk -v fs="$fs" -v n="$n" -v b="$bytes" -v o="$o" -v s="$s" -v r="$rounds" 'BEGIN {
+    printf "instances %d (%.1f MB), median of %d rounds, spool on %s\n", n, b / 1e6, r, fs
     printf "ldctd:    %.2f s  %.1f instances/s  %.1f MB/s\n", o, n / o, b / 1e6 / o
     printf "storescp: %.2f s  %.1f instances/s  %.1f MB/s\n", s, n / s, b / 1e6 / s
     printf "ratio ldctd/storescp: %.2f\n", s / o }'
