@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "gpu/cuda_check.cuh"
+#include "gpu/cuda_stage.cuh"
 #include "gpu/nlm.h"
 #include "gpu/nlm_cuda_v3.cuh"
 
@@ -566,6 +567,174 @@ void release(bufs *b)
         cudaEventDestroy(b->k1);
 }
 
+/* Geometry and kernel choice of one call. */
+struct plan {
+    int dim, S, P, R, cfg, v3, tx, ty, lz;
+    int nx, ny, nz, PXp, PY, zh, slab, nslabs, PZmax, rawmax;
+    size_t oplane, pplane;
+    float kh, kh3;
+};
+
+/* Kernel configuration, tile and padded layout for params p and volume in. */
+void plan_layout(const gpu_nlm_params *p, const gpu_volume *in, int dim, plan *pl)
+{
+    pl->dim = dim;
+    pl->S = p->search_radius;
+    pl->P = p->patch_radius;
+    pl->R = pl->S + pl->P;
+    pl->nx = in->nx;
+    pl->ny = in->ny;
+    pl->nz = in->nz;
+    pl->cfg = dim == 3 ? cfg3_pick() : 0;
+    pl->v3 = pl->cfg >= k_nv12 ? pl->cfg - k_nv12 : -1;
+    if (pl->v3 >= 0 && !gpu__nlm3d_v3_supported(pl->v3, pl->P, p->gaussian)) {
+        pl->v3 = -1;
+        pl->cfg = k_cfg3_fallback;
+    }
+    pl->tx = T2X;
+    pl->ty = T2Y;
+    pl->lz = 1;
+    if (dim == 3 && pl->v3 >= 0) {
+        gpu__nlm3d_v3_tile(pl->v3, pl->P, &pl->tx, &pl->ty, &pl->lz);
+    } else if (dim == 3) {
+        pl->tx = T3X;
+        pl->ty = B3Y * k_cfg3[pl->cfg].ry;
+        pl->lz = k_cfg3[pl->cfg].lz;
+    }
+    /* Padded plane: every tile's reads stay inside it (tiles round up). */
+    pl->PXp =
+        ((pl->nx + pl->tx - 1) / pl->tx * pl->tx + 2 * pl->R + RS2 + (dim == 3 ? XSPARE : 0) + 31) /
+        32 * 32;
+    pl->PY = (pl->ny + pl->ty - 1) / pl->ty * pl->ty + 2 * pl->R;
+    pl->zh = dim == 3 ? pl->R : 0;
+    pl->oplane = (size_t)pl->nx * pl->ny;
+    pl->pplane = (size_t)pl->PXp * pl->PY;
+}
+
+/* Slab height for the memory budget; LDCT_ENOMEM_GPU below one plane. */
+int plan_slabs(const gpu_device *d, plan *pl)
+{
+    const size_t budget = gpu_device_budget(d);
+    const size_t per = sizeof(float) * (2 * pl->oplane + pl->pplane);
+    const size_t fixed = sizeof(float) * ((size_t)2 * pl->zh * (pl->oplane + pl->pplane) +
+                                          (size_t)pl->lz * pl->pplane);
+    if (budget <= fixed + per) {
+        log_err("nlm%dd: GPU memory budget %zu bytes is below one plane (%zu)", pl->dim, budget,
+                fixed + per);
+        return LDCT_ENOMEM_GPU;
+    }
+    int slab = (int)((budget - fixed) / per);
+    if (slab > pl->nz)
+        slab = pl->nz;
+    pl->nslabs = (pl->nz + slab - 1) / slab;
+    pl->slab = (pl->nz + pl->nslabs - 1) / pl->nslabs; /* even slabs */
+    pl->PZmax = pl->slab + 2 * pl->zh + pl->lz;
+    pl->rawmax = pl->slab + 2 * pl->zh;
+    return 0;
+}
+
+/* host -> device through the pinned stage when there is one. */
+int copy_in(gpu_stage::lease *stg, float *dst, const float *src, size_t n, cudaStream_t st)
+{
+    if (stg)
+        return gpu_stage::h2d(stg, dst, src, n, st);
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, sizeof(float) * n, cudaMemcpyHostToDevice, st));
+    return 0;
+}
+
+/* device -> host (returns once dst holds the data). */
+int copy_out(gpu_stage::lease *stg, float *dst, const float *src, size_t n, cudaStream_t st)
+{
+    if (stg)
+        return gpu_stage::d2h(stg, dst, src, n, st);
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, sizeof(float) * n, cudaMemcpyDeviceToHost, st));
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    return 0;
+}
+
+/* Pads and filters output planes [zs, ze) of one time point (src, dst: its
+ * volume); adds the pad + kernel time to *kernel_ms. */
+int run_slab(const plan &pl, const bufs &b, const float *src, float *dst, int zs, int ze,
+             gpu_stage::lease *stg, cudaStream_t st, double *kernel_ms)
+{
+    const int nzs = ze - zs, dim = pl.dim, zh = pl.zh;
+    const int lo = zs - zh < 0 ? 0 : zs - zh, hi = ze + zh > pl.nz ? pl.nz : ze + zh;
+    const int PZ = nzs + 2 * zh + (dim == 3 ? pl.lz : 0);
+    int rc = copy_in(stg, b.raw, src + (size_t)lo * pl.oplane, pl.oplane * (hi - lo), st);
+    if (rc)
+        return rc;
+    CUDA_CHECK(cudaEventRecord(b.k0, st));
+    dim3 pb(32, 8), pg((pl.PXp + 31) / 32, (pl.PY + 7) / 8, PZ);
+    pad_kernel<<<pg, pb, 0, st>>>(b.raw, b.pad, pl.nx, pl.ny, pl.nz, pl.R, pl.PXp, pl.PY, PZ,
+                                  zs - zh, lo, hi - lo, dim == 3);
+    CUDA_CHECK(cudaGetLastError());
+    if (dim == 3 && pl.v3 >= 0)
+        CUDA_CHECK(gpu__nlm3d_v3_launch(pl.v3, pl.P, b.pad, b.out, pl.nx, pl.ny, nzs, pl.PXp, pl.PY,
+                                        pl.S, pl.kh3, st));
+    else if (dim == 3)
+        CUDA_CHECK(
+            launch3(pl.P, pl.cfg, b.pad, b.out, pl.nx, pl.ny, nzs, pl.PXp, pl.PY, pl.S, pl.kh, st));
+    else
+        CUDA_CHECK(launch2(pl.P, b.pad, b.out, pl.nx, pl.ny, nzs, pl.PXp, pl.PY, pl.S, pl.kh, st));
+    CUDA_CHECK(cudaEventRecord(b.k1, st));
+    if ((rc = copy_out(stg, dst + (size_t)zs * pl.oplane, b.out, pl.oplane * nzs, st)) != 0)
+        return rc;
+    float kms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&kms, b.k0, b.k1));
+    *kernel_ms += kms;
+    return 0;
+}
+
+/* Events, patch weights and device buffers of a call. */
+int setup(const gpu_nlm_params *p, const plan &pl, bufs *b, cudaStream_t st)
+{
+    float gw[3][2 * GPU_NLM_MAX_PATCH + 1];
+    memset(gw, 0, sizeof gw);
+    gpu__nlm_patch_weights(pl.P, p->gaussian, gw[0]);
+    gpu__nlm_patch_weights(pl.P, p->gaussian, gw[1]);
+    gpu__nlm_patch_weights(pl.dim == 3 ? pl.P : 0, p->gaussian, gw[2]);
+    CUDA_CHECK(cudaEventCreate(&b->e0));
+    CUDA_CHECK(cudaEventCreate(&b->e1));
+    CUDA_CHECK(cudaEventCreate(&b->k0));
+    CUDA_CHECK(cudaEventCreate(&b->k1));
+    CUDA_CHECK(cudaEventRecord(b->e0, st));
+    CUDA_CHECK(cudaMemcpyToSymbolAsync(c_g, gw, sizeof gw, 0, cudaMemcpyHostToDevice, st));
+    CUDA_CHECK(cudaMalloc(&b->raw, sizeof(float) * pl.oplane * pl.rawmax));
+    CUDA_CHECK(cudaMalloc(&b->pad, sizeof(float) * pl.pplane * pl.PZmax));
+    CUDA_CHECK(cudaMalloc(&b->out, sizeof(float) * pl.oplane * pl.slab));
+    return 0;
+}
+
+/* Every slab of every time point, then the call's statistics. */
+int run_all(const gpu_nlm_params *p, const plan &pl, const gpu_volume *in, gpu_volume *out,
+            const bufs &b, gpu_stage::lease *stg, cudaStream_t st, int dev_index)
+{
+    double ksum = 0;
+    const size_t vol = pl.oplane * pl.nz;
+    for (int t = 0; t < in->nt; t++)
+        for (int zs = 0; zs < pl.nz; zs += pl.slab) {
+            const int ze = zs + pl.slab > pl.nz ? pl.nz : zs + pl.slab;
+            int rc = run_slab(pl, b, in->data + (size_t)t * vol, out->data + (size_t)t * vol, zs,
+                              ze, stg, st, &ksum);
+            if (rc)
+                return rc;
+        }
+    float tms = 0;
+    CUDA_CHECK(cudaEventRecord(b.e1, st));
+    CUDA_CHECK(cudaEventSynchronize(b.e1));
+    CUDA_CHECK(cudaEventElapsedTime(&tms, b.e0, b.e1));
+    if (p->stats) {
+        p->stats->kernel_ms = ksum;
+        p->stats->total_ms = tms;
+        p->stats->slabs = pl.nslabs * in->nt;
+    }
+    log_debug("nlm%dd %dx%dx%dx%d S=%d P=%d on gpu:%d (cfg %d): %d slab(s)%s, kernels %.3f ms, "
+              "total %.3f ms",
+              pl.dim, pl.nx, pl.ny, pl.nz, in->nt, pl.S, pl.P, dev_index, pl.cfg, pl.nslabs,
+              stg ? " via pinned staging" : "", ksum, (double)tms);
+    return 0;
+}
+
 int run_cuda(const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *out, const gpu_device *dev,
              int dim)
 {
@@ -580,124 +749,29 @@ int run_cuda(const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *out, con
     if (d.kind != GPU_DEVICE_CUDA)
         return LDCT_ENOGPU;
     float h;
-    rc = gpu_nlm_resolve_h(p, in, &h);
-    if (rc)
+    if ((rc = gpu_nlm_resolve_h(p, in, &h)) != 0)
         return rc;
-    const int S = p->search_radius, P = p->patch_radius, R = S + P;
-    const int nx = in->nx, ny = in->ny, nz = in->nz;
-    int cfg = dim == 3 ? cfg3_pick() : 0;
-    int v3 = cfg >= k_nv12 ? cfg - k_nv12 : -1;
-    if (v3 >= 0 && !gpu__nlm3d_v3_supported(v3, P, p->gaussian)) {
-        v3 = -1;
-        cfg = k_cfg3_fallback;
-    }
-    int tx = T2X, ty = T2Y, lz = 1;
-    if (dim == 3 && v3 >= 0) {
-        gpu__nlm3d_v3_tile(v3, P, &tx, &ty, &lz);
-    } else if (dim == 3) {
-        tx = T3X;
-        ty = B3Y * k_cfg3[cfg].ry;
-        lz = k_cfg3[cfg].lz;
-    }
-    /* Padded plane: every tile's reads stay inside it (tiles round up). */
-    const int PXp =
-        ((nx + tx - 1) / tx * tx + 2 * R + RS2 + (dim == 3 ? XSPARE : 0) + 31) / 32 * 32;
-    const int PY = (ny + ty - 1) / ty * ty + 2 * R;
-    const int zh = dim == 3 ? R : 0;
-    const size_t oplane = (size_t)nx * ny, pplane = (size_t)PXp * PY;
-    const size_t budget = gpu_device_budget(&d);
-    const size_t per = sizeof(float) * (2 * oplane + pplane);
-    const size_t fixed = sizeof(float) * ((size_t)2 * zh * (oplane + pplane) + (size_t)lz * pplane);
-    if (budget <= fixed + per) {
-        log_err("nlm%dd: GPU memory budget %zu bytes is below one plane (%zu)", dim, budget,
-                fixed + per);
-        return LDCT_ENOMEM_GPU;
-    }
-    int slab = (int)((budget - fixed) / per);
-    if (slab > nz)
-        slab = nz;
-    const int nslabs = (nz + slab - 1) / slab;
-    slab = (nz + nslabs - 1) / nslabs; /* even slabs */
-    const int PZmax = slab + 2 * zh + lz;
-    const int rawmax = slab + 2 * zh;
-
+    plan pl;
+    plan_layout(p, in, dim, &pl);
+    if ((rc = plan_slabs(&d, &pl)) != 0)
+        return rc;
+    pl.kh = (float)(1.4426950408889634 / ((double)h * h));
+    const double np = 2.0 * pl.P + 1.0; /* v3 sums plain squares: fold g = 1/(2P+1)^3 */
+    pl.kh3 = (float)(1.4426950408889634 / ((double)h * h * np * np * np));
     CUDA_CHECK(cudaSetDevice(d.index));
     cudaStream_t st = (cudaStream_t)d.stream;
     bufs b;
     memset(&b, 0, sizeof b);
-    float gw[3][2 * GPU_NLM_MAX_PATCH + 1];
-    memset(gw, 0, sizeof gw);
-    gpu__nlm_patch_weights(P, p->gaussian, gw[0]);
-    gpu__nlm_patch_weights(P, p->gaussian, gw[1]);
-    gpu__nlm_patch_weights(dim == 3 ? P : 0, p->gaussian, gw[2]);
-    const float kh = (float)(1.4426950408889634 / ((double)h * h));
-    const double np = 2.0 * P + 1.0; /* v3 sums plain squares: fold g = 1/(2P+1)^3 */
-    const float kh3 = (float)(1.4426950408889634 / ((double)h * h * np * np * np));
-    float kms = 0, tms = 0;
-    double ksum = 0;
-
-    CUDA_CHECK_GOTO(cudaEventCreate(&b.e0), rc, fail);
-    CUDA_CHECK_GOTO(cudaEventCreate(&b.e1), rc, fail);
-    CUDA_CHECK_GOTO(cudaEventCreate(&b.k0), rc, fail);
-    CUDA_CHECK_GOTO(cudaEventCreate(&b.k1), rc, fail);
-    CUDA_CHECK_GOTO(cudaEventRecord(b.e0, st), rc, fail);
-    CUDA_CHECK_GOTO(cudaMemcpyToSymbolAsync(c_g, gw, sizeof gw, 0, cudaMemcpyHostToDevice, st), rc,
-                    fail);
-    CUDA_CHECK_GOTO(cudaMalloc(&b.raw, sizeof(float) * oplane * rawmax), rc, fail);
-    CUDA_CHECK_GOTO(cudaMalloc(&b.pad, sizeof(float) * pplane * PZmax), rc, fail);
-    CUDA_CHECK_GOTO(cudaMalloc(&b.out, sizeof(float) * oplane * slab), rc, fail);
-
-    for (int t = 0; t < in->nt; t++) {
-        const float *src = in->data + (size_t)t * oplane * nz;
-        float *dst = out->data + (size_t)t * oplane * nz;
-        for (int zs = 0; zs < nz; zs += slab) {
-            const int ze = zs + slab > nz ? nz : zs + slab, nzs = ze - zs;
-            const int lo = zs - zh < 0 ? 0 : zs - zh, hi = ze + zh > nz ? nz : ze + zh;
-            const int PZ = nzs + 2 * zh + (dim == 3 ? lz : 0);
-            CUDA_CHECK_GOTO(cudaMemcpyAsync(b.raw, src + (size_t)lo * oplane,
-                                            sizeof(float) * oplane * (hi - lo),
-                                            cudaMemcpyHostToDevice, st),
-                            rc, fail);
-            CUDA_CHECK_GOTO(cudaEventRecord(b.k0, st), rc, fail);
-            dim3 pb(32, 8), pg((PXp + 31) / 32, (PY + 7) / 8, PZ);
-            pad_kernel<<<pg, pb, 0, st>>>(b.raw, b.pad, nx, ny, nz, R, PXp, PY, PZ, zs - zh, lo,
-                                          hi - lo, dim == 3);
-            CUDA_CHECK_GOTO(cudaGetLastError(), rc, fail);
-            if (dim == 3 && v3 >= 0)
-                CUDA_CHECK_GOTO(
-                    gpu__nlm3d_v3_launch(v3, P, b.pad, b.out, nx, ny, nzs, PXp, PY, S, kh3, st), rc,
-                    fail);
-            else if (dim == 3)
-                CUDA_CHECK_GOTO(launch3(P, cfg, b.pad, b.out, nx, ny, nzs, PXp, PY, S, kh, st), rc,
-                                fail);
-            else
-                CUDA_CHECK_GOTO(launch2(P, b.pad, b.out, nx, ny, nzs, PXp, PY, S, kh, st), rc,
-                                fail);
-            CUDA_CHECK_GOTO(cudaEventRecord(b.k1, st), rc, fail);
-            CUDA_CHECK_GOTO(cudaMemcpyAsync(dst + (size_t)zs * oplane, b.out,
-                                            sizeof(float) * oplane * nzs, cudaMemcpyDeviceToHost,
-                                            st),
-                            rc, fail);
-            CUDA_CHECK_GOTO(cudaEventSynchronize(b.k1), rc, fail);
-            CUDA_CHECK_GOTO(cudaEventElapsedTime(&kms, b.k0, b.k1), rc, fail);
-            ksum += kms;
-        }
-    }
-    CUDA_CHECK_GOTO(cudaEventRecord(b.e1, st), rc, fail);
-    CUDA_CHECK_GOTO(cudaEventSynchronize(b.e1), rc, fail);
-    CUDA_CHECK_GOTO(cudaEventElapsedTime(&tms, b.e0, b.e1), rc, fail);
-    if (p->stats) {
-        p->stats->kernel_ms = ksum;
-        p->stats->total_ms = tms;
-        p->stats->slabs = nslabs * in->nt;
-    }
-    log_debug("nlm%dd %dx%dx%dx%d S=%d P=%d on gpu:%d (cfg %d): %d slab(s), kernels %.3f ms, "
-              "total %.3f ms",
-              dim, nx, ny, nz, in->nt, S, P, d.index, cfg, nslabs, ksum, (double)tms);
-    rc = 0;
-fail:
-    if (rc)
-        cudaStreamSynchronize(st); /* let queued copies finish before freeing */
+    /* Pageable volumes go through pinned buffers (cuda_stage.cuh). */
+    gpu_stage::lease stage;
+    const bool staged = (!gpu_stage::host_pinned(in->data) || !gpu_stage::host_pinned(out->data)) &&
+                        gpu_stage::acquire(&stage, d.index, (size_t)8 << 20) == 0;
+    rc = setup(p, pl, &b, st);
+    if (rc == 0)
+        rc = run_all(p, pl, in, out, b, staged ? &stage : NULL, st, d.index);
+    cudaStreamSynchronize(st); /* queued copies end before buffers are freed */
+    if (staged)
+        gpu_stage::release(&stage);
     release(&b);
     return rc;
 }
