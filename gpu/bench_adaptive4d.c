@@ -147,7 +147,7 @@ static int run_device(const a4d_opts *o, const char *spec, const gpu_volume *in,
     if (o->json)
         printf("{\"algo\":\"adaptive4d\",\"size\":\"%dx%dx%dx%d\",\"device\":\"%s\","
                "\"backend\":\"%s\",\"repeat\":%d,\"seconds_median\":%.4f,\"seconds_min\":%.4f,"
-               "\"mvoxels_per_s\":%.2f,\"slabs\":%d,\"fft_slabs\":%d,\"t_slabs\":%d,"
+               "\"mvoxels_per_s\":%.4g,\"slabs\":%d,\"fft_slabs\":%d,\"t_slabs\":%d,"
                "\"mem_budget_mb\":%zu,\"sample\":%.6g}\n",
                o->size[0], o->size[1], o->size[2], o->size[3], name, backends[o->backend],
                o->repeat, med, t[0], n / med / 1e6, st.slabs, st.fft_slabs, st.t_slabs,
