@@ -329,6 +329,15 @@ static int devices_valid(const char *v)
 }
 
 /* Stores `value` into the field described by `o`; returns an error message or NULL. */
+/* "out of range (LO to HI)": the bounds, so a reader need not look them up.
+ * Thread-local: the daemon loads configs on its loop, the CLI on main. */
+static const char *out_of_range(const opt_def *o)
+{
+    static _Thread_local char msg[80];
+    snprintf(msg, sizeof msg, "out of range (%g to %g)", o->min, o->max);
+    return msg;
+}
+
 static const char *set_option(const opt_def *o, void *base, const char *raw)
 {
     char v[CFG_PATH_MAX];
@@ -360,7 +369,7 @@ static const char *set_option(const opt_def *o, void *base, const char *raw)
         if (errno || end == v || *end != '\0')
             return "not an integer";
         if (n < o->min || n > o->max)
-            return "out of range";
+            return out_of_range(o);
         *(int *)field = (int)n;
         return NULL;
     }
@@ -369,8 +378,8 @@ static const char *set_option(const opt_def *o, void *base, const char *raw)
         double d = strtod(v, &end);
         if (end == v || *end != '\0')
             return "not a number";
-        if (d < o->min || d > o->max)
-            return "out of range";
+        if (!(d >= o->min && d <= o->max))
+            return out_of_range(o);
         memcpy(field, &d, sizeof d);
         return NULL;
     }
@@ -423,6 +432,12 @@ static const opt_def *find_option(sect_kind kind, const char *name)
         if (OPTIONS[i].sect == kind && strcmp(OPTIONS[i].name, name) == 0)
             return &OPTIONS[i];
     return NULL;
+}
+
+const char *config_rule_option_set(cfg_rule *r, const char *name, const char *value)
+{
+    const opt_def *o = find_option(S_RULE, name);
+    return o ? set_option(o, r, value) : "unknown option";
 }
 
 /* Handles a "[...]" header: returns 0 if known. */

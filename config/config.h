@@ -170,6 +170,12 @@ int config_glob_match(const char *pattern, const char *text);
 /* The results folder: node.results_dir, or <state_dir>/results. */
 void config_results_dir(const ldct_config *cfg, char *out, size_t len);
 
+/* Sets [rule] option `name` (e.g. "strength") of `r` from the text
+ * `value` with the same checks and bounds as a file. Returns NULL when set,
+ * else a message ("not a number", "out of range (0.01 to 10)", "unknown
+ * option"; valid until the next call on this thread). Any thread. */
+const char *config_rule_option_set(cfg_rule *r, const char *name, const char *value);
+
 /* Finds a destination by name; NULL if absent. */
 const cfg_destination *config_destination_find(const ldct_config *cfg, const char *name);
 

@@ -21,6 +21,10 @@ int cli_state_dir(const cli_opts *o, char *out, size_t len);
 /* Opens the daemon's database (read-only or not); prints why on failure. */
 int cli_open_db(const cli_opts *o, int readonly, db **d);
 
+/* 1 if --help or -h is among argv[1..argc-1]: the subcommand then prints
+ * its usage on stdout and exits 0. */
+int cli_wants_help(int argc, char **argv);
+
 /* ldct jobs [--json] [--limit N] */
 int cli_jobs(cli_opts *o);
 

@@ -7,6 +7,7 @@
 #include "pipeline/ingest.h"
 
 #include <stdio.h>
+#include <string.h>
 
 int cli_state_dir(const cli_opts *o, char *out, size_t len)
 {
@@ -38,4 +39,12 @@ int cli_open_db(const cli_opts *o, int readonly, db **d)
     if (rc)
         fprintf(stderr, "ldct: cannot open %s: %s\n", path, ldct_strerror(rc));
     return rc;
+}
+
+int cli_wants_help(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+            return 1;
+    return 0;
 }

@@ -22,6 +22,8 @@ typedef struct filter_opts {
     int algorithm, number_offset;
     gpu_nlm_params nlm;
     process_fdk fdk;
+    cfg_rule rule; /* numeric options, checked with a [rule]'s bounds */
+    int help;      /* --help: usage on stdout, exit 0 */
 } filter_opts;
 
 typedef struct input_file {
@@ -42,7 +44,7 @@ static void filter_usage(FILE *f)
             "  --search-radius N   search window radius (default nlm2d 10, nlm3d 5, anlm 5)\n"
             "  --patch-radius N    patch radius (default nlm2d 3, nlm3d 2; anlm: radii 1\n"
             "                      and 2 with sub-band mixing, N > 0 = one pass)\n"
-            "  --h H               filter strength in HU (default: from the noise)\n"
+            "  --h H               filter strength in HU (default 0: from the noise)\n"
             "  --strength X        scales the automatic h, or adaptive4d's noise threshold\n"
             "                      (default 1.0; anlm: h = sqrt 2 x X x local noise)\n"
             "  --device D          cpu | gpu | gpu:N | auto (default auto)\n"
@@ -57,7 +59,8 @@ static void filter_usage(FILE *f)
             "  --kernel K          ram-lak|shepp-logan|cosine|hamming|hann (default shepp-logan)\n"
             "  --mu-water X        water's attenuation per mm for HU (default 0.0193)\n"
             "Every DICOM image file under --in is read (other files are skipped);\n"
-            "each series becomes one derived series in --out (<SOPInstanceUID>.dcm).\n");
+            "each series becomes one derived series in --out (<SOPInstanceUID>.dcm).\n"
+            "Numbers have the bounds of the same [rule] keys (ldctd.conf.example).\n");
 }
 
 static int list_push(input_list *l, const char *path, const char *series)
@@ -153,25 +156,59 @@ static int run_series(const filter_opts *fo, const gpu_device *dev, input_file *
     return 0;
 }
 
-static int parse_fdk_option(int c, const char *v, process_fdk *f)
+/* The [rule] key behind each numeric option: the same checks and bounds as
+ * the daemon's configuration, so the two cannot drift apart. */
+static const struct {
+    int code;
+    const char *opt, *key;
+} RULE_KEYS[] = {
+    {'S', "--search-radius", "search_radius"},
+    {'P', "--patch-radius", "patch_radius"},
+    {'H', "--h", "h"},
+    {'s', "--strength", "strength"},
+    {'n', "--series-number-offset", "series_number_offset"},
+    {'M', "--matrix", "matrix"},
+    {'F', "--fov", "fov_mm"},
+    {'T', "--slice-thickness", "slice_thickness_mm"},
+    {'Z', "--slices", "slices"},
+    {'K', "--kernel", "kernel"},
+    {'W', "--mu-water", "mu_water"},
+};
+
+/* 0 when `c` is not a rule-backed option or its value is valid, else -1
+ * after saying why; *found tells whether `c` was one. */
+static int set_rule_option(filter_opts *o, int c, const char *v, int *found)
 {
-    char *end = NULL;
-    double x = c == 'K' ? 0 : strtod(v, &end);
-    if (c != 'K' && (*end || !(x >= 0)))
-        return fprintf(stderr, "ldct filter: bad number '%s'\n", v), -1;
-    if (c == 'K' && (f->kernel = gpu_fdk_filter_parse(v)) < 0)
-        return fprintf(stderr, "ldct filter: unknown kernel '%s'\n", v), -1;
-    if (c == 'M')
-        f->matrix = (int)x;
-    else if (c == 'F')
-        f->fov_mm = x;
-    else if (c == 'T')
-        f->slice_mm = x;
-    else if (c == 'Z')
-        f->slices = (int)x;
-    else if (c == 'W')
-        f->mu_water = x;
+    *found = 0;
+    for (size_t i = 0; i < sizeof RULE_KEYS / sizeof RULE_KEYS[0]; i++) {
+        if (RULE_KEYS[i].code != c)
+            continue;
+        *found = 1;
+        const char *why = config_rule_option_set(&o->rule, RULE_KEYS[i].key, v);
+        if (why)
+            return fprintf(stderr, "ldct filter: %s %s: %s\n", RULE_KEYS[i].opt, v, why), -1;
+    }
     return 0;
+}
+
+/* Copies the checked values where processing reads them, as the daemon
+ * does for a rule (h 0: from the noise). */
+static void apply_rule_options(filter_opts *o)
+{
+    const cfg_rule *r = &o->rule;
+    o->nlm.search_radius = r->search_radius;
+    o->nlm.patch_radius = r->patch_radius;
+    o->nlm.h_auto = !(r->h > 0);
+    if (r->h > 0)
+        o->nlm.h = (float)r->h;
+    o->nlm.strength = (float)r->strength;
+    o->number_offset = r->series_number_offset;
+    o->fdk = (process_fdk){.matrix = r->fdk_matrix,
+                           .fov_mm = r->fdk_fov_mm,
+                           .slice_mm = r->fdk_slice_mm,
+                           .slices = r->fdk_slices,
+                           .kernel = r->fdk_kernel,
+                           .mu_water = r->fdk_mu_water};
 }
 
 static int parse_filter(int argc, char **argv, filter_opts *o)
@@ -193,7 +230,7 @@ static int parse_filter(int argc, char **argv, filter_opts *o)
                                              {"slices", 1, 0, 'Z'},
                                              {"kernel", 1, 0, 'K'},
                                              {"mu-water", 1, 0, 'W'},
-                                             {"help", 0, 0, '?'},
+                                             {"help", 0, 0, 'h'},
                                              {0, 0, 0, 0}};
     int c;
     optind = 1;
@@ -209,46 +246,28 @@ static int parse_filter(int argc, char **argv, filter_opts *o)
         case 'o':
             o->out = optarg;
             break;
-        case 'S':
-            o->nlm.search_radius = atoi(optarg);
-            break;
-        case 'P':
-            o->nlm.patch_radius = atoi(optarg);
-            break;
-        case 'H':
-            o->nlm.h = (float)atof(optarg);
-            o->nlm.h_auto = 0;
-            break;
-        case 's':
-            o->nlm.strength = (float)atof(optarg);
-            break;
         case 'd':
             o->device = optarg;
             break;
         case 'x':
             o->suffix = optarg;
             break;
-        case 'n':
-            o->number_offset = atoi(optarg);
-            break;
         case 'u':
             o->uid_root = optarg;
             break;
-        case 'M':
-        case 'F':
-        case 'T':
-        case 'Z':
-        case 'K':
-        case 'W':
-            if (parse_fdk_option(c, optarg, &o->fdk))
+        case 'h':
+            o->help = 1;
+            return 0;
+        default: {
+            int found;
+            if (set_rule_option(o, c, optarg, &found) || !found)
                 return -1;
-            break;
-        default:
-            return -1;
+        }
         }
     }
     if (!o->in || !o->out || optind != argc)
         return fprintf(stderr, "ldct filter: --algo, --in and --out are required\n"), -1;
+    apply_rule_options(o);
     return 0;
 }
 
@@ -261,19 +280,15 @@ int cli_filter(int argc, char **argv)
                       .suffix = defaults->rule[0].series_description_suffix,
                       .uid_root = defaults->node.uid_root,
                       .algorithm = ALGO_AUTO,
-                      .number_offset = defaults->rule[0].series_number_offset};
+                      .rule = defaults->rule[0]};
     gpu_nlm_params_default(&fo.nlm);
-    fo.nlm.search_radius = fo.nlm.patch_radius = 0; /* the algorithm's defaults */
-    fo.fdk = (process_fdk){.matrix = defaults->rule[0].fdk_matrix,
-                           .kernel = defaults->rule[0].fdk_kernel,
-                           .mu_water = defaults->rule[0].fdk_mu_water};
     int rc = 1;
     input_list in = {0, 0, NULL};
     gpu_device dev;
     int skipped = 0, failed = 0;
-    if (parse_filter(argc, argv, &fo)) {
-        filter_usage(stderr);
-        rc = 2;
+    if (parse_filter(argc, argv, &fo) || fo.help) {
+        filter_usage(fo.help ? stdout : stderr);
+        rc = fo.help ? 0 : 2;
         goto done;
     }
     if (gpu_device_parse(fo.device, &dev)) {

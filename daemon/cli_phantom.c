@@ -512,6 +512,8 @@ int cli_phantom(int argc, char **argv)
     phantom_opts o = {
         .device = "auto", .kind = GPU_PHANTOM_BODY, .mas = 200, .times = 1, .motion = 1};
     gpu_phantom_scan_default(&o.scan);
+    if (cli_wants_help(argc, argv))
+        return phantom_usage(stdout), 0;
     if (parse_phantom(argc, argv, &o)) {
         phantom_usage(stderr);
         return 2;

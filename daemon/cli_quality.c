@@ -387,6 +387,8 @@ static int same_grid(const loaded *a, const loaded *b)
 int cli_quality(int argc, char **argv)
 {
     quality_opts o = {0};
+    if (cli_wants_help(argc, argv))
+        return quality_usage(stdout), 0;
     if (parse_quality(argc, argv, &o)) {
         quality_usage(stderr);
         return 2;

@@ -20,6 +20,8 @@ int cli_tune(int argc, char **argv)
         *(argv[i][2] == 'c' ? &o.config : &o.state_dir) = argv[i + 1];
     if (i >= argc || strcmp(argv[i], "tune") != 0)
         return fprintf(stderr, "usage: ldct [--config FILE | --state-dir DIR] tune fdk ...\n"), 2;
+    if (cli_wants_help(argc - i, argv + i)) /* before the state directory is made */
+        return gpu_fdk_tune_main(argc - i, argv + i, NULL);
     char dir[1024], cache[1100];
     if (cli_state_dir(&o, dir, sizeof dir))
         return 1;

@@ -176,7 +176,13 @@ static int parse_global(int argc, char **argv, cli_opts *o, const char **cmd)
         } else if (!strcmp(a, "--json")) {
             o->json = 1;
         } else if (!strcmp(a, "--limit") && i + 1 < argc) {
-            o->limit = atoi(argv[++i]);
+            char *end;
+            long n = strtol(argv[++i], &end, 10);
+            if (*end || end == argv[i] || n < 0 || n > 1000000) {
+                fprintf(stderr, "ldct: --limit %s: expected a count (0 = all)\n", argv[i]);
+                return -1;
+            }
+            o->limit = (int)n;
         } else if (!*cmd && a[0] != '-') {
             *cmd = a;
         } else if (*cmd && a[0] != '-' && o->argc < 64) {
@@ -207,6 +213,10 @@ int main(int argc, char **argv)
         return cli_phantom(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "quality"))
         return cli_quality(argc - 1, argv + 1);
+    if (cli_wants_help(argc, argv)) { /* the other commands' usage is this one */
+        usage(stdout);
+        return 0;
+    }
     cli_opts o = {0};
     const char *cmd;
     if (parse_global(argc, argv, &o, &cmd) || !cmd) {

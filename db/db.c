@@ -234,6 +234,10 @@ static int instance_old(db *d, const char *sop, char *old_path, size_t old_len, 
         return db__fail(d, "instance lookup");
     snprintf(old_path, old_len, "%s", db__col_text(s, 0));
     *series = sqlite3_column_int64(s, 1);
+    /* Reset now: a statement left on its row keeps this connection's read
+     * snapshot open past COMMIT, and once another connection writes, every
+     * later BEGIN IMMEDIATE here fails with "database is locked". */
+    sqlite3_reset(s);
     return 0;
 }
 

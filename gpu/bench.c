@@ -312,6 +312,10 @@ static int parse_fdk(int argc, char **argv, fdk_opts *o)
             o->json = 1;
             continue;
         }
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            fdk_usage(stdout);
+            return -1; /* fdk_main: exit 0 */
+        }
         if (strcmp(a, "--rabbitct-size") == 0) {
             o->n[0] = o->n[1] = o->n[2] = 512;
             o->nproj = GPU_RABBITCT_NPROJ, o->nu = GPU_RABBITCT_NU, o->nv = GPU_RABBITCT_NV;
@@ -403,7 +407,7 @@ static int fdk_main(int argc, char **argv)
     int rc = parse_fdk(argc, argv, &o);
     gpu_device dev;
     if (rc)
-        return rc;
+        return rc < 0 ? 0 : rc; /* -1: --help */
     if ((rc = gpu_device_parse(o.dev, &dev)) != 0) {
         fprintf(stderr, "bench: device '%s': %s\n", o.dev, ldct_strerror(rc));
         return rc == LDCT_EINPUT ? 2 : 1;
@@ -439,8 +443,20 @@ static int fdk_main(int argc, char **argv)
     return rc ? 1 : 0;
 }
 
+/* `ldct bench`, `ldct bench --help`: the algorithms, then nlm's options. */
+static int overview(FILE *f, int rc)
+{
+    fprintf(f, "usage: ldct bench nlm2d|nlm3d|anlm|adaptive4d|fdk [OPTIONS] [--json]\n"
+               "  one line (JSON with --json) per configuration; options per algorithm:\n"
+               "  ldct bench ALGO --help\n");
+    usage(f);
+    return rc;
+}
+
 int gpu_bench_main(int argc, char **argv)
 {
+    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")))
+        return overview(stdout, 0);
     if (argc >= 2 && strcmp(argv[1], "fdk") == 0)
         return fdk_main(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "anlm") == 0)
@@ -450,8 +466,7 @@ int gpu_bench_main(int argc, char **argv)
     if (argc < 2 || (strcmp(argv[1], "nlm2d") != 0 && strcmp(argv[1], "nlm3d") != 0)) {
         fprintf(stderr, "bench: unknown or missing algorithm%s%s\n", argc >= 2 ? ": " : "",
                 argc >= 2 ? argv[1] : "");
-        usage(stderr);
-        return 2;
+        return overview(stderr, 2);
     }
     opts o;
     memset(&o, 0, sizeof o);

@@ -147,7 +147,7 @@ static int run_device(const a4d_opts *o, const char *spec, const gpu_volume *in,
     if (o->json)
         printf("{\"algo\":\"adaptive4d\",\"size\":\"%dx%dx%dx%d\",\"device\":\"%s\","
                "\"backend\":\"%s\",\"repeat\":%d,\"seconds_median\":%.4f,\"seconds_min\":%.4f,"
-               "\"mvoxels_per_s\":%.2f,\"slabs\":%d,\"fft_slabs\":%d,\"t_slabs\":%d,"
+               "\"mvoxels_per_s\":%.4g,\"slabs\":%d,\"fft_slabs\":%d,\"t_slabs\":%d,"
                "\"mem_budget_mb\":%zu,\"sample\":%.6g}\n",
                o->size[0], o->size[1], o->size[2], o->size[3], name, backends[o->backend],
                o->repeat, med, t[0], n / med / 1e6, st.slabs, st.fft_slabs, st.t_slabs,
@@ -170,6 +170,8 @@ static int parse_a4d(int argc, char **argv, a4d_opts *o)
             o->json = 1;
             continue;
         }
+        if (!strcmp(a, "--help") || !strcmp(a, "-h"))
+            return a4d_usage(stdout), 1; /* exit 0 */
         if (!v)
             bad = 1;
         else if (!strcmp(a, "--size"))
@@ -201,8 +203,9 @@ static int parse_a4d(int argc, char **argv, a4d_opts *o)
 int gpu__bench_adaptive4d_main(int argc, char **argv)
 {
     a4d_opts o = {{64, 64, 32, 10}, 3, 1, 0, 0, GPU_A4D_AUTO, "auto", 0};
-    if (parse_a4d(argc, argv, &o) < 0)
-        return 2;
+    int parsed = parse_a4d(argc, argv, &o);
+    if (parsed)
+        return parsed < 0 ? 2 : 0; /* 1: --help */
     gpu_volume in, out;
     int rc = gpu_volume_init(&in, o.size[0], o.size[1], o.size[2], o.size[3]);
     if (!rc && (rc = gpu_volume_init(&out, o.size[0], o.size[1], o.size[2], o.size[3])) != 0)

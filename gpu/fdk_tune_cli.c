@@ -229,6 +229,9 @@ static int with_data(const tune_opts *o, const gpu_device *dev, const char *gpu)
 int gpu_fdk_tune_main(int argc, char **argv, const char *default_cache)
 {
     tune_opts o;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+            return usage(stdout), 0;
     if (argc < 2 || strcmp(argv[1], "fdk") != 0) {
         usage(stderr);
         return 2;

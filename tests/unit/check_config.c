@@ -355,6 +355,57 @@ START_TEST(uid_root_devices_and_retries_are_checked)
 }
 END_TEST
 
+/* strtod reads "nan" and "inf": neither may pass as a strength, an h or a
+ * retry multiplier (NaN compares false with both bounds). */
+START_TEST(nan_and_infinity_are_out_of_range)
+{
+    int rc;
+    ldct_config *cfg = load_text("[destination p]\n"
+                                 "host = h\n"
+                                 "ae_title = P\n"
+                                 "retry_multiplier = nan\n"
+                                 "[rule r]\n"
+                                 "strength = nan\n"
+                                 "h = inf\n",
+                                 &rc);
+    ck_assert_int_eq(rc, LDCT_EINVAL_CONFIG);
+    ck_assert(has_error(cfg, 4, "out of range (1 to 10)"));
+    ck_assert(has_error(cfg, 6, "out of range (0.01 to 10)"));
+    ck_assert(has_error(cfg, 7, "out of range (0 to 10000)"));
+    config_free(cfg);
+}
+END_TEST
+
+/* The message names the bounds, so the admin need not look them up. */
+START_TEST(out_of_range_names_the_bounds)
+{
+    int rc;
+    ldct_config *cfg = load_text("[node]\nstable_seconds = 0\n", &rc);
+    ck_assert_int_eq(rc, LDCT_EINVAL_CONFIG);
+    ck_assert(has_error(cfg, 2, "stable_seconds = 0: out of range (1 to 86400)"));
+    config_free(cfg);
+}
+END_TEST
+
+/* ldct filter checks its options through the [rule] table: same bounds. */
+START_TEST(rule_option_set_checks_like_a_file)
+{
+    ldct_config *cfg = NULL;
+    ck_assert_int_eq(config_new_defaults(&cfg), 0);
+    cfg_rule r = cfg->rule[0];
+    ck_assert_ptr_null(config_rule_option_set(&r, "strength", "2.5"));
+    ck_assert_double_eq(r.strength, 2.5);
+    ck_assert_str_eq(config_rule_option_set(&r, "strength", "0"), "out of range (0.01 to 10)");
+    ck_assert_str_eq(config_rule_option_set(&r, "strength", "abc"), "not a number");
+    ck_assert_str_eq(config_rule_option_set(&r, "search_radius", "1.5"), "not an integer");
+    ck_assert_str_eq(config_rule_option_set(&r, "no_such_key", "1"), "unknown option");
+    ck_assert_ptr_null(config_rule_option_set(&r, "kernel", "hann"));
+    ck_assert_int_eq(r.fdk_kernel, 4);
+    ck_assert_double_eq(r.strength, 2.5); /* a refused value changes nothing */
+    config_free(cfg);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("config");
@@ -375,6 +426,9 @@ int main(void)
     tcase_add_test(tc, route_and_both_need_destinations);
     tcase_add_test(tc, without_rules_ct_goes_to_the_results_folder);
     tcase_add_test(tc, uid_root_devices_and_retries_are_checked);
+    tcase_add_test(tc, nan_and_infinity_are_out_of_range);
+    tcase_add_test(tc, out_of_range_names_the_bounds);
+    tcase_add_test(tc, rule_option_set_checks_like_a_file);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

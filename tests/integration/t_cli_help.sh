@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Every ldct command answers --help (and -h) with its usage on stdout and
+# exit 0, without touching the state directory; `ldct bench` names all five
+# algorithms; a bad --limit is a usage error (exit 2), not "all jobs".
+# (Before: `ldct --help` said "unknown option '--help'" and exited 2,
+# `ldct bench --help` said "unknown or missing algorithm" and listed only
+# nlm2d|nlm3d, `ldct tune fdk --help` said "bad value", and
+# `ldct jobs --limit abc` listed every job.)
+. "$(dirname "$0")/lib.sh"
+cd "$T" || fail "cd"
+helps() { # EXPECTED-FIRST-WORDS ARGS...
+    local want=$1
+    shift
+    "$LDCT" "$@" > "$T/o" 2> "$T/e"
+    local rc=$?
+    [ $rc = 0 ] || fail "ldct $*: exit $rc ($(head -n 1 "$T/e"))"
+    grep -qF "$want" "$T/o" || fail "ldct $*: no '$want' on stdout: $(head -n 2 "$T/o")"
+    [ ! -s "$T/e" ] || fail "ldct $*: stderr: $(head -n 1 "$T/e")"
+}
+helps "usage: ldct [--config FILE" --help
+helps "usage: ldct [--config FILE" -h
+helps "usage: ldct [--config FILE" status --help
+helps "usage: ldct [--config FILE" jobs --help
+helps "usage: ldct [--config FILE" check-config --help
+helps "usage: ldct filter" filter --help
+helps "usage: ldct phantom" phantom --help
+helps "usage: ldct quality" quality --help
+helps "nlm2d|nlm3d|anlm|adaptive4d|fdk" bench --help
+helps "usage: bench nlm2d|nlm3d" bench nlm3d --help
+helps "usage: bench anlm" bench anlm --help
+helps "usage: bench adaptive4d" bench adaptive4d -h
+helps "usage: bench fdk" bench fdk --help
+helps "usage: tune fdk" tune fdk --help
+helps "usage: tune fdk" --state-dir "$T/st" tune --help
+[ ! -e "$T/var" ] && [ ! -e "$T/st" ] || fail "--help created a state directory"
+"$LDCT" bench > /dev/null 2> "$T/e"; rc=$?
+[ $rc = 2 ] || fail "bench without an algorithm exits $rc, not 2"
+grep -qF "nlm2d|nlm3d|anlm|adaptive4d|fdk" "$T/e" || fail "bench: algorithms not listed"
+"$LDCT" --state-dir "$T" jobs --limit abc > /dev/null 2> "$T/e"; rc=$?
+[ $rc = 2 ] || fail "--limit abc exits $rc, not 2"
+grep -q "limit abc" "$T/e" || fail "--limit abc: no message: $(cat "$T/e")"
+exit 0

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# ldct filter checks its numeric options with the bounds of the same [rule]
+# keys: a value that is not a number, out of range or NaN is a usage error
+# (exit 2, the option and the bounds named, nothing written), never a
+# silently unfiltered series (--strength abc used to give strength 0 and an
+# unfiltered "derived" series with exit 0). --h 0 means "from the noise",
+# as in a rule. --help prints the usage on stdout and exits 0.
+. "$(dirname "$0")/lib.sh"
+"$MKSERIES" --out "$T/in" --rows 32 --cols 32 --slices 4 --thickness 1 --noise 20 > /dev/null ||
+    fail "mkseries"
+refused() { # OPTION VALUE EXPECTED-MESSAGE
+    rm -rf "$T/out"
+    "$LDCT" filter --algo nlm3d --in "$T/in" --out "$T/out" --device cpu "$1" "$2" \
+        > /dev/null 2> "$T/e"
+    local rc=$?
+    [ $rc = 2 ] || fail "$1 $2: exit $rc, not 2 ($(head -n 1 "$T/e"))"
+    grep -qF "ldct filter: $1 $2: $3" "$T/e" || fail "$1 $2: unclear message: $(head -n 1 "$T/e")"
+    [ ! -e "$T/out" ] || [ -z "$(ls "$T/out")" ] || fail "$1 $2: files written"
+}
+refused --strength abc "not a number"
+refused --strength 0 "out of range (0.01 to 10)"
+refused --strength nan "out of range (0.01 to 10)"
+refused --h -5 "out of range (0 to 10000)"
+refused --search-radius -2 "out of range (0 to 15)"
+refused --patch-radius 9 "out of range (0 to 5)"
+refused --series-number-offset x "not an integer"
+refused --matrix 5 "out of range (16 to 2048)"
+refused --kernel foo "expected ram-lak"
+# Accepted values reach the processing: strength 2 doubles the automatic h.
+h_of() { sed -nE 's/.* h ([0-9.]+) \(noise.*/\1/p' "$T/o"; }
+"$LDCT" filter --algo nlm3d --in "$T/in" --out "$T/o1" --device cpu --h 0 > "$T/o" ||
+    fail "--h 0 refused"
+h1=$(h_of)
+python3 -c "import sys; sys.exit(0 if float('$h1') > 0 else 1)" || fail "--h 0 did not filter: $(cat "$T/o")"
+"$LDCT" filter --algo nlm3d --in "$T/in" --out "$T/o2" --device cpu --strength 2 > "$T/o" ||
+    fail "--strength 2 refused"
+h2=$(h_of)
+note "h at strength 1: $h1, at strength 2: $h2"
+python3 -c "import sys; sys.exit(0 if abs(float('$h2') - 2 * float('$h1')) < 0.2 else 1)" ||
+    fail "strength 2 did not double h: $h1 -> $h2"
+"$LDCT" filter --help > "$T/o" 2> "$T/e" || fail "filter --help exits $?"
+grep -q "^usage: ldct filter" "$T/o" || fail "filter --help: no usage on stdout"
+exit 0
