@@ -57,8 +57,10 @@ static int cmd_status(cli_opts *o)
     const db_queue_totals q = st.q;
     char last[32];
     ldct_time_format(t.last_received_ms, last, sizeof last);
-    printf("series:      %lld (%lld receiving, %lld stable)\n", (long long)t.series,
-           (long long)t.receiving, (long long)t.stable);
+    printf("series:      %lld (", (long long)t.series);
+    for (int i = 0; i < DB_SERIES_NSTATES; i++)
+        printf("%s%lld %s", i ? ", " : "", (long long)t.by_state[i], db_series_states[i]);
+    printf(")\n");
     printf("instances:   %lld (%.1f MiB)\n", (long long)t.instances,
            (double)t.bytes / (1024.0 * 1024.0));
     printf("last received: %s\n", last);
@@ -151,17 +153,31 @@ static int cmd_version(cli_opts *o)
     return 0;
 }
 
+/* max_args: the positional arguments a command takes at most (retry and
+ * check-config check their own); more is a usage error (exit 2). */
 static const struct {
     const char *name;
     int (*run)(cli_opts *o);
+    int max_args;
 } COMMANDS[] = {
-    {"status", cmd_status},
-    {"series", cmd_series},
-    {"jobs", cli_jobs},
-    {"retry", cli_retry},
-    {"check-config", cmd_check_config},
-    {"version", cmd_version},
+    {"status", cmd_status, 0},
+    {"series", cmd_series, 0},
+    {"jobs", cli_jobs, 0},
+    {"retry", cli_retry, 1},
+    {"check-config", cmd_check_config, 1},
+    {"version", cmd_version, 0},
 };
+
+static int run_command(size_t i, cli_opts *o)
+{
+    if (o->argc > COMMANDS[i].max_args) {
+        fprintf(stderr, "ldct %s: unexpected argument '%s'\n", COMMANDS[i].name,
+                o->argv[COMMANDS[i].max_args]);
+        usage(stderr);
+        return 2;
+    }
+    return COMMANDS[i].run(o);
+}
 
 /* Splits global options from the subcommand's positional arguments. */
 static int parse_global(int argc, char **argv, cli_opts *o, const char **cmd)
@@ -229,7 +245,7 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
         if (!strcmp(cmd, COMMANDS[i].name))
-            return COMMANDS[i].run(&o);
+            return run_command(i, &o);
     fprintf(stderr, "ldct: unknown command '%s'\n", cmd);
     usage(stderr);
     return 2;

@@ -34,6 +34,10 @@ void status_write_json(FILE *f, const status_snapshot *s)
             (long long)q->jobs_pending, (long long)q->jobs_running, (long long)q->jobs_done,
             (long long)q->jobs_failed, (long long)q->sends_pending, (long long)q->sends_sending,
             (long long)q->sends_done, (long long)q->sends_dead);
+    fputs(",\"series_states\":{", f);
+    for (int i = 0; i < DB_SERIES_NSTATES; i++)
+        fprintf(f, "%s\"%s\":%lld", i ? "," : "", db_series_states[i], (long long)t->by_state[i]);
+    fputc('}', f);
     json_daemon_part(f, s);
     fputs("}\n", f);
 }
@@ -60,6 +64,8 @@ void status_write_prometheus(FILE *f, const status_snapshot *s)
     fprintf(f, "ldct_series %lld\n", (long long)s->t.series);
     metric(f, "ldct_series_receiving", "gauge", "Series still receiving instances.");
     fprintf(f, "ldct_series_receiving %lld\n", (long long)s->t.receiving);
+    metric(f, "ldct_series_by_state", "gauge", "Series by state (they add up to ldct_series).");
+    labelled(f, "ldct_series_by_state", db_series_states, s->t.by_state, DB_SERIES_NSTATES);
     metric(f, "ldct_instances", "gauge", "Instances held in the spool.");
     fprintf(f, "ldct_instances %lld\n", (long long)s->t.instances);
     metric(f, "ldct_spool_bytes", "gauge", "Bytes of the instances held in the spool.");

@@ -52,12 +52,21 @@ static const char *const SQL[ST_COUNT] = {
     [ST_SERIES_LIST] = "SELECT id, study_uid, series_uid, modality, state, calling_ae,"
                        " instance_count, first_received_ms, last_received_ms,"
                        " coalesce(stable_ms, 0) FROM series ORDER BY last_received_ms DESC",
+    /* The per-state counts follow db_totals.by_state (DB_SERIES_STATES). */
     [ST_TOTALS] = "SELECT (SELECT count(*) FROM series),"
                   " (SELECT count(*) FROM instances),"
-                  " (SELECT count(*) FROM series WHERE state = 'receiving'),"
-                  " (SELECT count(*) FROM series WHERE state = 'stable'),"
                   " (SELECT coalesce(sum(size), 0) FROM instances),"
-                  " (SELECT coalesce(max(last_received_ms), 0) FROM series)",
+                  " (SELECT coalesce(max(last_received_ms), 0) FROM series),"
+                  " s.receiving, s.stable, s.queued, s.done, s.failed, s.unmatched,"
+                  " s.discarded, s.removed FROM (SELECT"
+                  " coalesce(sum(state = 'receiving'), 0) AS receiving,"
+                  " coalesce(sum(state = 'stable'), 0) AS stable,"
+                  " coalesce(sum(state = 'queued'), 0) AS queued,"
+                  " coalesce(sum(state = 'done'), 0) AS done,"
+                  " coalesce(sum(state = 'failed'), 0) AS failed,"
+                  " coalesce(sum(state = 'unmatched'), 0) AS unmatched,"
+                  " coalesce(sum(state = 'discarded'), 0) AS discarded,"
+                  " coalesce(sum(state = 'removed'), 0) AS removed FROM series) AS s",
     [ST_INSTANCE_PATH] = "SELECT path FROM instances WHERE sop_instance_uid = ?1",
 };
 
@@ -335,6 +344,9 @@ int db_series_list(db *d, void (*cb)(void *ctx, const db_series_row *row), void 
     return rc == SQLITE_DONE ? 0 : db__fail(d, "series list");
 }
 
+const char *const db_series_states[DB_SERIES_NSTATES] = {
+    "receiving", "stable", "queued", "done", "failed", "unmatched", "discarded", "removed"};
+
 int db_totals_get(db *d, db_totals *t)
 {
     sqlite3_stmt *s = stmt(d, ST_TOTALS);
@@ -342,10 +354,12 @@ int db_totals_get(db *d, db_totals *t)
         return db__fail(d, "totals");
     t->series = sqlite3_column_int64(s, 0);
     t->instances = sqlite3_column_int64(s, 1);
-    t->receiving = sqlite3_column_int64(s, 2);
-    t->stable = sqlite3_column_int64(s, 3);
-    t->bytes = sqlite3_column_int64(s, 4);
-    t->last_received_ms = sqlite3_column_int64(s, 5);
+    t->bytes = sqlite3_column_int64(s, 2);
+    t->last_received_ms = sqlite3_column_int64(s, 3);
+    for (int i = 0; i < DB_SERIES_NSTATES; i++)
+        t->by_state[i] = sqlite3_column_int64(s, 4 + i);
+    t->receiving = t->by_state[0];
+    t->stable = t->by_state[1];
     sqlite3_reset(s);
     return 0;
 }

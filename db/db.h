@@ -69,10 +69,19 @@ typedef struct db_series_row {
 /* Calls cb for each series, newest activity first. */
 int db_series_list(db *d, void (*cb)(void *ctx, const db_series_row *row), void *ctx);
 
-/* Totals for `ldct status`. */
+/* Every series state, in the order of db_totals.by_state (the schema's
+ * CHECK list): receiving, stable, queued, done, failed, unmatched,
+ * discarded, removed. */
+#define DB_SERIES_NSTATES 8
+extern const char *const db_series_states[DB_SERIES_NSTATES];
+
+/* Totals for `ldct status`. by_state[i] counts the series in state
+ * db_series_states[i]; they add up to `series`. receiving and stable repeat
+ * by_state[0] and by_state[1]. */
 typedef struct db_totals {
     int64_t series, instances, receiving, stable, bytes;
     int64_t last_received_ms; /* 0 if none */
+    int64_t by_state[DB_SERIES_NSTATES];
 } db_totals;
 int db_totals_get(db *d, db_totals *t);
 

@@ -17,3 +17,27 @@ grep -q "cannot open" "$T/err" || fail "no clear error: $(cat "$T/err")"
 [ $rc = 1 ] || fail "ldctd with a missing config exits $rc, not 1"
 grep -q "cannot read $T/missing.conf" "$T/err" || fail "no clear error: $(cat "$T/err")"
 "$LDCTD" --config "$T/bad.conf" 2>/dev/null; [ $? = 1 ] || fail "ldctd with a bad config must exit 1"
+# ldct status: the series broken down by every state, adding up to the total,
+# in the text and in the JSON; extra arguments are a usage error (exit 2).
+"$MKSERIES" --out "$T/s" --rows 8 --cols 8 --slices 1 > /dev/null || fail "mkseries"
+write_config "stable_seconds = 1" "devices = cpu" "[rule none]" "match.modality = MR" "action = process"
+start_daemon
+storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T"/s/*.dcm || fail "storescu"
+unmatched() { [ "$(sql "SELECT state FROM series")" = unmatched ]; }
+wait_until 30 "series unmatched" unmatched
+"$LDCT" --config "$T/ldctd.conf" status > "$T/status.txt" || fail "ldct status"
+grep -q "^series: *1 (0 receiving, 0 stable, 0 queued, 0 done, 0 failed, 1 unmatched, 0 discarded, 0 removed)" \
+    "$T/status.txt" || fail "status text: $(cat "$T/status.txt")"
+"$LDCT" --config "$T/ldctd.conf" status --json | python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+assert sum(s["series_states"].values()) == s["series"] == 1, s
+assert s["series_states"]["unmatched"] == 1 and s["receiving"] == 0, s' || fail "status JSON"
+for c in status series jobs version; do
+    "$LDCT" --config "$T/ldctd.conf" $c extra-word > /dev/null 2> "$T/err"; rc=$?
+    [ $rc = 2 ] || fail "ldct $c extra-word exits $rc, not 2"
+    grep -q "unexpected argument 'extra-word'" "$T/err" || fail "ldct $c: $(cat "$T/err")"
+done
+"$LDCT" --config "$T/ldctd.conf" check-config "$T/ldctd.conf" extra > /dev/null 2>&1; rc=$?
+[ $rc = 2 ] || fail "check-config with two files exits $rc"
+stop_daemon || fail "exit code $?"

@@ -544,6 +544,35 @@ START_TEST(resend_before_removal_keeps_the_series)
 }
 END_TEST
 
+/* ldct status breaks the series down by state: every state is counted and
+ * the counts add up to the total. */
+START_TEST(totals_count_every_series_state)
+{
+    char p[128];
+    db *d = open_fresh(p, sizeof p);
+    ck_assert_int_eq(db_series_set_state(d, stable_series(d, "1.1", 1), "unmatched"), 0);
+    ck_assert_int_eq(db_series_set_state(d, stable_series(d, "1.2", 1), "discarded"), 0);
+    job(d, stable_series(d, "1.3", 1), 0, "", 0);
+    stable_series(d, "1.4", 2);
+    put_instance(d, "1.5", 1, 20000);
+    db_totals t;
+    ck_assert_int_eq(db_totals_get(d, &t), 0);
+    ck_assert_int_eq(t.series, 5);
+    const int64_t want[DB_SERIES_NSTATES] = {1, 1, 1, 0, 0, 1, 1, 0};
+    int64_t sum = 0;
+    for (int i = 0; i < DB_SERIES_NSTATES; i++) {
+        ck_assert_msg(t.by_state[i] == want[i], "%s: %lld", db_series_states[i],
+                      (long long)t.by_state[i]);
+        sum += t.by_state[i];
+    }
+    ck_assert_int_eq(sum, t.series);
+    ck_assert_int_eq(t.receiving, 1);
+    ck_assert_int_eq(t.stable, 1);
+    ck_assert_int_eq(t.instances, 6);
+    db_close(d);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("queue");
@@ -565,6 +594,7 @@ int main(void)
     tcase_add_test(tc, late_instance_during_a_job_is_processed_again_under_the_same_uids);
     tcase_add_test(tc, series_stable_again_before_its_job_ran_keeps_one_job);
     tcase_add_test(tc, resend_before_removal_keeps_the_series);
+    tcase_add_test(tc, totals_count_every_series_state);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
