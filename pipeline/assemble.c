@@ -4,7 +4,8 @@
  * sentence that explains the refusal: read every header (in parallel), check
  * each file on its own (an image, greyscale, usable rescale, positioned),
  * check that the files agree with one another (against the value most files
- * share, so the odd file is the one named), sort the frames along the
+ * share, so the odd file is the one named), check that the volume fits in
+ * a quarter of the host's memory, sort the frames along the
  * normal, check the steps between them, then read the pixels (in parallel)
  * straight into their z planes.
  *
@@ -26,9 +27,11 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define NAME_LEN 160
 #define MSG_LEN 512
@@ -475,6 +478,29 @@ static int check_files(loader *l)
     return rc;
 }
 
+/* The largest volume a job may load: a quarter of physical memory, since
+ * the input volume, the filter's output and its working copies must fit
+ * together. SIZE_MAX when the size of memory is unknown. */
+static double max_volume_bytes(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (double)pages * (double)page / 4.0 : (double)SIZE_MAX;
+}
+
+/* Refuses, before anything is allocated for it, a volume this host cannot
+ * hold (headers may declare up to 65535 x 65535 pixels per frame). */
+static int check_volume_size(loader *l)
+{
+    const scp_slice_info *s = &l->info[0];
+    double bytes = (double)s->cols * s->rows * l->nframes * sizeof(float), max = max_volume_bytes();
+    if (bytes <= max)
+        return 0;
+    return fail(l, LDCT_EINPUT,
+                "the series is too large to process: %dx%d pixels x %d frames need %.1f GiB, "
+                "the limit on this host is %.1f GiB (a quarter of its memory)",
+                s->cols, s->rows, l->nframes, bytes / 1073741824.0, max / 1073741824.0);
+}
+
 /* ---- sorting along the normal and checking the steps -------------------- */
 
 static int set_normal(loader *l)
@@ -779,7 +805,8 @@ static int build_series(loader *l, asm_series *s)
 static int loader_run(loader *l, asm_series *s)
 {
     int rc;
-    if ((rc = read_headers(l)) < 0 || (rc = check_files(l)) < 0 || (rc = sort_frames(l)) < 0 ||
+    if ((rc = read_headers(l)) < 0 || (rc = check_files(l)) < 0 ||
+        (rc = check_volume_size(l)) < 0 || (rc = sort_frames(l)) < 0 ||
         (rc = group_time_points(l)) < 0 || (rc = check_positions(l)) < 0 ||
         (rc = build_series(l, s)) < 0)
         return rc;

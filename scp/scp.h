@@ -235,9 +235,12 @@ enum { SCP_TIME_INDEX, SCP_TIME_TRIGGER, SCP_TIME_PHASE, SCP_TIME_ACQUISITION, S
  * rescale come from the Shared / Per-Frame Functional Groups (Pixel
  * Measures, Plane Orientation, Plane Position, Pixel Value Transformation;
  * those of frame 1 in the scalar fields). Rescale defaults to slope 1,
- * intercept 0. On success the caller frees with scp_slice_info_free. Returns
- * 0, -ENOENT, LDCT_EINPUT (not DICOM / attributes missing, message in err) or
- * LDCT_EDICOM. */
+ * intercept 0. Refuses (LDCT_EINPUT) an uncompressed file smaller than the
+ * pixels its header declares, and a NumberOfFrames that disagrees with the
+ * number of Per-Frame Functional Groups items, so nobody allocates for
+ * frames that are not there. On success the caller frees with
+ * scp_slice_info_free. Returns 0, -ENOENT, LDCT_EINPUT (not DICOM /
+ * attributes missing or inconsistent, message in err) or LDCT_EDICOM. */
 int scp_slice_read_info(const char *path, scp_slice_info *out, char *err, size_t err_len);
 
 /* Frees what scp_slice_read_info allocated (not the struct). NULL is a no-op. */

@@ -21,12 +21,14 @@ extern "C" {
 #include <dcmtk/dcmdata/dcdeftag.h>
 #include <dcmtk/dcmdata/dcfilefo.h>
 #include <dcmtk/dcmdata/dcpixel.h>
+#include <dcmtk/dcmdata/dcxfer.h>
 
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace
@@ -194,6 +196,47 @@ void read_rule_fields(DcmItem *ds, scp_slice_info *o)
     o->exposure_mas = get_number(ds, DCM_Exposure);
 }
 
+/* Uncompressed pixel data lies in the file as is, so a file smaller than
+ * the pixels its header declares cannot hold them. Checked on the header
+ * alone, before anyone allocates for those pixels: a hostile or broken
+ * header may declare 65535 x 65535 x 2^31 of them. */
+int check_declared_size(DcmDataset *ds, const char *path, const scp_slice_info *o, char *err,
+                        size_t len)
+{
+    DcmXfer x(ds->getOriginalXfer());
+    struct stat st;
+    if (o->rows <= 0 || o->cols <= 0 || o->bits_allocated <= 0 || x.isEncapsulated() ||
+        x.getStreamCompression() != ESC_none || stat(path, &st) != 0)
+        return 0;
+    double need = (double)o->rows * o->cols * o->frames * o->bits_allocated / 8.0;
+    if (need <= (double)st.st_size)
+        return 0;
+    scp__set_err(err, len,
+                 "instance %s declares %dx%dx%d pixels of %d bits (%.0f bytes) but its file "
+                 "has %lld bytes",
+                 o->sop_instance_uid, o->cols, o->rows, o->frames, o->bits_allocated, need,
+                 (long long)st.st_size);
+    return LDCT_EINPUT;
+}
+
+/* An image with functional groups has one Per-Frame item per frame (PS3.3
+ * C.7.6.16); a NumberOfFrames that disagrees would have the readers walk
+ * frames that do not exist. */
+int check_frame_groups(DcmItem *ds, const scp_slice_info *o, char *err, size_t len)
+{
+    DcmSequenceOfItems *pf = nullptr;
+    unsigned long n = 0;
+    if (ds->findAndGetSequence(DCM_PerFrameFunctionalGroupsSequence, pf).good() && pf)
+        n = pf->card();
+    if (n == (unsigned long)o->frames || (n == 0 && o->frames == 1))
+        return 0;
+    scp__set_err(err, len,
+                 "instance %s has %d frames (NumberOfFrames) but %lu Per-Frame Functional "
+                 "Groups item(s)",
+                 o->sop_instance_uid, o->frames, n);
+    return LDCT_EINPUT;
+}
+
 int read_info(const char *path, scp_slice_info *o, char *err, size_t len)
 {
     if (access(path, R_OK) != 0) {
@@ -222,6 +265,9 @@ int read_info(const char *path, scp_slice_info *o, char *err, size_t len)
         return LDCT_EINPUT;
     }
     read_pixel_fields(ds, o);
+    int rc = check_declared_size(ds, path, o, err, len);
+    if (rc < 0)
+        return rc;
     read_rule_fields(ds, o);
     read_temporal_fields(ds, o);
     scp__frame_rescale(ds, 0, &o->rescale_slope, &o->rescale_intercept);
@@ -229,7 +275,8 @@ int read_info(const char *path, scp_slice_info *o, char *err, size_t len)
         read_plain_geometry(ds, o);
         return 0;
     }
-    return read_enhanced_geometry(ds, o);
+    rc = check_frame_groups(ds, o, err, len);
+    return rc < 0 ? rc : read_enhanced_geometry(ds, o);
 }
 
 /* Raw stored value at index i, sign-extended from BitsStored. */
