@@ -142,6 +142,10 @@ static unsigned check_instance(const scp_instance *inst, char *comment, size_t l
         {"(0020,000D)", "Study Instance UID", offsetof(scp_instance, study_uid)},
         {"(0020,000E)", "Series Instance UID", offsetof(scp_instance, series_uid)},
     };
+    if (!inst->parsed) {
+        snprintf(comment, len, "the dataset cannot be parsed (truncated or not DICOM)");
+        return SCP_STATUS_CANNOT_UNDERSTAND;
+    }
     for (size_t i = 0; i < sizeof required / sizeof required[0]; i++) {
         const char *v = *(const char *const *)((const char *)inst + required[i].off);
         if (!v[0] || !ingest_uid_valid(v)) {

@@ -29,7 +29,8 @@
  * - A received file is either handed to store_end (which then owns it) or
  *   removed here; a failed reception never reaches store_end.
  * - Nothing from a dataset but UIDs, modality, series description and sizes
- *   is read back (pixel data stays on disk), and logs carry UIDs, AE titles
+ *   is read back (the whole dataset is parsed, so a truncated one is
+ *   refused, but pixel data stays on disk), and logs carry UIDs, AE titles
  *   and addresses only.
  * - The ACSE timeout bounds how long a peer that connects but sends nothing
  *   holds its acceptor thread; stop shuts such connections down at once.
@@ -243,15 +244,18 @@ std::string get_str(DcmItem *ds, const DcmTagKey &tag)
     return std::string();
 }
 
-/* Reads the header attributes back from the received file, stopping before
- * the pixel data; returns 1 when the file parsed. */
+/* Reads the header attributes back from the received file; returns 1 when
+ * the whole dataset parsed. The whole of it, not just the header: a peer may
+ * flag the last fragment of a dataset that stops inside the pixel data, and
+ * such an instance must be refused, not acknowledged. Values longer than
+ * 4 KiB (the pixel data) are checked against the file's length but left on
+ * disk, not loaded. */
 int read_header(store_ctx *sc)
 {
     DcmFileFormat ff;
-    OFCondition c = ff.loadFileUntilTag(sc->path.c_str(), EXS_Unknown, EGL_noChange, 4096,
-                                        ERM_autoDetect, DCM_PixelData);
+    OFCondition c = ff.loadFile(sc->path.c_str(), EXS_Unknown, EGL_noChange, 4096, ERM_autoDetect);
     if (c.bad()) {
-        scp__cond_err(c, "cannot parse received dataset header");
+        scp__cond_err(c, "cannot parse the received dataset");
         return 0;
     }
     DcmDataset *ds = ff.getDataset();

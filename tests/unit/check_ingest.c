@@ -50,7 +50,8 @@ static scp_instance instance(const char *tmp, const char *sop)
                           .series_description = "",
                           .transfer_syntax_uid = "1.2.840.10008.1.2.1",
                           .file_path = tmp,
-                          .file_size = 5};
+                          .file_size = 5,
+                          .parsed = 1};
 }
 
 START_TEST(accepted_instance_lands_in_the_spool_with_its_row)
@@ -98,6 +99,18 @@ START_TEST(missing_uid_is_cannot_understand_and_leaves_nothing)
     i.series_uid = "";
     ck_assert_uint_eq(ingest_store_end(in, &ASSOC, &i, comment, sizeof comment), 0xC000);
     ck_assert_ptr_nonnull(strstr(comment, "(0020,000E)"));
+    ck_assert_int_eq(access(tmp, F_OK), -1);
+}
+END_TEST
+
+START_TEST(unparseable_dataset_is_refused_as_such)
+{
+    char tmp[256], comment[128];
+    receive(tmp, sizeof tmp, "x");
+    scp_instance i = instance(tmp, "1.2.3.4.5");
+    i.parsed = 0;
+    ck_assert_uint_eq(ingest_store_end(in, &ASSOC, &i, comment, sizeof comment), 0xC000);
+    ck_assert_ptr_nonnull(strstr(comment, "cannot be parsed"));
     ck_assert_int_eq(access(tmp, F_OK), -1);
 }
 END_TEST
@@ -156,6 +169,7 @@ int main(void)
     tcase_add_test(tc, resend_replaces_the_file);
     tcase_add_test(tc, missing_uid_is_cannot_understand_and_leaves_nothing);
     tcase_add_test(tc, path_like_uid_is_refused);
+    tcase_add_test(tc, unparseable_dataset_is_refused_as_such);
     tcase_add_test(tc, sop_class_mismatch_is_a900);
     tcase_add_test(tc, low_disk_space_is_a700);
     tcase_add_test(tc, uid_syntax);

@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""rawscu: a deliberately misbehaving DICOM peer for robustness tests.
+
+Speaks just enough of the DICOM upper layer (PS3.8) by hand to do what a
+well-behaved toolkit refuses to: send a C-STORE whose dataset is cut short,
+stall in the middle of a dataset, or send bytes that are not DICOM at all.
+
+    rawscu.py HOST PORT MODE [FILE] [options]
+
+Modes:
+  garbage            connect, send 4 KiB of random bytes, report what came back
+  store FILE         associate, C-STORE the dataset of FILE (Explicit VR Little
+                     Endian, as written by mkseries), print the status (hex)
+  store FILE --cut N send only the first N bytes of the dataset, flagged as
+                     the last fragment (a truncated dataset)
+  store FILE --stall N
+                     send the first N bytes of the dataset, not flagged last,
+                     then wait (up to --wait seconds) for the peer to give up;
+                     prints "closed after S s" or "still open after S s"
+
+Exit status 0 when the exchange went as described (whatever the status), 1 on
+a protocol surprise or a connection error. Single-threaded; no state.
+"""
+import argparse
+import os
+import socket
+import struct
+import sys
+import time
+
+CT_IMAGE = b"1.2.840.10008.5.1.4.1.1.2"
+EXPLICIT_LE = b"1.2.840.10008.1.2.1"
+APP_CONTEXT = b"1.2.840.10008.3.1.1.1"
+
+
+def pad(uid):
+    return uid + (b"\0" if len(uid) % 2 else b"")
+
+
+def item(kind, body):
+    return struct.pack(">BBH", kind, 0, len(body)) + body
+
+
+def pdu(kind, body):
+    return struct.pack(">BBI", kind, 0, len(body)) + body
+
+
+def associate_rq(called, calling):
+    pc = struct.pack(">BBBB", 1, 0, 0, 0) + item(0x30, CT_IMAGE) + item(0x40, EXPLICIT_LE)
+    user = item(0x51, struct.pack(">I", 16384)) + item(0x52, b"1.2.826.0.1.3680043.9.7.99")
+    body = (struct.pack(">HH", 1, 0) + called.ljust(16).encode() + calling.ljust(16).encode() +
+            bytes(32) + item(0x10, APP_CONTEXT) + item(0x20, pc) + item(0x50, user))
+    return pdu(0x01, body)
+
+
+def recv_exact(s, n):
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise EOFError("connection closed")
+        buf += chunk
+    return buf
+
+
+def recv_pdu(s):
+    head = recv_exact(s, 6)
+    kind, _, length = struct.unpack(">BBI", head)
+    return kind, recv_exact(s, length)
+
+
+def element(group, elem, value):
+    return struct.pack("<HHI", group, elem, len(value)) + value
+
+
+def store_command(sop_uid):
+    els = (element(0, 0x0002, pad(CT_IMAGE)) + element(0, 0x0100, struct.pack("<H", 1)) +
+           element(0, 0x0110, struct.pack("<H", 1)) + element(0, 0x0700, struct.pack("<H", 0)) +
+           element(0, 0x0800, struct.pack("<H", 0)) + element(0, 0x1000, pad(sop_uid)))
+    return element(0, 0x0000, struct.pack("<I", len(els))) + els
+
+
+def pdata(data, command, last):
+    ctrl = (1 if command else 0) | (2 if last else 0)
+    pdv = struct.pack(">IBB", len(data) + 2, 1, ctrl) + data
+    return pdu(0x04, pdv)
+
+
+def dataset_of(path):
+    """The dataset bytes of a Part 10 file and its SOP Instance UID."""
+    raw = open(path, "rb").read()
+    assert raw[128:132] == b"DICM", "not a Part 10 file"
+    meta_len = struct.unpack("<I", raw[140:144])[0]
+    ds = raw[144 + meta_len:]
+    i = 0
+    while i < len(ds):
+        group, elem = struct.unpack("<HH", ds[i:i + 4])
+        vr = ds[i + 4:i + 6]
+        if vr in (b"OB", b"OW", b"SQ", b"UN", b"UT", b"OF", b"UC", b"UR"):
+            n, hdr = struct.unpack("<I", ds[i + 8:i + 12])[0], 12
+        else:
+            n, hdr = struct.unpack("<H", ds[i + 6:i + 8])[0], 8
+        if (group, elem) == (0x0008, 0x0018):
+            return ds, ds[i + hdr:i + hdr + n].rstrip(b"\0 ")
+        i += hdr + n
+    raise ValueError("no SOP Instance UID")
+
+
+def status_of(command):
+    i = 0
+    while i + 8 <= len(command):
+        group, elem, n = struct.unpack("<HHI", command[i:i + 8])
+        if (group, elem) == (0, 0x0900):
+            return struct.unpack("<H", command[i + 8:i + 10])[0]
+        i += 8 + n
+    raise ValueError("no status in the response")
+
+
+def associate(a):
+    s = socket.create_connection((a.host, a.port), timeout=a.wait)
+    s.sendall(associate_rq(a.called, a.calling))
+    kind, body = recv_pdu(s)
+    if kind != 0x02:
+        raise RuntimeError("association not accepted (PDU type 0x%02x)" % kind)
+    return s
+
+
+def read_response(s):
+    command = b""
+    while True:
+        kind, body = recv_pdu(s)
+        if kind != 0x04:
+            raise RuntimeError("expected P-DATA, got PDU type 0x%02x" % kind)
+        i = 0
+        while i < len(body):
+            n = struct.unpack(">I", body[i:i + 4])[0]
+            ctrl = body[i + 5]
+            command += body[i + 6:i + 4 + n]
+            i += 4 + n
+            if ctrl & 3 == 3:
+                return status_of(command)
+
+
+def wait_closed(s, limit):
+    start = time.monotonic()
+    s.settimeout(limit)
+    try:
+        while s.recv(65536):
+            pass
+        return time.monotonic() - start, True
+    except socket.timeout:
+        return time.monotonic() - start, False
+    except (ConnectionResetError, BrokenPipeError):
+        return time.monotonic() - start, True
+
+
+def mode_garbage(a):
+    s = socket.create_connection((a.host, a.port), timeout=a.wait)
+    s.sendall(os.urandom(4096))
+    secs, closed = wait_closed(s, a.wait)
+    print("%s after %.1f s" % ("closed" if closed else "still open", secs))
+    return 0
+
+
+def mode_store(a):
+    ds, sop = dataset_of(a.file)
+    s = associate(a)
+    s.sendall(pdata(store_command(sop), True, True))
+    if a.stall is not None:
+        s.sendall(pdata(ds[:a.stall], False, False))
+        secs, closed = wait_closed(s, a.wait)
+        print("%s after %.1f s" % ("closed" if closed else "still open", secs))
+        return 0
+    body = ds[:a.cut] if a.cut is not None else ds
+    s.sendall(pdata(body, False, True))
+    status = read_response(s)
+    print("0x%04X" % status)
+    s.sendall(pdu(0x05, bytes(4)))  # A-RELEASE-RQ
+    try:
+        recv_pdu(s)
+    except (EOFError, OSError):
+        pass
+    s.close()
+    return 0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("host")
+    p.add_argument("port", type=int)
+    p.add_argument("mode", choices=["garbage", "store"])
+    p.add_argument("file", nargs="?")
+    p.add_argument("--cut", type=int)
+    p.add_argument("--stall", type=int)
+    p.add_argument("--wait", type=float, default=30)
+    p.add_argument("--called", default="LDCTNODE")
+    p.add_argument("--calling", default="RAWSCU")
+    a = p.parse_args()
+    try:
+        return mode_garbage(a) if a.mode == "garbage" else mode_store(a)
+    except (OSError, EOFError, RuntimeError, ValueError) as e:
+        print("rawscu: %s" % e, file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
