@@ -409,6 +409,23 @@ int negotiate(scp_server *srv, T_ASC_Association *assoc)
     return scp__cond_err(c, "association negotiation");
 }
 
+/* The slot of the acceptor thread running on this thread, for the accept
+ * hook and for stop_reading. */
+thread_local assoc_slot *t_slot = nullptr;
+
+/* A peer that made DIMSE fail (a timeout, a broken PDU) may never close its
+ * end: after sending the A-ABORT, ASC_abortAssociation waits for the peer
+ * to close for up to the ARTIM (ACSE) timeout, and the association's slot
+ * stays taken meanwhile (a peer stalled mid-dataset held it for
+ * dimse_timeout + acse_timeout). Shutting our reading side down first ends
+ * that wait at once; the A-ABORT still goes out. */
+void stop_reading(scp_server *srv)
+{
+    std::lock_guard<std::mutex> lk(srv->mu);
+    if (t_slot && t_slot->fd >= 0)
+        shutdown(t_slot->fd, SHUT_RD);
+}
+
 /* Serves DIMSE commands until release, abort or error. */
 void serve(scp_server *srv, const assoc_ctx *a, T_ASC_Association *assoc)
 {
@@ -439,6 +456,7 @@ void serve(scp_server *srv, const assoc_ctx *a, T_ASC_Association *assoc)
         if (c.bad()) {
             std::string what = "association with " + a->calling + " ended by an error";
             scp__cond_err(c, what.c_str());
+            stop_reading(srv);
             ASC_abortAssociation(assoc);
             return;
         }
@@ -477,9 +495,6 @@ void run_association(scp_server *srv, T_ASC_Association *assoc)
 }
 
 /* ---- acceptance --------------------------------------------------------- */
-
-/* The slot of the acceptor thread running on this thread, for the hook. */
-thread_local assoc_slot *t_slot = nullptr;
 
 /* Called by DCMTK (in the acceptor thread) right after accept() and before it
  * reads the A-ASSOCIATE-RQ: records the socket for stop, lets the listener

@@ -3,8 +3,9 @@
 # flagged complete but cut inside its pixel data is refused (0xC000), not
 # acknowledged (it once was: only the header was read back); one cut inside
 # its header is refused with a reason that says so; bytes that are not DICOM
-# close only their own connection. Nothing refused reaches the database and
-# no partial file is left.
+# close only their own connection; a peer that stalls mid-dataset is dropped
+# after the DIMSE timeout, holds no other peer meanwhile, and leaves no
+# partial file. Nothing refused reaches the database.
 . "$(dirname "$0")/lib.sh"
 RAW="python3 $ROOT/tests/tools/rawscu.py"
 write_config "dimse_timeout = 2" "stable_seconds = 60"
@@ -22,7 +23,16 @@ grep -q "the dataset cannot be parsed (truncated or not DICOM)" "$T/ldctd.log" |
 [ "$(db_instances)" = 1 ] || fail "$(db_instances) instances recorded, expected the whole one only"
 out=$($RAW 127.0.0.1 "$PORT" garbage --wait 5) || fail "rawscu garbage"
 case "$out" in closed*) ;; *) fail "garbage: $out" ;; esac
-timeout 5 storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T/s/IMG0005.dcm" || fail "storescu"
+$RAW 127.0.0.1 "$PORT" store "$T/s/IMG0004.dcm" --stall 700 --wait 20 > "$T/stall.out" &
+stall=$!
+sleep 0.5
+timeout 5 echoscu -aec LDCTNODE 127.0.0.1 "$PORT" || fail "C-ECHO blocked by a stalled peer"
+timeout 5 storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T/s/IMG0005.dcm" ||
+    fail "C-STORE blocked by a stalled peer"
+wait $stall || fail "rawscu stall"
+secs=$(sed -nE 's/^closed after ([0-9]+).*/\1/p' "$T/stall.out")
+[ -n "$secs" ] && [ "$secs" -le 8 ] || fail "stalled peer not dropped: $(cat "$T/stall.out")"
+note "stalled peer dropped after $(cat "$T/stall.out" | cut -d' ' -f3) s (dimse_timeout 2)"
 [ -z "$(ls -A "$STATE/spool/.tmp")" ] || fail "partial file left: $(ls "$STATE/spool/.tmp")"
 [ "$(db_instances)" = 2 ] || fail "$(db_instances) instances recorded, expected 2"
 assert_stored_identical "$T/s/IMG0001.dcm" "$T/s/IMG0005.dcm"
