@@ -28,6 +28,17 @@ int scp__cond_err(const OFCondition &cond, const char *what);
  * exception barrier; throws nothing but may return an error code. */
 int scp__global_init_once(void);
 
+/* Deepest nesting of sequences and items (together) that the readers accept:
+ * real datasets stay below 30 (an SR content tree), and DCMTK's recursive
+ * parser stays far from the end of a thread's stack. */
+enum { SCP__MAX_NESTING = 128 };
+
+/* Refuses (LDCT_EINPUT, reason in err) a file whose sequences and items nest
+ * deeper than `limit`, measured without recursion and before DCMTK parses
+ * it (depth.cc). 0 otherwise, also for what it cannot follow (DCMTK then
+ * reports the file as unreadable). */
+int scp__check_nesting(const char *path, int limit, char *err, size_t len);
+
 /* Copies `src` into `dst` (size `len`, always terminated when len > 0). */
 void scp__strlcpy(char *dst, const char *src, size_t len);
 

@@ -252,6 +252,11 @@ std::string get_str(DcmItem *ds, const DcmTagKey &tag)
  * disk, not loaded. */
 int read_header(store_ctx *sc)
 {
+    char why[128] = "";
+    if (scp__check_nesting(sc->path.c_str(), SCP__MAX_NESTING, why, sizeof why) < 0) {
+        log_warn("scp: received dataset not parsed: %s", why);
+        return 0;
+    }
     DcmFileFormat ff;
     OFCondition c = ff.loadFile(sc->path.c_str(), EXS_Unknown, EGL_noChange, 4096, ERM_autoDetect);
     if (c.bad()) {

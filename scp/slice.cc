@@ -244,6 +244,9 @@ int read_info(const char *path, scp_slice_info *o, char *err, size_t len)
         scp__set_err(err, len, "%s: %s", path, strerror(e));
         return -e;
     }
+    int rc = scp__check_nesting(path, SCP__MAX_NESTING, err, len);
+    if (rc < 0)
+        return rc;
     DcmFileFormat ff;
     OFCondition c =
         ff.loadFileUntilTag(path, EXS_Unknown, EGL_noChange, 4096, ERM_autoDetect, DCM_PixelData);
@@ -265,7 +268,7 @@ int read_info(const char *path, scp_slice_info *o, char *err, size_t len)
         return LDCT_EINPUT;
     }
     read_pixel_fields(ds, o);
-    int rc = check_declared_size(ds, path, o, err, len);
+    rc = check_declared_size(ds, path, o, err, len);
     if (rc < 0)
         return rc;
     read_rule_fields(ds, o);

@@ -13,6 +13,10 @@ Modes:
                      Endian, as written by mkseries), print the status (hex)
   store FILE --cut N send only the first N bytes of the dataset, flagged as
                      the last fragment (a truncated dataset)
+  store FILE --raw-sop UID
+                     FILE holds raw dataset bytes (no meta header), sent as
+                     the instance UID, in the transfer syntax --ts (default
+                     Explicit VR Little Endian; the bytes must match it)
   store FILE --stall N
                      send the first N bytes of the dataset, not flagged last,
                      then wait (up to --wait seconds) for the peer to give up;
@@ -45,8 +49,8 @@ def pdu(kind, body):
     return struct.pack(">BBI", kind, 0, len(body)) + body
 
 
-def associate_rq(called, calling):
-    pc = struct.pack(">BBBB", 1, 0, 0, 0) + item(0x30, CT_IMAGE) + item(0x40, EXPLICIT_LE)
+def associate_rq(called, calling, ts):
+    pc = struct.pack(">BBBB", 1, 0, 0, 0) + item(0x30, CT_IMAGE) + item(0x40, ts.encode())
     user = item(0x51, struct.pack(">I", 16384)) + item(0x52, b"1.2.826.0.1.3680043.9.7.99")
     body = (struct.pack(">HH", 1, 0) + called.ljust(16).encode() + calling.ljust(16).encode() +
             bytes(32) + item(0x10, APP_CONTEXT) + item(0x20, pc) + item(0x50, user))
@@ -86,6 +90,15 @@ def pdata(data, command, last):
     return pdu(0x04, pdv)
 
 
+def send_dataset(s, data, last):
+    """Sends data in P-DATA PDUs within the peer's usual maximum length;
+    `last` flags the final fragment as the end of the dataset."""
+    step = 16000
+    for i in range(0, max(len(data), 1), step):
+        final = last and i + step >= len(data)
+        s.sendall(pdata(data[i:i + step], False, final))
+
+
 def dataset_of(path):
     """The dataset bytes of a Part 10 file and its SOP Instance UID."""
     raw = open(path, "rb").read()
@@ -118,7 +131,7 @@ def status_of(command):
 
 def associate(a):
     s = socket.create_connection((a.host, a.port), timeout=a.wait)
-    s.sendall(associate_rq(a.called, a.calling))
+    s.sendall(associate_rq(a.called, a.calling, a.ts))
     kind, body = recv_pdu(s)
     if kind != 0x02:
         raise RuntimeError("association not accepted (PDU type 0x%02x)" % kind)
@@ -163,16 +176,19 @@ def mode_garbage(a):
 
 
 def mode_store(a):
-    ds, sop = dataset_of(a.file)
+    if a.raw_sop:
+        ds, sop = open(a.file, "rb").read(), a.raw_sop.encode()
+    else:
+        ds, sop = dataset_of(a.file)
     s = associate(a)
     s.sendall(pdata(store_command(sop), True, True))
     if a.stall is not None:
-        s.sendall(pdata(ds[:a.stall], False, False))
+        send_dataset(s, ds[:a.stall], False)
         secs, closed = wait_closed(s, a.wait)
         print("%s after %.1f s" % ("closed" if closed else "still open", secs))
         return 0
     body = ds[:a.cut] if a.cut is not None else ds
-    s.sendall(pdata(body, False, True))
+    send_dataset(s, body, True)
     status = read_response(s)
     print("0x%04X" % status)
     s.sendall(pdu(0x05, bytes(4)))  # A-RELEASE-RQ
@@ -193,6 +209,8 @@ def main():
     p.add_argument("--cut", type=int)
     p.add_argument("--stall", type=int)
     p.add_argument("--wait", type=float, default=30)
+    p.add_argument("--raw-sop")
+    p.add_argument("--ts", default=EXPLICIT_LE.decode())
     p.add_argument("--called", default="LDCTNODE")
     p.add_argument("--calling", default="RAWSCU")
     a = p.parse_args()
