@@ -518,8 +518,125 @@ void on_accepted(scp_server *srv, int fd)
     srv->cv.notify_all();
 }
 
-/* The plain TCP transport layer plus the accept hook; DCMTK owns it once set
- * on the network (ASC_setTransportLayer with takeover). */
+/* Follows the PDU and PDV headers of what a peer sends and says when a DIMSE
+ * command message grows past k_max_command bytes. DCMTK parses a command set
+ * recursively, so a command nesting 100000 sequences overflows the thread's
+ * stack before any of our code sees it; real command sets are under 1 KiB.
+ * Only headers are read (6 bytes of each PDU, 6 of each PDV); data is
+ * skipped by count. One per connection, fed by its reading thread only. */
+class pdu_guard
+{
+  public:
+    /* false once the stream holds a command message over the limit */
+    bool feed(const unsigned char *p, size_t n);
+
+  private:
+    static uint32_t be32(const unsigned char *b)
+    {
+        return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+    }
+    size_t collect(const unsigned char *p, size_t n, size_t limit);
+    bool pdv_header();
+    unsigned char hdr_[6] = {};
+    size_t have_ = 0;       /* header bytes collected (PDU or PDV header) */
+    bool in_pdu_ = false;   /* a PDU header was read: its body follows */
+    bool pdata_ = false;    /* the PDU is a P-DATA-TF (PDV items) */
+    uint32_t pdu_left_ = 0; /* body bytes of the PDU not yet seen */
+    uint32_t pdv_left_ = 0; /* data bytes of the current PDV not yet seen */
+    size_t cmd_ = 0;        /* bytes of the command message being received */
+};
+
+const size_t k_max_command = 65536;
+
+/* Copies up to `limit` header bytes; returns how many it took. */
+size_t pdu_guard::collect(const unsigned char *p, size_t n, size_t limit)
+{
+    size_t take = std::min(n, std::min(limit, sizeof hdr_ - have_));
+    memcpy(hdr_ + have_, p, take);
+    have_ += take;
+    return take;
+}
+
+/* A complete PDV header: counts a command fragment. */
+bool pdu_guard::pdv_header()
+{
+    const uint32_t len = be32(hdr_);
+    const unsigned char mch = hdr_[5];
+    have_ = 0;
+    pdv_left_ = len >= 2 ? len - 2 : 0;
+    if (!(mch & 1))
+        return true;
+    cmd_ += pdv_left_;
+    if (cmd_ > k_max_command)
+        return false;
+    if (mch & 2)
+        cmd_ = 0; /* last fragment: the next command starts afresh */
+    return true;
+}
+
+bool pdu_guard::feed(const unsigned char *p, size_t n)
+{
+    while (n > 0) {
+        size_t used;
+        if (!in_pdu_) {
+            used = collect(p, n, sizeof hdr_);
+            if (have_ == sizeof hdr_) {
+                pdata_ = hdr_[0] == 0x04;
+                pdu_left_ = be32(hdr_ + 2);
+                in_pdu_ = pdu_left_ > 0;
+                have_ = 0;
+                pdv_left_ = 0;
+            }
+        } else if (pdata_ && pdv_left_ == 0) {
+            used = collect(p, n, pdu_left_);
+            pdu_left_ -= (uint32_t)used;
+            if (have_ == sizeof hdr_ && !pdv_header())
+                return false;
+        } else {
+            uint32_t body = pdata_ ? std::min(pdv_left_, pdu_left_) : pdu_left_;
+            used = std::min(n, (size_t)body);
+            pdu_left_ -= (uint32_t)used;
+            if (pdata_)
+                pdv_left_ -= (uint32_t)used;
+        }
+        if (in_pdu_ && pdu_left_ == 0) { /* the PDU ends (a torn PDV is DCMTK's to refuse) */
+            in_pdu_ = false;
+            have_ = 0;
+            pdv_left_ = 0;
+        }
+        p += used;
+        n -= used;
+    }
+    return true;
+}
+
+/* A TCP connection whose reads pass through a pdu_guard: an oversized
+ * command message fails the read and shuts the socket, so DCMTK aborts the
+ * association instead of parsing it. */
+class guarded_connection : public DcmTCPConnection
+{
+  public:
+    explicit guarded_connection(DcmNativeSocketType sock) : DcmTCPConnection(sock) {}
+    ssize_t read(void *buf, size_t nbyte) override
+    {
+        ssize_t r = DcmTCPConnection::read(buf, nbyte);
+        if (r > 0 && !guard_.feed(static_cast<const unsigned char *>(buf), (size_t)r)) {
+            log_warn("scp: a DIMSE command message over %zu bytes: closing the connection",
+                     k_max_command);
+            shutdown((int)getSocket(), SHUT_RDWR);
+            errno = EPROTO;
+            return -1;
+        }
+        return r;
+    }
+
+  private:
+    pdu_guard guard_;
+};
+
+/* The plain TCP transport layer plus the accept hook and the command guard;
+ * DCMTK owns it once set on the network (ASC_setTransportLayer with
+ * takeover). */
 class accept_layer : public DcmTransportLayer
 {
   public:
@@ -527,7 +644,9 @@ class accept_layer : public DcmTransportLayer
     DcmTransportConnection *createConnection(DcmNativeSocketType sock, OFBool secure) override
     {
         on_accepted(srv_, (int)sock);
-        return DcmTransportLayer::createConnection(sock, secure);
+        if (secure)
+            return DcmTransportLayer::createConnection(sock, secure);
+        return new guarded_connection(sock);
     }
 
   private:
