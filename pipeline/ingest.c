@@ -19,7 +19,8 @@
 struct ingest {
     char spool[1024];
     char tmpdir[1100];
-    pthread_mutex_t lock; /* guards db and policy */
+    char quarantine[1100]; /* refused instances, kept for inspection */
+    pthread_mutex_t lock;  /* guards db and policy */
     db *db;
     ingest_policy policy;
     atomic_uint_fast64_t seq;
@@ -70,6 +71,7 @@ int ingest_new(const char *state_dir, const ingest_policy *policy, ingest **out)
         return -12; /* -ENOMEM */
     snprintf(in->spool, sizeof in->spool, "%s/spool", state_dir);
     snprintf(in->tmpdir, sizeof in->tmpdir, "%s/.tmp", in->spool);
+    snprintf(in->quarantine, sizeof in->quarantine, "%s/quarantine", state_dir);
     in->policy = *policy;
     pthread_mutex_init(&in->lock, NULL);
     char dbpath[1100];
@@ -80,6 +82,10 @@ int ingest_new(const char *state_dir, const ingest_policy *policy, ingest **out)
         goto fail;
     }
     remove_stale_temps(in->tmpdir);
+    if ((rc = fs_mkdirs(in->quarantine))) {
+        log_err("cannot create %s: %s", in->quarantine, ldct_strerror(rc));
+        goto fail;
+    }
     if ((rc = db_open(dbpath, 0, &in->db)))
         goto fail;
     *out = in;
@@ -208,13 +214,42 @@ static int record(ingest *in, const scp_assoc_info *a, const scp_instance *inst,
     return rc;
 }
 
+/* Moves a refused instance's file to the quarantine folder, as received,
+ * with NAME.reason beside it (the status comment, calling AE and peer: no
+ * patient data). The file is removed when it cannot be kept. */
+static void quarantine(ingest *in, const scp_assoc_info *a, const scp_instance *inst,
+                       const char *comment)
+{
+    const char *base = strrchr(inst->file_path, '/');
+    char name[1400], reason[1500];
+    snprintf(name, sizeof name, "%s/%lld-%s", in->quarantine, (long long)ldct_now_ms(),
+             base ? base + 1 : inst->file_path);
+    char *dot = strrchr(name, '.');
+    if (dot && !strcmp(dot, ".part"))
+        *dot = '\0';
+    snprintf(reason, sizeof reason, "%s.reason", name);
+    strncat(name, ".dcm", sizeof name - strlen(name) - 1);
+    if (rename(inst->file_path, name) != 0) {
+        log_warn("cannot keep the refused instance in %s: %s", in->quarantine, strerror(errno));
+        unlink(inst->file_path);
+        return;
+    }
+    FILE *f = fopen(reason, "w");
+    if (f) {
+        fprintf(f, "%s\ncalling AE %s, peer %s, SOP Instance UID in the request %s\n", comment,
+                a->calling_ae, a->peer_host, inst->req_sop_instance_uid);
+        fclose(f);
+    }
+    log_notice("refused instance kept for inspection as %s", name);
+}
+
 unsigned ingest_store_end(ingest *in, const scp_assoc_info *assoc, const scp_instance *inst,
                           char *comment, size_t comment_len)
 {
     unsigned status = check_instance(inst, comment, comment_len);
     if (status != SCP_STATUS_SUCCESS) {
         log_warn("refused instance from %s (%s): %s", assoc->calling_ae, assoc->peer_host, comment);
-        unlink(inst->file_path);
+        quarantine(in, assoc, inst, comment);
         return status;
     }
     char final[2048];

@@ -3,8 +3,12 @@
  *
  * Durability (DESIGN.md): success is answered only after the file is in its
  * temp name, fsync'd, renamed to spool/<study>/<series>/<sop>.dcm, the
- * directory fsync'd, and the row committed (WAL, synchronous=FULL). A
- * refused or failed instance leaves nothing behind. A resend of the same SOP
+ * directory fsync'd, and the row committed (WAL, synchronous=FULL). An
+ * instance refused for its content (missing or invalid UIDs, a mismatch
+ * with its request, a dataset that does not parse) is kept as received in
+ * <state_dir>/quarantine/<ms>-<n>.dcm with a .reason file beside it, for the
+ * administrator to inspect and delete; one that failed to be stored leaves
+ * nothing in the spool and no row. A resend of the same SOP
  * Instance UID replaces the file atomically and keeps one row.
  *
  * Thread-safety: ingest_store_begin/_end are called concurrently from

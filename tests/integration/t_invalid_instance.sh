@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # An instance without a Series Instance UID is refused with 0xC000 and an
 # error comment; the association goes on and the valid instances are stored.
+# The refused instance is kept as received in the quarantine folder, with
+# the reason beside it (DESIGN.md: quarantined for inspection).
 . "$(dirname "$0")/lib.sh"
 start_daemon
 "$MKSERIES" --out "$T/s" --rows 64 --cols 64 --slices 3 || fail "mkseries"
@@ -12,4 +14,9 @@ echo "$out" | grep -qi "0020,000E" || note "(storescu did not print the error co
 [ "$(db_instances)" = 2 ] || fail "expected the 2 valid instances, found $(db_instances)"
 assert_stored_identical "$T"/s/IMG0001.dcm "$T"/s/IMG0003.dcm
 grep -q "missing (0020,000E)" "$T/ldctd.log" || fail "no log line with the reason"
+kept=("$STATE"/quarantine/*.dcm)
+[ ${#kept[@]} = 1 ] && [ -f "${kept[0]}" ] || fail "expected 1 quarantined file: ${kept[*]}"
+dataset_of "${kept[0]}" "$T/kept.raw" && dataset_of "$T/s/IMG0002.dcm" "$T/sent.raw" &&
+    cmp -s "$T/kept.raw" "$T/sent.raw" || fail "the quarantined dataset differs from what was sent"
+grep -q "missing (0020,000E)" "${kept[0]%.dcm}.reason" || fail "no reason file beside it"
 stop_daemon || fail "exit code $?"
