@@ -202,6 +202,8 @@ void to_stored(DcmDataset *ds, const scp__pixfmt &f, const float *values, std::v
     for (int fr = 0; fr < f.frames; fr++) {
         double m, b;
         scp__frame_rescale(ds, fr, &m, &b);
+        if (!std::isfinite(m) || m == 0)
+            m = 1.0; /* unreachable: the reader refused such frames */
         for (size_t i = per_frame * (size_t)fr; i < per_frame * (size_t)(fr + 1); i++) {
             double s = std::isnan(values[i]) ? 0.0 : std::nearbyint((values[i] - b) / m);
             long v = s < (double)lo ? lo : s > (double)hi ? hi : (long)s;

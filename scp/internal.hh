@@ -70,7 +70,8 @@ int scp__pixfmt_read(DcmItem *ds, scp__pixfmt *f, char *err, size_t len);
 DcmItem *scp__fg_item(DcmItem *ds, int frame, const DcmTagKey &seq);
 
 /* The rescale of frame `frame`: Pixel Value Transformation functional group
- * when present, else the top-level attributes, else 1 and 0. */
+ * when present, else the top-level attributes, else 1 and 0. A slope of 0
+ * or NaN is returned as it is: readers refuse such a frame. */
 void scp__frame_rescale(DcmItem *ds, int frame, double *slope, double *intercept);
 
 /* Loads a whole file and decodes its pixel data to native (uncompressed)

@@ -151,7 +151,8 @@ void scp__frame_rescale(DcmItem *ds, int frame, double *slope, double *intercept
     if (!src)
         src = ds;
     Float64 m, b;
-    *slope = src->findAndGetFloat64(DCM_RescaleSlope, m).good() && m != 0 ? m : 1.0;
+    /* A slope of 0 (or NaN) stays as it is, for the caller to refuse. */
+    *slope = src->findAndGetFloat64(DCM_RescaleSlope, m).good() ? m : 1.0;
     *intercept = src->findAndGetFloat64(DCM_RescaleIntercept, b).good() ? b : 0.0;
 }
 

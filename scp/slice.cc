@@ -330,6 +330,11 @@ int read_hu(const char *path, float *out, size_t count, char *err, size_t len)
     for (int fr = 0; fr < f.frames; fr++) {
         double m, b;
         scp__frame_rescale(ds, fr, &m, &b);
+        if (!std::isfinite(m) || m == 0 || !std::isfinite(b)) {
+            scp__set_err(err, len, "frame %d has an unusable rescale (slope %g, intercept %g)",
+                         fr + 1, m, b);
+            return LDCT_EINPUT;
+        }
         size_t base = per_frame * (size_t)fr;
         for (size_t i = 0; i < per_frame; i++)
             out[base + i] = (float)(stored_at(f, p8, p16, base + i) * m + b);

@@ -3,7 +3,9 @@
 # a reason naming the problem, before anything is allocated for pixels that
 # are not there (65535 x 65535 slices once had the worker allocate 64 GiB;
 # NumberOfFrames 20000000 in a JPEG Enhanced CT with one frame had it walk
-# and allocate for 20 million frames); undecodable JPEG fails with the
+# and allocate for 20 million frames); RescaleSlope 0 is refused (it was read
+# as 1 and copied into the derived series, which viewers then showed flat);
+# undecodable JPEG fails with the
 # transfer syntax named; the daemon keeps serving and a good series after
 # them is processed.
 . "$(dirname "$0")/lib.sh"
@@ -19,6 +21,7 @@ variant() { # NAME SERIES-SUFFIX [dcmodify edits...]
 }
 variant huge 1 -m "(0028,0010)=65535" -m "(0028,0011)=65535"
 variant frames 2 -i "(0028,0008)=2147483647"
+variant slope0 5 -m "(0028,1053)=0"
 # An Enhanced CT with one JPEG-compressed frame that claims 20000000.
 mkdir -p "$T/enh"
 head -c 512 /dev/zero > "$T/enh/px.raw"
@@ -73,10 +76,11 @@ for f in sys.argv[1:]:
     b[k + 2:k + 12] = bytes(10)
     open(f, "wb").write(b)
 PY
-storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T"/huge/*.dcm "$T"/frames/*.dcm || fail "storescu"
+storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T"/huge/*.dcm "$T"/frames/*.dcm "$T"/slope0/*.dcm ||
+    fail "storescu"
 storescu -xs -aec LDCTNODE 127.0.0.1 "$PORT" "$T/enh/enh.dcm" "$T"/jpeg/*.dcm || fail "storescu -xs"
-failed4() { [ "$(sql "SELECT count(*) FROM jobs WHERE state = 'failed'")" = 4 ]; }
-wait_until 40 "four failed jobs" failed4
+failed5() { [ "$(sql "SELECT count(*) FROM jobs WHERE state = 'failed'")" = 5 ]; }
+wait_until 40 "five failed jobs" failed5
 "$LDCT" --config "$T/ldctd.conf" jobs --json > "$T/jobs.json" || fail "ldct jobs"
 python3 - "$T/jobs.json" "$study" <<'PY' || fail "reasons: $(cat "$T/jobs.json")"
 import json, sys
@@ -85,7 +89,8 @@ st = sys.argv[2]
 for sfx, words in (("1", ["declares 65535x65535x1 pixels of 16 bits", "but its file has"]),
                    ("2", ["declares 16x16x2147483647 pixels"]),
                    ("3", ["20000000 frames (NumberOfFrames) but 1 Per-Frame"]),
-                   ("4", ["cannot decode pixel data in JPEG Lossless"])):
+                   ("4", ["cannot decode pixel data in JPEG Lossless"]),
+                   ("5", ["unusable rescale (slope 0"])):
     j = jobs[st + "." + sfx]
     assert j["state"] == "failed" and j["attempts"] == 1, j
     for w in words:
