@@ -8,6 +8,8 @@
 #include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -115,6 +117,24 @@ static int make_addr(const http_opts *o, struct sockaddr_storage *ss, unsigned *
     return LDCT_EINPUT;
 }
 
+/* Monitoring polls often and briefly: idle connections are dropped after
+ * k_idle_timeout_s so a few stuck clients cannot hold every slot for long. */
+static const unsigned k_max_connections = 64;
+static const unsigned k_idle_timeout_s = 5;
+
+/* libmicrohttpd's own messages (a refused request line, a dropped
+ * connection) into our log, at warning priority. */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+        msg[--n] = '\0';
+    log_warn("http: %s", msg);
+}
+
 int http_start(const http_opts *o, http_server **out)
 {
     *out = NULL;
@@ -134,8 +154,9 @@ int http_start(const http_opts *o, http_server **out)
     }
     h->mhd =
         MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR,
-                         (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT, 16U,
-                         MHD_OPTION_CONNECTION_TIMEOUT, 10U, MHD_OPTION_END);
+                         (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT, k_max_connections,
+                         MHD_OPTION_CONNECTION_TIMEOUT, k_idle_timeout_s,
+                         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
     if (!h->mhd) {
         log_err("cannot listen for HTTP on %s port %d", o->bind, o->port);
         db_close(h->db);

@@ -2,7 +2,9 @@
 # Status and metrics over HTTP (http_port): /healthz answers ok, /status is
 # JSON with the queue totals and the daemon's own figures, /metrics is
 # Prometheus text whose counts follow what was received; unknown paths get
-# 404 and other methods 405; no UIDs or patient data in either.
+# 404 and other methods 405; no UIDs or patient data in either; 20 idle
+# connections (more than the old limit of 16) do not lock monitoring out,
+# and the idle ones are dropped after the 5 s idle timeout.
 . "$(dirname "$0")/lib.sh"
 command -v curl > /dev/null || skip "no curl"
 HTTP=$(free_port)
@@ -29,6 +31,18 @@ uid=$(dcmdump -q +P 0020,000e "$T/s/IMG0001.dcm" | sed -E 's/.*\[([^]]*)\].*/\1/
 ! grep -q "$uid" "$T/status.json" "$T/metrics.txt" || fail "a UID in the status"
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$url/nothing")" = 404 ] || fail "no 404"
 [ "$(curl -s -o /dev/null -w '%{http_code}' -X POST "$url/status")" = 405 ] || fail "no 405"
+python3 - "$HTTP" << 'PY' || fail "idle connections locked /healthz out"
+import socket, sys, time, urllib.request
+port = int(sys.argv[1])
+idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(20)]
+t = time.time()
+assert urllib.request.urlopen("http://127.0.0.1:%d/healthz" % port, timeout=3).read().strip() == b"ok"
+assert time.time() - t < 2, time.time() - t
+idle[0].settimeout(10)
+t = time.time()
+assert idle[0].recv(1) == b"", "an idle connection got data"
+assert time.time() - t < 8, "idle connection kept %.1f s" % (time.time() - t)
+PY
 # The listener binds to loopback by default.
 if command -v ss > /dev/null; then
     ss -ltn | grep -q "127.0.0.1:$HTTP " || fail "not on 127.0.0.1: $(ss -ltn | grep ":$HTTP ")"
