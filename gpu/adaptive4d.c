@@ -10,7 +10,7 @@ void gpu_adaptive4d_params_default(gpu_adaptive4d_params *p)
 {
     gpu_adaptive4d_params d = {
         .downsample = 2,
-        .mono_size = 7,
+        .mono_size = 5,
         .recon_size = 11,
         .mono_center = (float)(M_PI / (2.0 * M_SQRT2)),
         .mono_bandwidth = 2.0f,
@@ -26,6 +26,8 @@ void gpu_adaptive4d_params_default(gpu_adaptive4d_params *p)
         .mu_beta = 2.0f,
         .m_norm = GPU_A4D_NORM_NOISE,
         .m_pass = 30.0f,
+        .t_scale = 3.0f,
+        .pass_t = 32.0f,
         .strength = 1.0f,
         .backend = GPU_A4D_AUTO,
         .stats = NULL,
@@ -48,6 +50,8 @@ int gpu_adaptive4d_params_check(const gpu_adaptive4d_params *p)
         return LDCT_EINPUT;
     if (!(p->tensor_sigma > 0) || !(p->control_sigma > 0) || !(p->lp_sigma > 0) ||
         !(p->lp_sigma_t > 0) || !(p->strength > 0))
+        return LDCT_EINPUT;
+    if (!(p->t_scale >= 0.25f && p->t_scale <= 16.0f) || !(p->pass_t >= 0))
         return LDCT_EINPUT;
     if (!(p->m_pass >= 0) || !(p->m_alpha >= 0) || !(p->m_beta > 0) || !(p->m_sigma > 0))
         return LDCT_EINPUT;

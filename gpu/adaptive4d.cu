@@ -65,8 +65,10 @@ struct ptrs14 {
     float *p[NM];
 };
 
+/* Step 3's scaling of the tensor: T_ij *= dinv_i dinv_j with dinv =
+ * (1/f, 1/f, 1/f, t_scale) (adaptive4d.h). */
 struct ctl_params {
-    float gamma, dinv_xyz, m_alpha, m_beta, m_sigma, mu_alpha, mu_beta, m_pass;
+    float gamma, dinv_xyz, dinv_t;
 };
 
 int cufft_err(cufftResult r, const char *call, int line)
@@ -277,7 +279,7 @@ __global__ void k_tensor(ptrs14 q, size_t n, ctl_params cp)
         for (int j = 0; j < 4; j++)
             Q2[i][j] = q.p[4 + tidx(i, j)][v];
     }
-    const float dinv[4] = {cp.dinv_xyz, cp.dinv_xyz, cp.dinv_xyz, 1.0f};
+    const float dinv[4] = {cp.dinv_xyz, cp.dinv_xyz, cp.dinv_xyz, cp.dinv_t};
     for (int i = 0; i < 4; i++)
         for (int j = i; j < 4; j++) {
             float even = 0.0f;
@@ -287,23 +289,21 @@ __global__ void k_tensor(ptrs14 q, size_t n, ctl_params cp)
         }
 }
 
-__device__ double frob_at(const ptrs14 &T, size_t v)
+/* N(T) at voxel v: the norm in voxel coordinates (adaptive4d.h, step 4). */
+__device__ double frob_at(const ptrs14 &T, size_t v, double t_scale)
 {
-    double s = 0;
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) {
-            double t = T.p[tidx(i, j)][v];
-            s += t * t;
-        }
-    return sqrt(s);
+    double t[NT];
+    for (int c = 0; c < NT; c++)
+        t[c] = T.p[c][v];
+    return gpu__a4d_norm_voxel(t, t_scale);
 }
 
 /* Largest Frobenius norm; non-negative floats order like their bit patterns. */
-__global__ void k_frob_max(ptrs14 T, size_t n, unsigned *out)
+__global__ void k_frob_max(ptrs14 T, size_t n, double ts, unsigned *out)
 {
     __shared__ float sm[BLOCK];
     size_t v = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    sm[threadIdx.x] = v < n ? (float)frob_at(T, v) : 0.0f;
+    sm[threadIdx.x] = v < n ? (float)frob_at(T, v, ts) : 0.0f;
     __syncthreads();
     for (int s = BLOCK / 2; s > 0; s >>= 1) {
         if ((int)threadIdx.x < s)
@@ -316,21 +316,21 @@ __global__ void k_frob_max(ptrs14 T, size_t n, unsigned *out)
 
 /* Frobenius norms of every stride-th voxel (GPU_A4D_NORM_NOISE samples the
  * same voxels as the reference). */
-__global__ void k_frob_sample(ptrs14 T, size_t m, size_t stride, float *out)
+__global__ void k_frob_sample(ptrs14 T, size_t m, size_t stride, double ts, float *out)
 {
     size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     if (i < m)
-        out[i] = (float)frob_at(T, i * stride);
+        out[i] = (float)frob_at(T, i * stride, ts);
 }
 
 /* Phase 1 of t-slabs: norms of the samples i0 .. i0 + m - 1 (whole-grid
  * voxel i * stride, at local index i * stride - goff). */
 __global__ void k_frob_sample_at(ptrs14 T, size_t m, size_t i0, size_t stride, size_t goff,
-                                 float *out)
+                                 double ts, float *out)
 {
     size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     if (i < m)
-        out[i] = (float)frob_at(T, (i0 + i) * stride - goff);
+        out[i] = (float)frob_at(T, (i0 + i) * stride - goff, ts);
 }
 
 /* Eigenvalues (unsorted) and eigenvectors, by the reference's rotations. */
@@ -342,36 +342,20 @@ __device__ void eig4(double a[16], double l[4], double v[16])
 }
 
 /* Control tensor in place (step 4 before smoothing). */
-__global__ void k_control(ptrs14 T, size_t n, const unsigned *tmax_bits, ctl_params cp)
+__global__ void k_control(ptrs14 T, size_t n, const unsigned *tmax_bits, gpu__a4d_map cp)
 {
     size_t v = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     if (v >= n)
         return;
     const double tmax = __uint_as_float(*tmax_bits);
-    double a[16], l[4], e[16];
+    double a[16], l[4], e[16], w[4] = {0, 0, 0, 0};
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 4; j++)
             a[4 * i + j] = T.p[tidx(i, j)][v];
-    double m = 0, pass = 0;
-    if (tmax > 0) {
-        double x = frob_at(T, v) / tmax, s = (double)cp.m_sigma;
-        m = pow(x, (double)cp.m_beta) /
-            (pow(x, (double)cp.m_alpha + cp.m_beta) + pow(s, (double)cp.m_beta));
-        if (cp.m_pass > 0) {
-            double xb = pow(x, (double)cp.m_beta);
-            pass = xb / (xb + pow((double)cp.m_pass * s, (double)cp.m_beta));
-        }
-    }
+    const double x = tmax > 0 ? frob_at(T, v, cp.t_scale) / tmax : 0;
     eig4(a, l, e);
-    double l1 = fmax(fmax(l[0], l[1]), fmax(l[2], l[3]));
-    double w[4] = {0, 0, 0, 0};
-    for (int k = 0; k < 4 && l1 > 0; k++) {
-        double r = fmin(1.0, fmax(0.0, l[k] / l1)), al = cp.mu_alpha;
-        double num = pow(r * (1 - al), (double)cp.mu_beta);
-        double den = num + pow(al * (1 - r), (double)cp.mu_beta);
-        double mk = m * (den > 0 ? num / den : 1.0);
-        w[k] = mk + (1 - mk) * pass;
-    }
+    if (tmax > 0)
+        gpu__a4d_weights(&cp, x, tmax, l, e, w);
     for (int i = 0; i < 4; i++)
         for (int j = i; j < 4; j++) {
             double c = 0;
@@ -837,7 +821,7 @@ int tensor_slab(run_state &s, int z0, int z1, int halo, float *const *q, float *
     ptrs14 qp;
     for (int k = 0; k < NM; k++)
         qp.p[k] = q[k];
-    ctl_params cp = {s.p->gamma, 1.0f / s.p->downsample, 0, 0, 0, 0, 0, 0};
+    ctl_params cp = {s.p->gamma, 1.0f / s.p->downsample, s.p->t_scale};
     k_tensor<<<blocks(rd.n()), BLOCK, 0, s.st>>>(qp, rd.n(), cp);
     CUDA_CHECK(cudaGetLastError());
     const taps_t tt = taps_of(s.p->tensor_sigma);
@@ -893,7 +877,7 @@ int norm_reference(run_state &s, const ptrs14 &T)
     const size_t n = s.low.n();
     if (s.p->m_norm == GPU_A4D_NORM_MAX) {
         CUDA_CHECK(cudaMemsetAsync(s.d_max, 0, sizeof(unsigned), s.st));
-        k_frob_max<<<blocks(n), BLOCK, 0, s.st>>>(T, n, s.d_max);
+        k_frob_max<<<blocks(n), BLOCK, 0, s.st>>>(T, n, s.p->t_scale, s.d_max);
         CUDA_CHECK(cudaGetLastError());
         return 0;
     }
@@ -906,7 +890,7 @@ int norm_reference(run_state &s, const ptrs14 &T)
         free(h_s);
         return LDCT_ENOMEM_GPU;
     }
-    k_frob_sample<<<blocks(m), BLOCK, 0, s.st>>>(T, m, stride, d_s);
+    k_frob_sample<<<blocks(m), BLOCK, 0, s.st>>>(T, m, stride, s.p->t_scale, d_s);
     cudaError_t e = cudaGetLastError();
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(h_s, d_s, m * sizeof(float), cudaMemcpyDeviceToHost, s.st);
@@ -934,7 +918,8 @@ int collect_norms(run_state &s, const ptrs14 &T)
         for (int c = 0; c < NT; c++)
             sub.p[c] = T.p[c] + (s.g0 - s.goff);
         CUDA_CHECK(cudaMemsetAsync(s.d_max, 0, sizeof(unsigned), s.st));
-        k_frob_max<<<blocks(s.g1 - s.g0), BLOCK, 0, s.st>>>(sub, s.g1 - s.g0, s.d_max);
+        k_frob_max<<<blocks(s.g1 - s.g0), BLOCK, 0, s.st>>>(sub, s.g1 - s.g0, s.p->t_scale,
+                                                            s.d_max);
         CUDA_CHECK(cudaGetLastError());
         float m = 0;
         CUDA_CHECK(cudaMemcpyAsync(&m, s.d_max, sizeof m, cudaMemcpyDeviceToHost, s.st));
@@ -949,7 +934,7 @@ int collect_norms(run_state &s, const ptrs14 &T)
     float *d_s = nullptr;
     CUDA_CHECK(cudaMalloc(&d_s, (i1 - i0) * sizeof(float)));
     k_frob_sample_at<<<blocks(i1 - i0), BLOCK, 0, s.st>>>(
-        T, i1 - i0, i0, gpu__a4d_norm_stride(s.n_all), s.goff, d_s);
+        T, i1 - i0, i0, gpu__a4d_norm_stride(s.n_all), s.goff, s.p->t_scale, d_s);
     cudaError_t e = cudaGetLastError();
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(s.samples + i0, d_s, (i1 - i0) * sizeof(float), cudaMemcpyDeviceToHost,
@@ -980,8 +965,9 @@ int make_control(run_state &s)
     if (rc)
         return rc;
     const gpu_adaptive4d_params *p = s.p;
-    ctl_params cp = {p->gamma,    0,          p->m_alpha, p->m_beta, p->m_sigma * p->strength,
-                     p->mu_alpha, p->mu_beta, p->m_pass};
+    const gpu__a4d_map cp = {p->m_alpha,  p->m_beta,  p->m_sigma * p->strength,
+                             p->mu_alpha, p->mu_beta, p->m_pass,
+                             p->pass_t,   p->t_scale};
     k_control<<<blocks(s.low.n()), BLOCK, 0, s.st>>>(T, s.low.n(), s.d_max, cp);
     CUDA_CHECK(cudaGetLastError());
     float *tmp = nullptr;

@@ -19,25 +19,36 @@
  *  3. Local structure tensor T = q1 q1^T + gamma Q2 Q2 (q1 the 4-vector of
  *     odd responses, Q2 the symmetric 4x4 matrix of even ones; gamma = 1
  *     makes it phase invariant), brought to full-resolution coordinates
- *     T <- D^-1 T D^-1 with D = diag(f,f,f,1), then each of its 10
- *     components is smoothed by a Gaussian of tensor_sigma (normalized
- *     convolution).
- *  4. Control tensor: x = ||T||_F / max ||T||_F over the volume,
+ *     with t measured in units of t_scale voxels, T <- D^-1 T D^-1 with
+ *     D = diag(f,f,f,1/a), a = t_scale (a frequency u becomes (u_s, a u_t)),
+ *     then each of its 10 components is smoothed by a Gaussian of
+ *     tensor_sigma (normalized convolution).
+ *  4. Control tensor: x = N(T) / ref, N the Frobenius norm of T in voxel
+ *     coordinates (gpu__a4d_norm_voxel: D' T D' with D' = diag(1,1,1,1/a)),
+ *     ref the median of N over the volume (m_norm NOISE, default; a fixed
+ *     sample of voxels) or its maximum (MAX, the paper's),
  *        M(x) = x^beta / (x^(alpha+beta) + sigma^beta)       (m_* params)
  *     with eigen-decomposition T = sum_k l_k e_k e_k^T, l_1 >= .. >= l_4,
  *        mu(r) = (r(1-a))^b / ((r(1-a))^b + (a(1-r))^b)      (mu_* params)
- *        C = M(x) sum_k mu(l_k / l_1) e_k e_k^T,
+ *        m_k = M(x) mu(l_k / l_1),
+ *        P(x) = x^beta / (x^beta + (m_pass sigma)^beta)      (all-pass share)
+ *        g_k = 1 - e_kt^2 (1 - l_k^beta / (l_k^beta + (pass_t ref)^beta))
+ *        C = sum_k (m_k + (1 - m_k) P(x) g_k) e_k e_k^T      (gpu__a4d_weights)
+ *     (g_k = 1 when pass_t = 0. With the gate, a direction with a t
+ *     component keeps its all-pass share only if its eigenvalue is far
+ *     above the noise: moving edges keep it, the noise along t at static
+ *     edges is smoothed),
  *     then each component of C is smoothed by a Gaussian of control_sigma
  *     (normalized convolution) and interpolated (linear in x, y, z) back to
  *     full resolution.
  *  5. Reconstruction: a separable Gaussian lowpass L of lp_sigma (normalized
  *     convolution) and ten highpass filters along directions n_k
- *        H_k(u) = (1 - G(u)) (u . n_k)^2 / rho^2
+ *        H_k(u) = (1 - G(u)) (w . n_k)^2 / |w|^2,  w = (u_x, u_y, u_z, a u_t)
  *     (G the frequency response of the discrete lowpass, recon_size^4
  *     kernels), combined as
  *        out = L s + sum_k c_k (H_k s),  c_k = sum_l Ginv_kl n_l^T C n_l
  *     with Ginv the inverse Gram matrix of the n_k n_k^T (dual basis), so
- *     the adaptive filter is L + (1 - G) u^T C u / rho^2: all-pass where
+ *     the adaptive filter is L + (1 - G) w^T C w / |w|^2: all-pass where
  *     C = I, lowpass where C = 0.
  * Borders (normalized convolution, no voxel lost): every zero-DC filter h
  * (steps 2 and 5) answers h*(c s) - (h*c) m(x), m the normalized-convolution
@@ -107,6 +118,9 @@ typedef struct gpu_adaptive4d_params {
     float mu_alpha, mu_beta;        /* mu-function: isotropy threshold, steepness */
     int m_norm;                     /* gpu_a4d_norm: reference of x in the M-function */
     float m_pass;                   /* all-pass threshold in units of m_sigma; 0 = none */
+    float t_scale;                  /* a: one time point counts a voxels in directions */
+    float pass_t;                   /* gate of the all-pass share along t: eigenvalue
+                                     * threshold in units of the reference; 0 = no gate */
     float strength;                 /* scales m_sigma (higher = smoother); default 1 */
     gpu_a4d_backend backend;
     size_t mem_budget;    /* bytes the call may use for its buffers; 0 = automatic (CPU: half
@@ -115,10 +129,12 @@ typedef struct gpu_adaptive4d_params {
     gpu_a4d_stats *stats; /* optional out; may be NULL */
 } gpu_adaptive4d_params;
 
-/* Defaults (docs/NOTES-adaptive4d.md says where each comes from):
- * f = 2, mono 7^4, recon 11^4, rho0 = pi/(2 sqrt 2), B = 2, gamma = 1,
- * tensor_sigma = 1, control_sigma = 1, lp_sigma = 1.2, M: alpha 0.5,
- * beta 2, sigma 0.1; mu: alpha 0.4, beta 2; strength 1; backend auto. */
+/* Defaults (docs/NOTES-adaptive4d.md says where each comes from and what
+ * was measured): f = 2, mono 5^4, recon 11^4, rho0 = pi/(2 sqrt 2), B = 2,
+ * gamma = 1, tensor_sigma = 0.6, control_sigma = 0.6, lp_sigma = 0.6,
+ * lp_sigma_t = 2; M: noise-floor reference, alpha 0, beta 2, sigma 3;
+ * all-pass m_pass 30; t_scale 3, pass_t 32; mu: alpha 0.4, beta 2;
+ * strength 1; backend auto. */
 void gpu_adaptive4d_params_default(gpu_adaptive4d_params *p);
 
 /* Validates parameters (not shapes); 0 or LDCT_EINPUT. */
@@ -261,6 +277,56 @@ GPU__A4D_HD void gpu__a4d_jacobi4(double a[16], double v[16])
                     v[4 * k + qi] = s * vkp + c * vkq;
                 }
             }
+    }
+}
+
+/* The parameters of step 4 as the mapping uses them (m_sigma already
+ * multiplied by strength), for gpu__a4d_weights on either side. */
+typedef struct gpu__a4d_map {
+    double m_alpha, m_beta, m_sigma, mu_alpha, mu_beta, m_pass, pass_t, t_scale;
+} gpu__a4d_map;
+
+/* N(T): the Frobenius norm of the tensor (10 components, order of
+ * gpu__a4d_tidx) in voxel coordinates: components with one t index divided
+ * by t_scale, tt by t_scale^2 (undoes the t metric of step 3, so that the
+ * M-function sees the same magnitudes whatever t_scale is). */
+GPU__A4D_HD double gpu__a4d_norm_voxel(const double t[10], double t_scale)
+{
+    double s = 0;
+    for (int c = 0; c < 10; c++) { /* t components: 3 xt, 6 yt, 8 zt, 9 tt */
+        const int has_t = (c == 3) + (c == 6) + (c == 8) + 2 * (c == 9);
+        const int diagonal = c == 0 || c == 4 || c == 7 || c == 9;
+        double v = t[c];
+        for (int k = 0; k < has_t; k++)
+            v /= t_scale;
+        s += (diagonal ? 1 : 2) * v * v;
+    }
+    return sqrt(s);
+}
+
+/* The weights w[4] of step 4 for eigenvalues l (any order; l1 their
+ * largest) and eigenvectors e (columns of a row-major 4x4, e[12 + k] the t
+ * component of the k-th), at x = N(T) / ref (ref > 0). */
+GPU__A4D_HD void gpu__a4d_weights(const gpu__a4d_map *p, double x, double ref, const double l[4],
+                                  const double e[16], double w[4])
+{
+    const double xb = pow(x, p->m_beta);
+    const double m = xb / (pow(x, p->m_alpha + p->m_beta) + pow(p->m_sigma, p->m_beta));
+    const double pass = p->m_pass > 0 ? xb / (xb + pow(p->m_pass * p->m_sigma, p->m_beta)) : 0;
+    const double l1 = fmax(fmax(l[0], l[1]), fmax(l[2], l[3]));
+    for (int k = 0; k < 4; k++) {
+        w[k] = 0;
+        if (!(l1 > 0))
+            continue;
+        const double r = fmin(1.0, fmax(0.0, l[k] / l1)), a = p->mu_alpha;
+        const double num = pow(r * (1 - a), p->mu_beta), den = num + pow(a * (1 - r), p->mu_beta);
+        const double mk = m * (den > 0 ? num / den : 1.0);
+        double gate = 1;
+        if (p->pass_t > 0) {
+            const double lb = pow(fmax(l[k], 0.0) / ref, p->m_beta);
+            gate = 1 - e[12 + k] * e[12 + k] * (1 - lb / (lb + pow(p->pass_t, p->m_beta)));
+        }
+        w[k] = mk + (1 - mk) * pass * gate;
     }
 }
 

@@ -88,6 +88,7 @@ typedef struct spec {
     double rho0, bw;
     const float *lp, *lp_t;
     int lp_r, lp_t_r;
+    double t_scale; /* highpass: u_t counts t_scale times in the direction term */
 } spec;
 
 static double lognormal(double rho, double rho0, double bw)
@@ -118,10 +119,11 @@ static double response(const spec *s, const double u[4], double g)
         return lognormal(rho, s->rho0, s->bw) * u[s->n] / rho;
     if (s->kind == 1)
         return lognormal(rho, s->rho0, s->bw) * u[s->n] * u[s->m] / rho2;
+    const double w[4] = {u[0], u[1], u[2], u[3] * s->t_scale};
     double p = 0;
     for (int d = 0; d < 4; d++)
-        p += u[d] * s->dir[d];
-    return (1.0 - g) * p * p / rho2;
+        p += w[d] * s->dir[d];
+    return (1.0 - g) * p * p / (rho2 + w[3] * w[3] - u[3] * u[3]);
 }
 
 typedef struct grid {
@@ -318,7 +320,8 @@ static int design_mono(const gpu_adaptive4d_params *p, gpu_a4d_bank *b)
     const long n = (long)K * K * K * K;
     int rc = grid_make(&g, K);
     for (int f = 0; !rc && f < GPU_A4D_NMONO; f++) {
-        spec s = {f < 4 ? 0 : 1, 0, 0, NULL, p->mono_center, p->mono_bandwidth, NULL, NULL, 0, 0};
+        spec s = {f < 4 ? 0 : 1, 0, 0, NULL, p->mono_center, p->mono_bandwidth, NULL,
+                  NULL,          0, 0, 1};
         if (f < 4)
             s.n = f;
         else
@@ -335,14 +338,15 @@ static int design_mono(const gpu_adaptive4d_params *p, gpu_a4d_bank *b)
     return rc;
 }
 
-static int design_hp(gpu_a4d_bank *b)
+static int design_hp(const gpu_adaptive4d_params *p, gpu_a4d_bank *b)
 {
     grid g;
     const int K = b->recon_size;
     const long n = (long)K * K * K * K;
     int rc = grid_make(&g, K);
     for (int k = 0; !rc && k < GPU_A4D_NHP; k++) {
-        spec s = {2, 0, 0, b->dirs[k], 0, 0, b->lp, b->lp_t, b->lp_radius, b->lp_t_radius};
+        spec s = {2,         0, 0, b->dirs[k], 0, 0, b->lp, b->lp_t, b->lp_radius, b->lp_t_radius,
+                  p->t_scale};
         double e = design(&g, &s, b->hp + k * n);
         if (e > b->hp_err)
             b->hp_err = e;
@@ -359,7 +363,7 @@ static int design_hp(gpu_a4d_bank *b)
  * out under a mutex) so that only the first call pays the design. */
 typedef struct design_key {
     int mono_size, recon_size, parts;
-    float mono_center, mono_bandwidth, lp_sigma, lp_sigma_t;
+    float mono_center, mono_bandwidth, lp_sigma, lp_sigma_t, t_scale;
 } design_key;
 
 static pthread_mutex_t s_cache_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -378,6 +382,7 @@ static design_key key_of(const gpu_adaptive4d_params *p, int parts)
     k.mono_bandwidth = p->mono_bandwidth;
     k.lp_sigma = p->lp_sigma;
     k.lp_sigma_t = p->lp_sigma_t;
+    k.t_scale = p->t_scale;
     return k;
 }
 
@@ -458,7 +463,7 @@ static int bank_design(const gpu_adaptive4d_params *p, int parts, gpu_a4d_bank *
     if (!rc && (parts & GPU_A4D_BANK_MONO))
         rc = design_mono(p, b);
     if (!rc && (parts & GPU_A4D_BANK_RECON))
-        rc = design_hp(b);
+        rc = design_hp(p, b);
     if (rc)
         gpu__a4d_bank_free(b);
     return rc;

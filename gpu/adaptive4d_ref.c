@@ -92,7 +92,7 @@ static int downsample(const float *in, const grid4 *g, int f, float *low, const 
 static void tensor_from_mono(const gpu_adaptive4d_params *p, float **q, float **T, size_t n,
                              int threads)
 {
-    const double f = p->downsample, dinv[4] = {1 / f, 1 / f, 1 / f, 1};
+    const double f = p->downsample, dinv[4] = {1 / f, 1 / f, 1 / f, p->t_scale};
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (size_t v = 0; v < n; v++) {
         double q1[4], Q2[4][4];
@@ -164,54 +164,34 @@ void gpu__a4d_eig4(double a[16], double l[4], double v[16])
     memcpy(v, vv, sizeof vv);
 }
 
-static double m_func(const gpu_adaptive4d_params *p, double x)
+static gpu__a4d_map map_of(const gpu_adaptive4d_params *p)
 {
-    double s = p->m_sigma * p->strength;
-    return pow(x, p->m_beta) / (pow(x, p->m_alpha + p->m_beta) + pow(s, p->m_beta));
+    gpu__a4d_map m = {p->m_alpha,  p->m_beta,  p->m_sigma * p->strength,
+                      p->mu_alpha, p->mu_beta, p->m_pass,
+                      p->pass_t,   p->t_scale};
+    return m;
 }
 
-/* All-pass share of the control tensor: 0 below m_pass * m_sigma (in units
- * of the reference), rising to 1 above it (the M-function without its
- * overshoot): where the signal is far above the noise floor the filter
- * passes everything, so sharp (near-aliased) edges keep every component. */
-static double pass_func(const gpu_adaptive4d_params *p, double x)
+/* N(T) at voxel v (adaptive4d.h, step 4). */
+static double norm_at(const gpu_adaptive4d_params *p, float **T, size_t v)
 {
-    double s = p->m_pass * p->m_sigma * p->strength, xb = pow(x, p->m_beta);
-    return xb / (xb + pow(s, p->m_beta));
+    double t[GPU_A4D_NTENSOR];
+    for (int c = 0; c < GPU_A4D_NTENSOR; c++)
+        t[c] = T[c][v];
+    return gpu__a4d_norm_voxel(t, p->t_scale);
 }
 
-static double mu_func(const gpu_adaptive4d_params *p, double r)
+static void control_voxel(const gpu_adaptive4d_params *p, const gpu__a4d_map *map, float **T,
+                          size_t v, double ref)
 {
-    double a = p->mu_alpha, num = pow(r * (1 - a), p->mu_beta);
-    double den = num + pow(a * (1 - r), p->mu_beta);
-    return den > 0 ? num / den : 1.0;
-}
-
-static double frob(float **T, size_t v)
-{
-    double s = 0;
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) {
-            double t = T[gpu__a4d_tidx(i, j)][v];
-            s += t * t;
-        }
-    return sqrt(s);
-}
-
-static void control_voxel(const gpu_adaptive4d_params *p, float **T, size_t v, double tmax)
-{
-    double a[16], l[4], e[16];
+    double a[16], l[4], e[16], w[4] = {0, 0, 0, 0};
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 4; j++)
             a[4 * i + j] = T[gpu__a4d_tidx(i, j)][v];
-    double x = tmax > 0 ? frob(T, v) / tmax : 0, m = tmax > 0 ? m_func(p, x) : 0;
-    double pass = p->m_pass > 0 && tmax > 0 ? pass_func(p, x) : 0;
+    const double x = ref > 0 ? norm_at(p, T, v) / ref : 0;
     gpu__a4d_eig4(a, l, e);
-    double w[4] = {0, 0, 0, 0};
-    for (int k = 0; k < 4 && l[0] > 0; k++) {
-        double r = l[k] / l[0], mk = m * mu_func(p, r < 0 ? 0 : r > 1 ? 1 : r);
-        w[k] = mk + (1 - mk) * pass;
-    }
+    if (ref > 0)
+        gpu__a4d_weights(map, x, ref, l, e, w);
     for (int i = 0; i < 4; i++)
         for (int j = i; j < 4; j++) {
             double c = 0;
@@ -248,7 +228,7 @@ static double norm_reference(const gpu_adaptive4d_params *p, float **T, size_t n
     if (p->m_norm == GPU_A4D_NORM_MAX) {
 #pragma omp parallel for num_threads(threads) reduction(max : tmax) schedule(static)
         for (size_t v = 0; v < n; v++) {
-            double f = frob(T, v);
+            double f = norm_at(p, T, v);
             if (f > tmax)
                 tmax = f;
         }
@@ -259,7 +239,7 @@ static double norm_reference(const gpu_adaptive4d_params *p, float **T, size_t n
     if (!s)
         return 0;
     for (size_t i = 0; i < m; i++)
-        s[i] = (float)frob(T, i * stride);
+        s[i] = (float)norm_at(p, T, i * stride);
     double med = gpu__a4d_norm_median(s, m);
     free(s);
     return med;
@@ -275,9 +255,10 @@ void gpu__a4d_control_with(const gpu_adaptive4d_params *p, float **T, size_t n, 
                            int threads)
 {
     threads = threads > 0 ? threads : omp_get_max_threads();
+    const gpu__a4d_map map = map_of(p);
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (size_t v = 0; v < n; v++)
-        control_voxel(p, T, v, tmax);
+        control_voxel(p, &map, T, v, tmax);
 }
 
 /* ---- step 5: reconstruction ------------------------------------------------ */
@@ -427,13 +408,13 @@ static void collect_norms(const gpu_adaptive4d_params *p, float **C, const grid4
     size_t g0 = plane * j->t0, g1 = plane * j->t1, off = plane * j->r0, i0, i1;
     if (p->m_norm == GPU_A4D_NORM_MAX) {
         for (size_t g = g0; g < g1; g++)
-            *j->max = fmax(*j->max, frob(C, g - off));
+            *j->max = fmax(*j->max, norm_at(p, C, g - off));
         return;
     }
     gpu__a4d_norm_range(n, g0, g1, &i0, &i1);
     size_t stride = gpu__a4d_norm_stride(n);
     for (size_t i = i0; i < i1; i++)
-        j->samples[i] = (float)frob(C, i * stride - off);
+        j->samples[i] = (float)norm_at(p, C, i * stride - off);
 }
 
 static int run_region(const gpu_adaptive4d_params *p, const gpu_a4d_bank *b, const gpu_volume *in,

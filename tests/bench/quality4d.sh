@@ -52,15 +52,16 @@ while IFS='|' read -r label algo sets; do
     fi
 done << 'ROWS'
 nlm3d per volume, strength 1 (defaults S=5 P=2)|nlm3d|
+nlm3d per volume, strength 0.7 (best of 0.5 ... 2)|nlm3d|nlm_strength=0.7
 nlm3d per volume, strength 0.5|nlm3d|nlm_strength=0.5
 adaptive4d defaults|adaptive4d|
 adaptive4d strength 0.5|adaptive4d|strength=0.5
-adaptive4d strength 2|adaptive4d|strength=2
 adaptive4d f=1 (no downsampling)|adaptive4d|downsample=1
-adaptive4d f=1, 5^4 monomials|adaptive4d|downsample=1 mono_size=5
-adaptive4d no all-pass (m_pass 0)|adaptive4d|m_pass=0
-adaptive4d lowpass 1.2 along t|adaptive4d|lp_sigma_t=1.2
-adaptive4d first pass (paper's M: max norm, overshoot)|adaptive4d|m_norm=1 m_alpha=0.5 m_sigma=0.1 m_pass=0 lp_sigma=1.2 lp_sigma_t=1.2 tensor_sigma=1 control_sigma=1
+adaptive4d f=1, gate threshold 128|adaptive4d|downsample=1 pass_t=128
+adaptive4d no t metric (t_scale 1)|adaptive4d|t_scale=1
+adaptive4d no gate along t (pass_t 0)|adaptive4d|pass_t=0
+adaptive4d second-pass defaults (no t metric, no gate, 7^4 monomials)|adaptive4d|t_scale=1 pass_t=0 mono_size=7
+adaptive4d first pass (paper's M: max norm, overshoot)|adaptive4d|m_norm=1 m_alpha=0.5 m_sigma=0.1 m_pass=0 lp_sigma=1.2 lp_sigma_t=1.2 tensor_sigma=1 control_sigma=1 t_scale=1 pass_t=0 mono_size=7
 ROWS
 "$LDCT" quality --test-raw "$W/figure.raw" --ref "$W/ph/truth" --png "$DOCS/quality4d.png" \
     > /dev/null

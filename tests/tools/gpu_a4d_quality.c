@@ -124,6 +124,8 @@ static int set_param(const char *kv, gpu_adaptive4d_params *a, gpu_nlm_params *n
     SETF("m_sigma", a->m_sigma)
     SETI("m_norm", a->m_norm)
     SETF("m_pass", a->m_pass)
+    SETF("t_scale", a->t_scale)
+    SETF("pass_t", a->pass_t)
     SETF("mu_alpha", a->mu_alpha)
     SETF("mu_beta", a->mu_beta)
     SETF("strength", a->strength)

@@ -78,6 +78,7 @@ START_TEST(test_design_symmetry_and_error)
 {
     gpu_adaptive4d_params p;
     gpu_adaptive4d_params_default(&p);
+    p.mono_size = 7; /* the error bound and tap count below are for 7^4 */
     gpu_a4d_bank b;
     ck_assert_int_eq(gpu__a4d_bank_make(&p, GPU_A4D_BANK_ALL, &b), 0);
     printf("adaptive4d design: monomial %d^4 worst rel L2 error %.4f, highpass %d^4 %.4f\n",
@@ -266,11 +267,20 @@ END_TEST
 
 /* ---- structure tensor of plane waves -------------------------------------- */
 
-static double tensor_angle(int downsample, const double n[4], double omega)
+/* Worst angle between the dominant eigenvector of T and the frequency
+ * direction n of a plane wave, in the coordinates of step 3 (u_t counted
+ * t_scale times): (n_x, n_y, n_z, t_scale n_t), normalized. */
+static double tensor_angle(int downsample, const double n[4], double omega, float t_scale)
 {
     gpu_adaptive4d_params p;
     gpu_adaptive4d_params_default(&p);
     p.downsample = downsample;
+    p.t_scale = t_scale;
+    double nw[4] = {n[0], n[1], n[2], n[3] * t_scale}, len = 0;
+    for (int i = 0; i < 4; i++)
+        len += nw[i] * nw[i];
+    for (int i = 0; i < 4; i++)
+        nw[i] /= sqrt(len);
     gpu_volume in, T[GPU_A4D_NTENSOR];
     ck_assert_int_eq(gpu_volume_init(&in, 21, 19, 17, 15), 0);
     for (int t = 0; t < in.nt; t++)
@@ -287,7 +297,7 @@ static double tensor_angle(int downsample, const double n[4], double omega)
             gpu_volume_init(&T[c], (21 + f - 1) / f, (19 + f - 1) / f, (17 + f - 1) / f, 15), 0);
     ck_assert_int_eq(gpu_adaptive4d_tensor_ref(&p, &in, T, NULL), 0);
     /* Worst angle over the interior (3 tensor-grid voxels from every border). */
-    double worst = 0;
+    double worst = 0, rank = 0;
     for (int t = 3; t < T[0].nt - 3; t++)
         for (int z = 3; z < T[0].nz - 3; z++)
             for (int y = 3; y < T[0].ny - 3; y++)
@@ -300,12 +310,16 @@ static double tensor_angle(int downsample, const double n[4], double omega)
                     gpu__a4d_eig4(a, l, e);
                     double dot = 0;
                     for (int i = 0; i < 4; i++)
-                        dot += e[4 * i] * n[i];
+                        dot += e[4 * i] * nw[i];
                     double ang = acos(fmin(1.0, fabs(dot))) * 180.0 / M_PI;
                     if (ang > worst)
                         worst = ang;
-                    ck_assert(l[1] < 0.05 * l[0]); /* rank one: a plane */
+                    rank = fmax(rank, l[1] / l[0]);
                 }
+    printf("adaptive4d plane wave: l2/l1 up to %.4f (f=%d, t_scale %.0f)\n", rank, f, t_scale);
+    /* Rank one (a plane); the t metric magnifies the design error of the
+     * filters' t components t_scale^2 times in tt (measured 0.057 at 3). */
+    ck_assert_msg(rank < (t_scale > 1 ? 0.1 : 0.05), "l2/l1 %.4f", rank);
     for (int c = 0; c < GPU_A4D_NTENSOR; c++)
         gpu_volume_close(&T[c]);
     gpu_volume_close(&in);
@@ -321,11 +335,14 @@ START_TEST(test_tensor_plane_wave_normal)
             len += dirs[k][i] * dirs[k][i];
         for (int i = 0; i < 4; i++)
             n[i] = dirs[k][i] / sqrt(len);
-        double a1 = tensor_angle(1, n, 1.0), a2 = tensor_angle(2, n, 0.5);
+        /* t_scale 3 (the default) at f = 2 only: the f = 1 case costs 4x. */
+        double a1 = tensor_angle(1, n, 1.0, 1), a2 = tensor_angle(2, n, 0.5, 1);
+        double a3 = tensor_angle(2, n, 0.5, 3);
         printf("adaptive4d plane wave %d: dominant eigenvector off the normal by %.2f deg (f=1), "
-               "%.2f deg (f=2)\n",
-               k, a1, a2);
-        ck_assert_msg(a1 < 5.0 && a2 < 5.0, "direction %d: %.2f / %.2f deg", k, a1, a2);
+               "%.2f deg (f=2); with t_scale 3 (f=2): %.2f deg\n",
+               k, a1, a2, a3);
+        ck_assert_msg(a1 < 5.0 && a2 < 5.0 && a3 < 5.0, "direction %d: %.2f / %.2f / %.2f deg", k,
+                      a1, a2, a3);
     }
 }
 END_TEST
@@ -400,13 +417,48 @@ static void gaussian(const gpu_volume *in, gpu_volume *out, float sigma)
     ck_assert_int_eq(gpu__a4d_smooth(in->data, out->data, d, taps, r, 0xf, 0), 0);
 }
 
+/* Filters a noisy moving edge with p and measures the flat-part noise and
+ * the error next to the edge, and the same for an isotropic Gaussian tuned
+ * (bisection on its sigma) to the same flat-part error. */
+typedef struct edge_result {
+    double flat_in, edge_in, flat, edge, iso_edge, iso_sigma;
+} edge_result;
+
+static edge_result moving_edge_case(const gpu_adaptive4d_params *p, const gpu_volume *in)
+{
+    gpu_volume out, iso;
+    ck_assert_int_eq(gpu_volume_init(&out, DX, DY, DZ, DT), 0);
+    ck_assert_int_eq(gpu_volume_init(&iso, DX, DY, DZ, DT), 0);
+    ck_assert_int_eq(gpu_adaptive4d_ref(p, in, &out, NULL), 0);
+    edge_result r;
+    errors(in, &r.flat_in, &r.edge_in);
+    errors(&out, &r.flat, &r.edge);
+    double lo = 0.3, hi = 4.0, iflat = 0;
+    for (int it = 0; it < 30; it++) {
+        double mid = 0.5 * (lo + hi);
+        gaussian(in, &iso, (float)mid);
+        errors(&iso, &iflat, &r.iso_edge);
+        if (iflat > r.flat)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    r.iso_sigma = hi;
+    gpu_volume_close(&out);
+    gpu_volume_close(&iso);
+    return r;
+}
+
+/* The mapping keeps a moving edge: in voxel units (t_scale 1) its error
+ * next to the edge is well below an isotropic Gaussian's at the same flat
+ * noise. The default t metric (t_scale 3) trades some of that margin for
+ * the static edges' temporal smoothing (next test; docs/NOTES-adaptive4d.md,
+ * third pass): it must still beat the Gaussian. */
 START_TEST(test_denoise_keeps_moving_edge)
 {
     const double sigma = 25.0;
-    gpu_volume in, out, iso;
+    gpu_volume in;
     ck_assert_int_eq(gpu_volume_init(&in, DX, DY, DZ, DT), 0);
-    ck_assert_int_eq(gpu_volume_init(&out, DX, DY, DZ, DT), 0);
-    ck_assert_int_eq(gpu_volume_init(&iso, DX, DY, DZ, DT), 0);
     for (int t = 0; t < DT; t++)
         for (int z = 0; z < DZ; z++)
             for (int y = 0; y < DY; y++)
@@ -415,29 +467,97 @@ START_TEST(test_denoise_keeps_moving_edge)
                         (float)(truth_at(x, y, z, t) + sigma * grand());
     gpu_adaptive4d_params p;
     gpu_adaptive4d_params_default(&p);
-    ck_assert_int_eq(gpu_adaptive4d_ref(&p, &in, &out, NULL), 0);
-    double flat_in, edge_in, flat, edge;
-    errors(&in, &flat_in, &edge_in);
-    errors(&out, &flat, &edge);
-    /* Isotropic Gaussian with the same flat-region error (bisection on sigma). */
-    double lo = 0.3, hi = 4.0, iflat = 0, iedge = 0;
-    for (int it = 0; it < 30; it++) {
-        double mid = 0.5 * (lo + hi);
-        gaussian(&in, &iso, (float)mid);
-        errors(&iso, &iflat, &iedge);
-        if (iflat > flat)
-            lo = mid;
-        else
-            hi = mid;
+    for (int pass = 0; pass < 2; pass++) {
+        p.t_scale = pass ? 3.0f : 1.0f;
+        edge_result r = moving_edge_case(&p, &in);
+        printf("adaptive4d moving edge (t_scale %.0f): noise %.1f -> %.1f in flat parts (%.1fx); "
+               "error next to the edge %.1f (adaptive) vs %.1f (Gaussian sigma %.2f, same flat "
+               "noise); input %.1f\n",
+               p.t_scale, r.flat_in, r.flat, r.flat_in / r.flat, r.edge, r.iso_edge, r.iso_sigma,
+               r.edge_in);
+        ck_assert_msg(r.flat_in / r.flat >= 4.0, "noise reduced only %.2fx", r.flat_in / r.flat);
+        const double bound = pass ? 0.9 : 0.75;
+        ck_assert_msg(r.edge < bound * r.iso_edge,
+                      "t_scale %.0f: edge error %.1f vs isotropic %.1f", p.t_scale, r.edge,
+                      r.iso_edge);
     }
-    printf("adaptive4d moving edge: noise %.1f -> %.1f in flat parts (%.1fx); error next to the "
-           "edge %.1f (adaptive) vs %.1f (Gaussian sigma %.2f, same flat noise); input %.1f\n",
-           flat_in, flat, flat_in / flat, edge, iedge, hi, edge_in);
-    ck_assert_msg(flat_in / flat >= 4.0, "noise reduced only %.2fx", flat_in / flat);
-    ck_assert_msg(edge < 0.75 * iedge, "edge error %.1f vs isotropic %.1f", edge, iedge);
     gpu_volume_close(&in);
-    gpu_volume_close(&out);
-    gpu_volume_close(&iso);
+}
+END_TEST
+
+/* ---- denoising: static strong edge, the temporal gate ------------------- */
+
+/* RMS over voxels within 2 of the static edge at x = 9.5 of the error's
+ * fluctuation along t (error minus its mean over t): the noise left along t. */
+static double edge_fluctuation(const gpu_volume *v, const gpu_volume *truth)
+{
+    double s = 0;
+    long n = 0;
+    for (int z = 0; z < DZ; z++)
+        for (int y = 0; y < DY; y++)
+            for (int x = 8; x <= 11; x++) {
+                double mean = 0;
+                for (int t = 0; t < DT; t++)
+                    mean += v->data[vidx(v, x, y, z, t)] - truth->data[vidx(v, x, y, z, t)];
+                mean /= DT;
+                for (int t = 0; t < DT; t++) {
+                    double e = v->data[vidx(v, x, y, z, t)] - truth->data[vidx(v, x, y, z, t)];
+                    s += (e - mean) * (e - mean);
+                    n++;
+                }
+            }
+    return sqrt(s / n);
+}
+
+/* A static 1000-unit step (far above the all-pass threshold) in noise: the
+ * all-pass share keeps the edge, and the gate along t (pass_t) must still
+ * smooth the noise along t there; without it (pass_t 0) the noise along t
+ * passes. The gate must not cost the edge: its temporal mean stays as
+ * close to the truth. */
+START_TEST(test_static_edge_noise_smoothed_along_t)
+{
+    gpu_volume in, truth, out[2];
+    ck_assert_int_eq(gpu_volume_init(&in, DX, DY, DZ, DT), 0);
+    ck_assert_int_eq(gpu_volume_init(&truth, DX, DY, DZ, DT), 0);
+    for (int t = 0; t < DT; t++)
+        for (int z = 0; z < DZ; z++)
+            for (int y = 0; y < DY; y++)
+                for (int x = 0; x < DX; x++) {
+                    size_t i = vidx(&in, x, y, z, t);
+                    truth.data[i] = (float)(100.0 + 10.0 * sin(0.3 * y) + (x > 9 ? 1000.0 : 0.0));
+                    in.data[i] = (float)(truth.data[i] + 25.0 * grand());
+                }
+    double fl[2], bias[2];
+    for (int k = 0; k < 2; k++) {
+        gpu_adaptive4d_params p;
+        gpu_adaptive4d_params_default(&p);
+        if (k == 1)
+            p.pass_t = 0;
+        ck_assert_int_eq(gpu_volume_init(&out[k], DX, DY, DZ, DT), 0);
+        ck_assert_int_eq(gpu_adaptive4d_ref(&p, &in, &out[k], NULL), 0);
+        fl[k] = edge_fluctuation(&out[k], &truth);
+        double s = 0;
+        long n = 0;
+        for (int z = 0; z < DZ; z++)
+            for (int y = 0; y < DY; y++)
+                for (int x = 8; x <= 11; x++) {
+                    double m = 0;
+                    for (int t = 0; t < DT; t++)
+                        m += out[k].data[vidx(&in, x, y, z, t)] - truth.data[vidx(&in, x, y, z, t)];
+                    s += (m / DT) * (m / DT);
+                    n++;
+                }
+        bias[k] = sqrt(s / n);
+    }
+    printf("adaptive4d static edge: noise along t next to the edge %.1f (gate) vs %.1f (no "
+           "gate), input %.1f; temporal-mean error %.2f vs %.2f\n",
+           fl[0], fl[1], edge_fluctuation(&in, &truth), bias[0], bias[1]);
+    ck_assert_msg(fl[0] < 0.9 * fl[1], "gate %.2f vs none %.2f", fl[0], fl[1]);
+    ck_assert_msg(bias[0] < bias[1] + 1.0, "edge bias %.2f vs %.2f", bias[0], bias[1]);
+    for (int k = 0; k < 2; k++)
+        gpu_volume_close(&out[k]);
+    gpu_volume_close(&in);
+    gpu_volume_close(&truth);
 }
 END_TEST
 
@@ -542,6 +662,7 @@ static Suite *suite(void)
     add(s, "tensor", test_tensor_plane_wave_normal);
     add(s, "constant", test_constant_volume_unchanged);
     add(s, "denoise", test_denoise_keeps_moving_edge);
+    add(s, "static_edge", test_static_edge_noise_smoothed_along_t);
     add(s, "reject", test_rejects_bad_input);
     add(s, "t_slabs", t_slabs_equal_one_slab);
     return s;
