@@ -145,6 +145,22 @@ static const opt_def OPTIONS[] = {
          "fdk: ram-lak | shepp-logan | cosine | hamming | hann"),
     RULE("mu_water", T_DOUBLE, 0.001, 1, "0.0193", fdk_mu_water,
          "fdk: water's linear attenuation (1/mm) for HU; 0.0193 ~ 70 keV"),
+    RULE("adaptive4d.downsample", T_INT, 0, 2, "0", a4d_downsample,
+         "adaptive4d: tensor grid 1 (full) or 2 (half); 0 = default 2"),
+    RULE("adaptive4d.m_alpha", T_DOUBLE, -1, 10, "-1", a4d_m_alpha,
+         "adaptive4d: M-function overshoot; -1 = default 0"),
+    RULE("adaptive4d.m_beta", T_DOUBLE, -1, 10, "-1", a4d_m_beta,
+         "adaptive4d: M-function steepness; -1 = default 2"),
+    RULE("adaptive4d.m_sigma", T_DOUBLE, -1, 100, "-1", a4d_m_sigma,
+         "adaptive4d: M-function noise threshold; -1 = default 3 (times strength)"),
+    RULE("adaptive4d.mu_alpha", T_DOUBLE, -1, 1, "-1", a4d_mu_alpha,
+         "adaptive4d: mu-function isotropy threshold; -1 = default 0.4"),
+    RULE("adaptive4d.mu_beta", T_DOUBLE, -1, 10, "-1", a4d_mu_beta,
+         "adaptive4d: mu-function steepness; -1 = default 2"),
+    RULE("adaptive4d.t_scale", T_DOUBLE, -1, 10, "-1", a4d_t_scale,
+         "adaptive4d: voxels one time point counts in directions; -1 = default 3"),
+    RULE("adaptive4d.pass_t", T_DOUBLE, -1, 1000, "-1", a4d_pass_t,
+         "adaptive4d: all-pass gate along t (0 = none); -1 = default 32"),
 };
 #define NOPTIONS (sizeof OPTIONS / sizeof OPTIONS[0])
 

@@ -124,6 +124,13 @@ typedef struct cfg_rule {
     double fdk_fov_mm, fdk_slice_mm;
     int fdk_slices, fdk_kernel;
     double fdk_mu_water;
+    /* adaptive4d's mappings (gpu/adaptive4d.h); -1 (0 for downsample) =
+     * the engine's default: downsample f, M-function alpha, beta, sigma
+     * (noise threshold), mu-function alpha, beta, the t metric and the
+     * gate of the all-pass share along t. */
+    int a4d_downsample;
+    double a4d_m_alpha, a4d_m_beta, a4d_m_sigma, a4d_mu_alpha, a4d_mu_beta;
+    double a4d_t_scale, a4d_pass_t;
 } cfg_rule;
 
 typedef struct ldct_config {

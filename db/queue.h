@@ -94,7 +94,7 @@ int db_job_create(db *d, const db_job_spec *spec, int64_t now_ms, int64_t *job_i
 typedef struct db_job {
     int64_t id, series_id;
     char series_uid[DB_UID_LEN], study_uid[DB_UID_LEN];
-    char rule[65], action[16], algorithm[16], params[256], derived_series_uid[DB_UID_LEN];
+    char rule[65], action[16], algorithm[16], params[1024], derived_series_uid[DB_UID_LEN];
     char destinations[DB_DEST_LIST_LEN], description_suffix[65];
     int priority, attempts; /* attempts counts this one */
 } db_job;

@@ -37,14 +37,67 @@ int process_algorithm_parse(const char *name)
     return -1;
 }
 
+/* Stored names of the adaptive4d parameters, in enum order. */
+static const char *const A4D_KEYS[A4D_NPARAMS] = {"a4d_downsample", "a4d_m_alpha",  "a4d_m_beta",
+                                                  "a4d_m_sigma",    "a4d_mu_alpha", "a4d_mu_beta",
+                                                  "a4d_t_scale",    "a4d_pass_t"};
+
+/* The rule's adaptive4d values in enum order; those not set are negative. */
+static void a4d_rule_values(const cfg_rule *r, double v[A4D_NPARAMS])
+{
+    v[A4D_DOWNSAMPLE] = r->a4d_downsample > 0 ? r->a4d_downsample : -1;
+    v[A4D_M_ALPHA] = r->a4d_m_alpha;
+    v[A4D_M_BETA] = r->a4d_m_beta;
+    v[A4D_M_SIGMA] = r->a4d_m_sigma;
+    v[A4D_MU_ALPHA] = r->a4d_mu_alpha;
+    v[A4D_MU_BETA] = r->a4d_mu_beta;
+    v[A4D_T_SCALE] = r->a4d_t_scale;
+    v[A4D_PASS_T] = r->a4d_pass_t;
+}
+
 void process_params_format(const cfg_rule *r, char *out, size_t len)
 {
-    snprintf(out, len,
-             "search_radius=%d patch_radius=%d h=%g strength=%g series_number_offset=%d"
-             " matrix=%d fov_mm=%g slice_thickness_mm=%g slices=%d kernel=%d mu_water=%g",
-             r->search_radius, r->patch_radius, r->h, r->strength, r->series_number_offset,
-             r->fdk_matrix, r->fdk_fov_mm, r->fdk_slice_mm, r->fdk_slices, r->fdk_kernel,
-             r->fdk_mu_water);
+    int n = snprintf(out, len,
+                     "search_radius=%d patch_radius=%d h=%g strength=%g series_number_offset=%d"
+                     " matrix=%d fov_mm=%g slice_thickness_mm=%g slices=%d kernel=%d mu_water=%g",
+                     r->search_radius, r->patch_radius, r->h, r->strength, r->series_number_offset,
+                     r->fdk_matrix, r->fdk_fov_mm, r->fdk_slice_mm, r->fdk_slices, r->fdk_kernel,
+                     r->fdk_mu_water);
+    double v[A4D_NPARAMS];
+    a4d_rule_values(r, v);
+    for (int i = 0; i < A4D_NPARAMS && n > 0 && (size_t)n < len; i++)
+        if (v[i] >= 0)
+            n += snprintf(out + n, len - (size_t)n, " %s=%g", A4D_KEYS[i], v[i]);
+}
+
+/* Sets adaptive4d parameter `key`; LDCT_EINPUT when it is not one. */
+static int a4d_params_set(process_a4d *a, const char *key, double v)
+{
+    for (int i = 0; i < A4D_NPARAMS; i++)
+        if (strcmp(key, A4D_KEYS[i]) == 0) {
+            a->v[i] = v;
+            a->set |= 1u << i;
+            return 0;
+        }
+    return LDCT_EINPUT;
+}
+
+/* The engine's adaptive4d defaults with the job's strength and the rule's
+ * mapping parameters applied. */
+static void a4d_params_of(const process_opts *o, gpu_adaptive4d_params *ap)
+{
+    gpu_adaptive4d_params_default(ap);
+    ap->strength = o->nlm.strength > 0 ? o->nlm.strength : 1.0f;
+    float *f[A4D_NPARAMS] = {NULL,          &ap->m_alpha, &ap->m_beta,  &ap->m_sigma,
+                             &ap->mu_alpha, &ap->mu_beta, &ap->t_scale, &ap->pass_t};
+    for (int i = 0; i < A4D_NPARAMS; i++) {
+        if (!(o->a4d.set & (1u << i)))
+            continue;
+        if (i == A4D_DOWNSAMPLE)
+            ap->downsample = (int)o->a4d.v[i];
+        else
+            *f[i] = (float)o->a4d.v[i];
+    }
 }
 
 static int fdk_params_set(process_fdk *f, const char *key, double v)
@@ -79,6 +132,8 @@ static int params_set(process_opts *o, const char *key, double v)
         o->nlm.strength = (float)v;
     else if (strcmp(key, "series_number_offset") == 0)
         o->series_number_offset = (int)v;
+    else if (strncmp(key, "a4d_", 4) == 0)
+        return a4d_params_set(&o->a4d, key, v);
     else
         return fdk_params_set(&o->fdk, key, v);
     return 0;
@@ -89,7 +144,8 @@ int process_params_parse(const char *params, process_opts *o)
     gpu_nlm_params_default(&o->nlm);
     o->nlm.search_radius = o->nlm.patch_radius = 0; /* the algorithm's defaults */
     o->fdk = (process_fdk){.kernel = GPU_FDK_SHEPP_LOGAN};
-    char buf[512];
+    memset(&o->a4d, 0, sizeof o->a4d);
+    char buf[1024];
     snprintf(buf, sizeof buf, "%s", params);
     char *save = NULL;
     for (char *t = strtok_r(buf, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
@@ -195,8 +251,8 @@ static gpu_anlm_params anlm_params_of(const gpu_nlm_params *p, const char *modal
     return a;
 }
 
-static int run_filter(int algo, const gpu_nlm_params *p, const asm_series *s, gpu_volume *out,
-                      const gpu_device *dev)
+static int run_filter(int algo, const gpu_nlm_params *p, const process_opts *o, const asm_series *s,
+                      gpu_volume *out, const gpu_device *dev)
 {
     const gpu_volume *in = &s->vol;
     switch (algo) {
@@ -210,8 +266,7 @@ static int run_filter(int algo, const gpu_nlm_params *p, const asm_series *s, gp
         return gpu_nlm3d(p, in, out, dev);
     case ALGO_ADAPTIVE4D: {
         gpu_adaptive4d_params ap;
-        gpu_adaptive4d_params_default(&ap);
-        ap.strength = p->strength > 0 ? p->strength : 1.0f;
+        a4d_params_of(o, &ap);
         return gpu_adaptive4d(&ap, in, out, dev);
     }
     default:
@@ -252,13 +307,13 @@ static int denoise(const asm_series *s, const process_opts *o, int algo, gpu_vol
     p.h = r->h;
     p.h_auto = 0;
     gpu_device_name(dev, r->device, sizeof r->device);
-    rc = run_filter(algo, &p, s, out, dev);
+    rc = run_filter(algo, &p, o, s, out, dev);
     if (rc && dev->kind == GPU_DEVICE_CUDA && gpu_failure(rc)) {
         log_warn("series %s: %s on %s failed (%s); running it on the CPU", s->series_uid,
                  process_algorithm_name(algo), r->device, ldct_strerror(rc));
         r->gpu_fallback = 1;
         snprintf(r->device, sizeof r->device, "cpu");
-        rc = run_filter(algo, &p, s, out, &cpu);
+        rc = run_filter(algo, &p, o, s, out, &cpu);
     }
     if (rc)
         snprintf(err, err_len, "%s failed: %s", process_algorithm_name(algo), ldct_strerror(rc));
@@ -290,12 +345,12 @@ static void derivation_text(const process_result *r, const process_opts *o, int 
     }
     if (algo == ALGO_ADAPTIVE4D) {
         gpu_adaptive4d_params ap;
-        gpu_adaptive4d_params_default(&ap);
+        a4d_params_of(o, &ap);
         snprintf(out, len,
                  "ldct-node adaptive4d: true 4D adaptive filtering (structure tensor from 14 "
                  "monomial filters, control tensor, 11 reconstruction filters), %d time points, "
                  "M-function sigma %.2f x strength %.2f, lowpass sigma %.1f voxels",
-                 r->nt, ap.m_sigma, o->nlm.strength > 0 ? o->nlm.strength : 1.0, ap.lp_sigma);
+                 r->nt, ap.m_sigma, ap.strength, ap.lp_sigma);
         return;
     }
     gpu_nlm_params p = radii_resolved(&o->nlm, algo);

@@ -33,10 +33,29 @@ typedef struct process_fdk {
     double mu_water;
 } process_fdk;
 
+/* adaptive4d's mapping parameters from the rule (config/config.h): value i
+ * is used when bit i of `set` is on, else the engine's default. */
+enum {
+    A4D_DOWNSAMPLE,
+    A4D_M_ALPHA,
+    A4D_M_BETA,
+    A4D_M_SIGMA,
+    A4D_MU_ALPHA,
+    A4D_MU_BETA,
+    A4D_T_SCALE,
+    A4D_PASS_T,
+    A4D_NPARAMS
+};
+typedef struct process_a4d {
+    double v[A4D_NPARAMS];
+    unsigned set;
+} process_a4d;
+
 typedef struct process_opts {
     int algorithm;          /* cfg_algorithm; ALGO_AUTO is resolved with the thickness */
     gpu_nlm_params nlm;     /* radii, h or h_auto with strength */
     process_fdk fdk;        /* algorithm fdk */
+    process_a4d a4d;        /* algorithm adaptive4d */
     const gpu_device *dev;  /* NULL: the CPU */
     const char *uid_root;   /* root of the fresh UIDs */
     const char *series_uid; /* derived series UID; NULL: a fresh one */

@@ -80,7 +80,7 @@ static const char *auto_name(const char *algo, double thickness)
 static int create_job(db *d, const ldct_config *cfg, const db_series_info *si, const cfg_rule *r,
                       double thickness, int projection)
 {
-    char uid[65] = "", params[256], dests[600] = "";
+    char uid[65] = "", params[1024], dests[600] = "";
     int process = r->action == RULE_PROCESS || r->action == RULE_BOTH;
     int rc = process ? scp_uid_new(cfg->node.uid_root, uid, sizeof uid) : 0;
     if (rc)

@@ -3,9 +3,11 @@
 # points (TriggerTime) to ldctd; the rule's `algorithm = auto` becomes
 # adaptive4d once the series is assembled (the job row keeps "auto"), and
 # every one of the 20 instances gets a derived instance in the results
-# folder whose DerivationDescription names adaptive4d and the 4 time points.
+# folder whose DerivationDescription names adaptive4d, the 4 time points
+# and the M-function threshold the rule set (adaptive4d.m_sigma).
 . "$(dirname "$0")/lib.sh"
-write_config "stable_seconds = 1" "devices = cpu" "[rule all]" "action = process" "algorithm = auto"
+write_config "stable_seconds = 1" "devices = cpu" "[rule all]" "action = process" "algorithm = auto" \
+    "adaptive4d.m_sigma = 4.5"
 start_daemon
 "$MKSERIES" --out "$T/in" --rows 32 --cols 32 --slices 5 --thickness 1 --times 4 --noise 20 \
     > /dev/null || fail "mkseries"
@@ -19,5 +21,6 @@ f=$(find "$STATE/results" -name '*.dcm' | head -1)
 desc=$(dcmdump -q +L +P 0008,2111 "$f")
 echo "$desc" | grep -q "adaptive4d" || fail "DerivationDescription: $desc"
 echo "$desc" | grep -q "4 time points" || fail "DerivationDescription lacks the time points: $desc"
+echo "$desc" | grep -q "M-function sigma 4.50" || fail "the rule's adaptive4d.m_sigma did not reach the filter: $desc"
 grep -q "adaptive4d on cpu" "$T/ldctd.log" || note "worker log line does not name adaptive4d"
 stop_daemon || fail "exit code $?"

@@ -238,6 +238,39 @@ START_TEST(fdk_rule_keys_parse_with_defaults_and_bounds)
 }
 END_TEST
 
+START_TEST(adaptive4d_mapping_keys_parse_with_defaults_and_bounds)
+{
+    int rc;
+    ldct_config *cfg = load_text("[rule p]\n"
+                                 "algorithm = adaptive4d\n"
+                                 "adaptive4d.downsample = 1\n"
+                                 "adaptive4d.m_sigma = 4.5\n"
+                                 "adaptive4d.pass_t = 0\n"
+                                 "[rule q]\n"
+                                 "algorithm = adaptive4d\n",
+                                 &rc);
+    ck_assert_int_eq(rc, 0);
+    const cfg_rule *p = &cfg->rule[0], *q = &cfg->rule[1];
+    ck_assert_int_eq(p->a4d_downsample, 1);
+    ck_assert_double_eq_tol(p->a4d_m_sigma, 4.5, 1e-12);
+    ck_assert(p->a4d_pass_t == 0);
+    ck_assert(p->a4d_m_alpha < 0 && p->a4d_t_scale < 0); /* not set: the engine's */
+    ck_assert_int_eq(q->a4d_downsample, 0);
+    ck_assert(q->a4d_m_sigma < 0 && q->a4d_mu_alpha < 0 && q->a4d_pass_t < 0);
+    config_free(cfg);
+    cfg = load_text("[rule p]\n"
+                    "adaptive4d.downsample = 3\n"
+                    "adaptive4d.mu_alpha = 2\n"
+                    "adaptive4d.m_beta = x\n",
+                    &rc);
+    ck_assert_int_eq(rc, LDCT_EINVAL_CONFIG);
+    ck_assert(has_error(cfg, 2, "out of range"));
+    ck_assert(has_error(cfg, 3, "out of range"));
+    ck_assert(has_error(cfg, 4, "not a number"));
+    config_free(cfg);
+}
+END_TEST
+
 START_TEST(rules_are_ordered_by_priority_then_file_order)
 {
     int rc;
@@ -428,6 +461,7 @@ int main(void)
     tcase_add_test(tc, uid_root_devices_and_retries_are_checked);
     tcase_add_test(tc, nan_and_infinity_are_out_of_range);
     tcase_add_test(tc, out_of_range_names_the_bounds);
+    tcase_add_test(tc, adaptive4d_mapping_keys_parse_with_defaults_and_bounds);
     tcase_add_test(tc, rule_option_set_checks_like_a_file);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);

@@ -525,6 +525,36 @@ START_TEST(process_params_roundtrip)
 
     ck_assert_int_eq(process_params_parse("search_radius=5 colour=3", &o), LDCT_EINPUT);
     ck_assert_int_eq(process_params_parse("search_radius=x", &o), LDCT_EINPUT);
+    ck_assert_int_eq(process_params_parse("a4d_colour=1", &o), LDCT_EINPUT);
+}
+END_TEST
+
+/* adaptive4d's mapping parameters: only those a rule sets are stored, and
+ * they come back as set; the others stay the engine's. */
+START_TEST(process_params_roundtrip_adaptive4d)
+{
+    cfg_rule rule = {.strength = 1, .a4d_downsample = 0};
+    double *unset[] = {&rule.a4d_m_alpha, &rule.a4d_m_beta,  &rule.a4d_m_sigma, &rule.a4d_mu_alpha,
+                       &rule.a4d_mu_beta, &rule.a4d_t_scale, &rule.a4d_pass_t};
+    for (size_t i = 0; i < sizeof unset / sizeof unset[0]; i++)
+        *unset[i] = -1;
+    char s[1024];
+    process_opts o;
+    process_params_format(&rule, s, sizeof s);
+    ck_assert_msg(strstr(s, "a4d_") == NULL, "nothing set, nothing stored: '%s'", s);
+    ck_assert_int_eq(process_params_parse(s, &o), 0);
+    ck_assert_uint_eq(o.a4d.set, 0);
+
+    rule.a4d_downsample = 1;
+    rule.a4d_m_sigma = 4.5;
+    rule.a4d_pass_t = 0;
+    process_params_format(&rule, s, sizeof s);
+    memset(&o, 0x5A, sizeof o);
+    ck_assert_msg(process_params_parse(s, &o) == 0, "parse '%s'", s);
+    ck_assert_uint_eq(o.a4d.set, (1u << A4D_DOWNSAMPLE) | (1u << A4D_M_SIGMA) | (1u << A4D_PASS_T));
+    ck_assert_double_eq(o.a4d.v[A4D_DOWNSAMPLE], 1);
+    ck_assert_double_eq_tol(o.a4d.v[A4D_M_SIGMA], 4.5, 1e-12);
+    ck_assert_double_eq(o.a4d.v[A4D_PASS_T], 0);
 }
 END_TEST
 
@@ -692,6 +722,7 @@ int main(void)
     tcase_add_test(tc, denoising_reduces_noise_in_a_uniform_region);
     tcase_add_test(tc, auto_picks_nlm2d_for_thick_slices);
     tcase_add_test(tc, process_params_roundtrip);
+    tcase_add_test(tc, process_params_roundtrip_adaptive4d);
     tcase_add_test(tc, multi_frame_source_gives_a_multi_frame_result);
     tcase_add_test(tc, inconsistent_series_is_a_permanent_error);
     suite_add_tcase(s, tc);
