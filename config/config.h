@@ -109,7 +109,8 @@ typedef struct cfg_rule {
     int algorithm; /* cfg_algorithm */
     double strength;
     int search_radius, patch_radius;
-    double h; /* 0 = estimated from the noise, times strength */
+    int patch_weighting; /* nlm2d/nlm3d: 0 uniform, 1 gaussian (gpu_nlm_params.gaussian) */
+    double h;            /* 0 = estimated from the noise, times strength */
     int ndest;
     char destinations[CFG_RULE_DEST_MAX][CFG_NAME_MAX + 1];
     char series_description_suffix[CFG_PATTERN_MAX + 1];
