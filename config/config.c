@@ -28,6 +28,7 @@ typedef enum {
     T_ACTION,
     T_ALGORITHM,
     T_KERNEL,
+    T_WEIGHTING,
     T_NAMELIST,
     T_UIDROOT,
     T_DEVICES
@@ -129,6 +130,8 @@ static const opt_def OPTIONS[] = {
     RULE("strength", T_DOUBLE, 0.01, 10, "1.0", strength, "scales h from the noise"),
     RULE("search_radius", T_INT, 0, 15, "0", search_radius, "0 = the algorithm's default"),
     RULE("patch_radius", T_INT, 0, 5, "0", patch_radius, "0 = the algorithm's default"),
+    RULE("patch_weighting", T_WEIGHTING, 0, 0, "uniform", patch_weighting,
+         "nlm2d, nlm3d: uniform | gaussian (seed 000's weights of patch positions)"),
     RULE("h", T_DOUBLE, 0, 10000, "0", h, "filter strength in HU; 0 = from the noise"),
     RULE("destinations", T_NAMELIST, 0, 0, "", destinations, "destination names"),
     RULE("series_description_suffix", T_STR, 0, 0, "\" [DN]\"", series_description_suffix, ""),
@@ -232,6 +235,7 @@ static int ae_valid(const char *ae)
 
 static const char *const ACTIONS[] = {"process", "both", "route", "discard", NULL};
 static const char *const KERNELS[] = {"ram-lak", "shepp-logan", "cosine", "hamming", "hann", NULL};
+static const char *const WEIGHTINGS[] = {"uniform", "gaussian", NULL};
 static const char *const ALGORITHMS[] = {"auto",       "nlm2d", "nlm3d", "anlm",
                                          "adaptive4d", "fdk",   NULL};
 
@@ -409,6 +413,8 @@ static const char *set_option(const opt_def *o, void *base, const char *raw)
     case T_KERNEL:
         return parse_enum(v, KERNELS, (int *)field,
                           "expected ram-lak, shepp-logan, cosine, hamming or hann");
+    case T_WEIGHTING:
+        return parse_enum(v, WEIGHTINGS, (int *)field, "expected uniform or gaussian");
     case T_NAMELIST: {
         cfg_rule *r = (cfg_rule *)((char *)base);
         return parse_list(v, &r->destinations[0][0], sizeof r->destinations[0], &r->ndest,
@@ -578,6 +584,12 @@ static void validate(ldct_config *cfg)
         add_error(cfg, 0, "state_dir must not be empty");
 }
 
+void config_rule_init(cfg_rule *r)
+{
+    memset(r, 0, sizeof *r);
+    apply_defaults(S_RULE, r);
+}
+
 /* Without any [rule], CT series are processed into the results folder. */
 static void add_default_rule(ldct_config *cfg)
 {
@@ -738,6 +750,7 @@ static void print_value(FILE *f, const opt_def *o, const void *base)
     case T_ACTION:
     case T_ALGORITHM:
     case T_KERNEL:
+    case T_WEIGHTING:
     case T_NAMELIST:
         break; /* rule options: not printed by config_node_print */
     case T_AELIST:

@@ -109,7 +109,8 @@ typedef struct cfg_rule {
     int algorithm; /* cfg_algorithm */
     double strength;
     int search_radius, patch_radius;
-    double h; /* 0 = estimated from the noise, times strength */
+    int patch_weighting; /* nlm2d/nlm3d: 0 uniform, 1 gaussian (gpu_nlm_params.gaussian) */
+    double h;            /* 0 = estimated from the noise, times strength */
     int ndest;
     char destinations[CFG_RULE_DEST_MAX][CFG_NAME_MAX + 1];
     char series_description_suffix[CFG_PATTERN_MAX + 1];
@@ -176,6 +177,11 @@ int config_glob_match(const char *pattern, const char *text);
 
 /* The results folder: node.results_dir, or <state_dir>/results. */
 void config_results_dir(const ldct_config *cfg, char *out, size_t len);
+
+/* A rule with every option at its default, as a [rule] section without
+ * keys gets it (for rules built in code; a zeroed cfg_rule is not one:
+ * adaptive4d's "not set" is -1). */
+void config_rule_init(cfg_rule *r);
 
 /* Sets [rule] option `name` (e.g. "strength") of `r` from the text
  * `value` with the same checks and bounds as a file. Returns NULL when set,

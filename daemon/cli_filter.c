@@ -44,6 +44,8 @@ static void filter_usage(FILE *f)
             "  --search-radius N   search window radius (default nlm2d 10, nlm3d 5, anlm 5)\n"
             "  --patch-radius N    patch radius (default nlm2d 3, nlm3d 2; anlm: radii 1\n"
             "                      and 2 with sub-band mixing, N > 0 = one pass)\n"
+            "  --patch-weighting W uniform|gaussian: weights of patch positions, nlm2d and\n"
+            "                      nlm3d (default uniform; docs/QUALITY.md compares them)\n"
             "  --h H               filter strength in HU (default 0: from the noise)\n"
             "  --strength X        scales the automatic h, or adaptive4d's noise threshold\n"
             "                      (default 1.0; anlm: h = sqrt 2 x X x local noise)\n"
@@ -218,6 +220,7 @@ static int parse_filter(int argc, char **argv, filter_opts *o)
                                              {"out", 1, 0, 'o'},
                                              {"search-radius", 1, 0, 'S'},
                                              {"patch-radius", 1, 0, 'P'},
+                                             {"patch-weighting", 1, 0, 'G'},
                                              {"h", 1, 0, 'H'},
                                              {"strength", 1, 0, 's'},
                                              {"device", 1, 0, 'd'},
@@ -245,6 +248,10 @@ static int parse_filter(int argc, char **argv, filter_opts *o)
             break;
         case 'o':
             o->out = optarg;
+            break;
+        case 'G':
+            if ((o->nlm.gaussian = gpu_nlm_weighting_parse(optarg)) < 0)
+                return fprintf(stderr, "ldct filter: unknown patch weighting '%s'\n", optarg), -1;
             break;
         case 'd':
             o->device = optarg;

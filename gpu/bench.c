@@ -36,7 +36,8 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: bench nlm2d|nlm3d [--size XxYxZ[,..]] [--search-radius S[,..]]\n"
                "       [--patch-radius P[,..]] [--device cpu|gpu[:N][,..]] [--repeat N]\n"
-               "       [--warmup N] [--h H] [--strength F] [--gaussian] [--threads N] [--json]\n");
+               "       [--warmup N] [--h H] [--strength F] [--patch-weighting uniform|gaussian]\n"
+               "       [--gaussian (= --patch-weighting gaussian)] [--threads N] [--json]\n");
 }
 
 static double now_s(void)
@@ -247,9 +248,9 @@ done:
 static int is_value_opt(const char *a)
 {
     static const char *const names[] = {
-        "--size",    "--search-radius", "--patch-radius", "--device",
-        "--repeat",  "--warmup",        "--threads",      "--h",
-        "--strength"};
+        "--size",     "--search-radius",  "--patch-radius", "--device",
+        "--repeat",   "--warmup",         "--threads",      "--h",
+        "--strength", "--patch-weighting"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(a, names[i]) == 0)
             return 1;
@@ -513,6 +514,8 @@ int gpu_bench_main(int argc, char **argv)
             o.h = atof(v), bad = !(o.h > 0);
         } else if (strcmp(a, "--strength") == 0) {
             o.strength = atof(v), bad = !(o.strength > 0);
+        } else if (strcmp(a, "--patch-weighting") == 0) {
+            o.gaussian = gpu_nlm_weighting_parse(v), bad = o.gaussian < 0;
         } else {
             fprintf(stderr, "bench: unknown option '%s'\n", a);
             usage(stderr);

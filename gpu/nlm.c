@@ -5,6 +5,20 @@
 #include "common/err.h"
 #include "common/log.h"
 
+#include <string.h>
+
+int gpu_nlm_weighting_parse(const char *name)
+{
+    if (strcmp(name, "uniform") == 0)
+        return 0;
+    return strcmp(name, "gaussian") == 0 ? 1 : -1;
+}
+
+const char *gpu_nlm_weighting_name(int gaussian)
+{
+    return gaussian ? "gaussian" : "uniform";
+}
+
 static int use_cuda(const gpu_device *dev, gpu_device *resolved)
 {
     if (dev) {

@@ -58,6 +58,13 @@ typedef struct gpu_nlm_params {
 /* Defaults: S = 5, P = 2, h_auto with strength 1, no Gaussian weighting. */
 void gpu_nlm_params_default(gpu_nlm_params *p);
 
+/* Patch weighting by name, for command lines: "uniform" -> 0, "gaussian"
+ * -> 1 (the value of gpu_nlm_params.gaussian); -1 for anything else. */
+int gpu_nlm_weighting_parse(const char *name);
+
+/* "uniform" or "gaussian" for gpu_nlm_params.gaussian. */
+const char *gpu_nlm_weighting_name(int gaussian);
+
 /* Robust noise standard deviation of a volume: Immerkaer's Laplacian-
  * difference mask applied in each slice (x,y), sigma = 1.4826 * median|L| / 6
  * (median instead of mean, so edges bias it little). Returns 0 and *sigma,

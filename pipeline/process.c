@@ -59,10 +59,11 @@ void process_params_format(const cfg_rule *r, char *out, size_t len)
 {
     int n = snprintf(out, len,
                      "search_radius=%d patch_radius=%d h=%g strength=%g series_number_offset=%d"
-                     " matrix=%d fov_mm=%g slice_thickness_mm=%g slices=%d kernel=%d mu_water=%g",
+                     " matrix=%d fov_mm=%g slice_thickness_mm=%g slices=%d kernel=%d mu_water=%g"
+                     " patch_weighting=%d",
                      r->search_radius, r->patch_radius, r->h, r->strength, r->series_number_offset,
                      r->fdk_matrix, r->fdk_fov_mm, r->fdk_slice_mm, r->fdk_slices, r->fdk_kernel,
-                     r->fdk_mu_water);
+                     r->fdk_mu_water, r->patch_weighting);
     double v[A4D_NPARAMS];
     a4d_rule_values(r, v);
     for (int i = 0; i < A4D_NPARAMS && n > 0 && (size_t)n < len; i++)
@@ -130,6 +131,8 @@ static int params_set(process_opts *o, const char *key, double v)
         o->nlm.h = v > 0 ? (float)v : o->nlm.h;
     } else if (strcmp(key, "strength") == 0)
         o->nlm.strength = (float)v;
+    else if (strcmp(key, "patch_weighting") == 0 && (v == 0 || v == 1))
+        o->nlm.gaussian = (int)v;
     else if (strcmp(key, "series_number_offset") == 0)
         o->series_number_offset = (int)v;
     else if (strncmp(key, "a4d_", 4) == 0)
@@ -355,16 +358,18 @@ static void derivation_text(const process_result *r, const process_opts *o, int 
     }
     gpu_nlm_params p = radii_resolved(&o->nlm, algo);
     const char *dims = strcmp(r->algorithm, "nlm2d") == 0 ? "2D" : "3D";
+    /* Uniform weighting keeps the text it always had. */
+    const char *weights = p.gaussian ? " (Gaussian patch weights)" : "";
     if (o->nlm.h_auto)
         snprintf(out, len,
-                 "ldct-node %s: non-local means %s, search radius %d, patch radius %d, h %.1f"
+                 "ldct-node %s: non-local means %s, search radius %d, patch radius %d%s, h %.1f"
                  " (noise %.1f x strength %.2f)",
-                 r->algorithm, dims, p.search_radius, p.patch_radius, r->h, r->noise_sigma,
+                 r->algorithm, dims, p.search_radius, p.patch_radius, weights, r->h, r->noise_sigma,
                  p.strength);
     else
         snprintf(out, len,
-                 "ldct-node %s: non-local means %s, search radius %d, patch radius %d, h %.1f",
-                 r->algorithm, dims, p.search_radius, p.patch_radius, r->h);
+                 "ldct-node %s: non-local means %s, search radius %d, patch radius %d%s, h %.1f",
+                 r->algorithm, dims, p.search_radius, p.patch_radius, weights, r->h);
 }
 
 static int filter_and_write(const asm_series *s, const process_opts *o, process_result *r,

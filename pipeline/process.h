@@ -93,8 +93,9 @@ void process_result_free(process_result *r);
 int process_error_permanent(int rc);
 
 /* A job's parameters as stored in its row: the rule's algorithm options
- * ("search_radius=5 patch_radius=2 h=0 strength=1 series_number_offset=1000";
- * 0 radius = the algorithm's default, h 0 = from the noise). */
+ * ("search_radius=5 patch_radius=2 h=0 strength=1 series_number_offset=1000
+ * ... patch_weighting=0"; 0 radius = the algorithm's default, h 0 = from
+ * the noise, patch_weighting 0 uniform / 1 gaussian). */
 void process_params_format(const cfg_rule *r, char *out, size_t len);
 
 /* Fills o->nlm and o->series_number_offset from a stored parameter string

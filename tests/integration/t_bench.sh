@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `ldct bench` prints one JSON line per run with algo, size, device,
 # seconds_median and the algorithm's throughput figure, for every
-# algorithm (tiny sizes on the CPU); bad options exit 2 with a message;
+# algorithm (tiny sizes on the CPU), nlm with --patch-weighting gaussian
+# too; bad options exit 2 with a message;
 # `ldct tune fdk` without a GPU says so and fails.
 . "$(dirname "$0")/lib.sh"
 check() { # algo throughput-key args...
@@ -21,6 +22,11 @@ PY
 }
 check nlm3d voxel_offsets_per_s --size 24x20x12 --search-radius 2 --patch-radius 1
 check nlm2d voxel_offsets_per_s --size 32x28x3 --search-radius 3 --patch-radius 1
+check nlm3d voxel_offsets_per_s --size 24x20x12 --search-radius 2 --patch-radius 1 \
+    --patch-weighting gaussian
+grep -q '"gaussian":1' "$T/nlm3d.json" || fail "--patch-weighting gaussian: $(cat "$T/nlm3d.json")"
+"$LDCT" bench nlm3d --patch-weighting box --json > /dev/null 2> "$T/err"; rc=$?
+[ $rc = 2 ] || fail "a bad patch weighting exits $rc, not 2"
 check anlm voxel_offsets_per_s --size 20x18x12 --search-radius 2
 check adaptive4d mvoxels_per_s --size 16x14x8x5
 check fdk gups --size 24x24x24 --projections 30 --detector 48x32

@@ -9,6 +9,10 @@ printf '[node]\nport = 0\nfoo = bar\n[destination x]\nport = 104\n' > "$T/bad.co
 grep -q "bad.conf:2: port = 0: out of range" "$T/err" || fail "line 2: $(cat "$T/err")"
 grep -q "bad.conf:3: unknown option 'foo'" "$T/err" || fail "line 3: $(cat "$T/err")"
 grep -q "bad.conf:4: destination 'x' needs host" "$T/err" || fail "line 4: $(cat "$T/err")"
+printf '[rule r]\nalgorithm = nlm3d\npatch_weighting = box\n' > "$T/pw.conf"
+"$LDCT" check-config "$T/pw.conf" 2> "$T/err" && fail "patch_weighting = box accepted"
+grep -q "pw.conf:3: patch_weighting = box: expected uniform or gaussian" "$T/err" ||
+    fail "patch_weighting: $(cat "$T/err")"
 "$LDCT" --state-dir "$T/nothing" status 2> "$T/err" && fail "status without a database succeeded"
 grep -q "cannot open" "$T/err" || fail "no clear error: $(cat "$T/err")"
 "$LDCT" frobnicate 2>/dev/null; [ $? = 2 ] || fail "unknown command must exit 2"

@@ -2,7 +2,8 @@
 # ldct filter: the daemon's processing offline on a folder: files are
 # grouped by series (two series in one folder give two derived series),
 # other files are skipped, noise in a uniform region is at least halved,
-# the derived instances pass dciodvfy as their sources do; bad arguments
+# the derived instances pass dciodvfy as their sources do; uniform and
+# Gaussian patch weighting (--patch-weighting) give different results; bad arguments
 # and an inconsistent series give clear errors and a failing exit code.
 . "$(dirname "$0")/lib.sh"
 DCMSTAT="$ROOT/$BUILD/tools/dcmstat"
@@ -39,6 +40,28 @@ note "lung ROI std: source $s0, derived $s1"
 python3 -c "import sys; sys.exit(0 if $s1 <= $s0 / 2 else 1)" || fail "noise not halved: $s0 -> $s1"
 bash "$(dirname "$0")/dciodvfy_compare.sh" "$T/in/a/IMG0001.dcm" "$(ls "$T"/da/*.dcm | head -1)" ||
     fail "dciodvfy: new errors"
+# --patch-weighting: the same series and h with uniform and Gaussian patch
+# weights give different pixels (dcmstat prints identical lines for
+# identical data), both halve the noise, and the Gaussian one says so in
+# its DerivationDescription.
+pixels() { "$DCMSTAT" --per-slice "$1" | sed -E 's/.*(mean=.*)/\1/'; }
+for w in uniform gaussian; do
+    "$LDCT" filter --algo nlm3d --h 30 --patch-weighting "$w" --in "$T/in/a" --out "$T/pw-$w" \
+        --device cpu > /dev/null 2> "$T/e" || fail "ldct filter --patch-weighting $w: $(cat "$T/e")"
+    read -r sw < <("$DCMSTAT" --roi 16,25,10,11 --json "$T/pw-$w" |
+        python3 -c 'import json,sys; print(json.load(sys.stdin)["std"])')
+    note "lung ROI std, $w patch weights at h 30: $sw"
+    python3 -c "import sys; sys.exit(0 if $sw <= $s0 / 2 else 1)" || fail "$w: noise not halved"
+done
+[ "$(pixels "$T/pw-uniform")" != "$(pixels "$T/pw-gaussian")" ] ||
+    fail "uniform and gaussian patch weights gave the same pixels"
+dcmdump -q +L +P 0008,2111 "$(ls "$T"/pw-gaussian/*.dcm | head -1)" | grep -q "Gaussian patch weights" ||
+    fail "DerivationDescription does not name the Gaussian weights"
+dcmdump -q +L +P 0008,2111 "$(ls "$T"/pw-uniform/*.dcm | head -1)" | grep -q "Gaussian" &&
+    fail "uniform DerivationDescription names Gaussian weights"
+"$LDCT" filter --algo nlm3d --patch-weighting box --in "$T/in/a" --out "$T/x" 2> "$T/e"
+[ $? = 2 ] || fail "unknown patch weighting not a usage error"
+grep -q "unknown patch weighting 'box'" "$T/e" || fail "no message for an unknown patch weighting"
 "$LDCT" filter --in "$T/in" > /dev/null 2>&1
 [ $? = 2 ] || fail "missing --out not a usage error"
 "$LDCT" filter --algo nlm9 --in "$T/in" --out "$T/x" 2> "$T/e" && fail "unknown algorithm accepted"

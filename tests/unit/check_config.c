@@ -271,6 +271,36 @@ START_TEST(adaptive4d_mapping_keys_parse_with_defaults_and_bounds)
 }
 END_TEST
 
+START_TEST(patch_weighting_parses_and_bad_values_name_their_line)
+{
+    int rc;
+    ldct_config *cfg = load_text("[rule g]\n"
+                                 "algorithm = nlm3d\n"
+                                 "patch_weighting = gaussian\n"
+                                 "[rule u]\n"
+                                 "patch_weighting = Uniform\n"
+                                 "[rule d]\n",
+                                 &rc);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_int_eq(cfg->rule[0].patch_weighting, 1);
+    ck_assert_int_eq(cfg->rule[1].patch_weighting, 0);
+    ck_assert_int_eq(cfg->rule[2].patch_weighting, 0); /* the default: uniform */
+    config_free(cfg);
+    cfg = load_text("[rule p]\n"
+                    "algorithm = nlm2d\n"
+                    "patch_weighting = box\n"
+                    "[rule q]\n"
+                    "patch_weighting = 1\n",
+                    &rc);
+    ck_assert_int_eq(rc, LDCT_EINVAL_CONFIG);
+    ck_assert_int_eq(cfg->nerr, 2);
+    ck_assert(has_error(cfg, 3, "patch_weighting"));
+    ck_assert(has_error(cfg, 3, "expected uniform or gaussian"));
+    ck_assert(has_error(cfg, 5, "expected uniform or gaussian"));
+    config_free(cfg);
+}
+END_TEST
+
 START_TEST(rules_are_ordered_by_priority_then_file_order)
 {
     int rc;
@@ -453,6 +483,7 @@ int main(void)
     tcase_add_test(tc, rules_parse_with_their_defaults);
     tcase_add_test(tc, rule_errors_name_their_lines);
     tcase_add_test(tc, fdk_rule_keys_parse_with_defaults_and_bounds);
+    tcase_add_test(tc, patch_weighting_parses_and_bad_values_name_their_line);
     tcase_add_test(tc, rules_are_ordered_by_priority_then_file_order);
     tcase_add_test(tc, wildcards_match_case_insensitively);
     tcase_add_test(tc, allow_lists_match_exactly);

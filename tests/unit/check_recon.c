@@ -240,15 +240,17 @@ END_TEST
  * reads them back; an old string without them gets the defaults. */
 START_TEST(fdk_parameters_survive_the_job_row)
 {
-    cfg_rule r = {.strength = 1,
-                  .series_number_offset = 7,
-                  .fdk_matrix = 384,
-                  .fdk_fov_mm = 420.5,
-                  .fdk_slice_mm = 2.5,
-                  .fdk_slices = 33,
-                  .fdk_kernel = GPU_FDK_HAMMING,
-                  .fdk_mu_water = 0.021};
-    char params[512];
+    cfg_rule r;
+    config_rule_init(&r);
+    r.strength = 1;
+    r.series_number_offset = 7;
+    r.fdk_matrix = 384;
+    r.fdk_fov_mm = 420.5;
+    r.fdk_slice_mm = 2.5;
+    r.fdk_slices = 33;
+    r.fdk_kernel = GPU_FDK_HAMMING;
+    r.fdk_mu_water = 0.021;
+    char params[1024];
     process_params_format(&r, params, sizeof params);
     process_opts o = {0};
     ck_assert_int_eq(process_params_parse(params, &o), 0);
