@@ -407,6 +407,10 @@ for cfg in CFGS:
            algo, S, P, mine[1]["psnr"], name, mine[2], u[1]["psnr"], u[2], skf[1]["psnr"], skf[2],
            verdict(mine[1]["psnr"], skf[1]["psnr"]), sks[1]["psnr"], sks[2],
            verdict(mine[1]["psnr"], sks[1]["psnr"])))
+P_("\nWhere ours is below: scikit-image's slow mode gives weight 0 to pairs with a distance "
+   "above 5 h^2 and stops its search window at the volume's faces (ours keeps every weight and "
+   "mirrors); its fast mode compares (2P)^dim boxes, one voxel narrower than ours. Measured "
+   "switch by switch in docs/NOTES-nlmq.md (tests/bench/nlm_variants.py).\n")
 P_("\nAt matched parameters, row by row (ours uniform against scikit-image fast at matched h, "
    "and at the same h; ours Gaussian against scikit-image slow at the same h, where it ran):\n")
 for algo, S, P, st, h, secs, ours, out, w in rows:
