@@ -3,7 +3,8 @@
 switches that separate our definition (gpu/nlm.h) from scikit-image's slow
 mode (fast_mode=False), to measure where a PSNR difference between the two
 comes from (docs/NOTES-nlmq.md):
-  gaussian  0: uniform patch weights, 1: Gaussian (a = max(P,1)/2), as ours
+  gaussian  0: uniform patch weights, 1: Gaussian (a = max(P,1)/2), as ours;
+            2: uniform over 2P taps (-P+1..P), scikit-image's fast mode
   border    mirror: the search window sees the volume mirrored (ours);
             truncate: offsets that leave the volume are skipped (scikit-image)
   cutoff    0: none (ours); C > 0: pairs with D / h^2 > C get weight 0
@@ -23,7 +24,9 @@ vol = np.fromfile(inp, dtype=np.float32).reshape(nz, ny, nx).astype(np.float64)
 def weights1d(P, gaussian):
     k = np.arange(-P, P + 1, dtype=np.float64)
     a = max(P, 1) / 2.0
-    w = np.exp(-k * k / (2 * a * a)) if gaussian else np.ones_like(k)
+    w = np.exp(-k * k / (2 * a * a)) if gaussian == 1 else np.ones_like(k)
+    if gaussian == 2:
+        w[0] = 0  # scikit-image's fast mode: 2P taps, -P+1..P
     return w / w.sum()
 
 def filt(vol2):

@@ -59,6 +59,11 @@ def skimage_run(job):
 
 
 SK = {}  # (algo, S, P, round(h, 3), fast) -> (metrics, seconds)
+# Results kept in the work folder, so a rerun with the same W (same input:
+# the phantom is deterministic) does not run scikit-image again.
+SK_CACHE = os.path.join(W, "skimage-cache.json")
+if os.path.exists(SK_CACHE):
+    SK.update({tuple(k): tuple(v) for k, v in json.load(open(SK_CACHE))})
 
 
 def sk_key(algo, S, P, h, fast):
@@ -72,6 +77,7 @@ def skimage_batch(jobs):
     with concurrent.futures.ProcessPoolExecutor(max_workers=2) as ex:
         for k, r in zip(todo, ex.map(skimage_run, todo)):
             SK[k] = r
+            json.dump([[list(k), list(v)] for k, v in SK.items()], open(SK_CACHE, "w"))
             print("report: skimage %s %s S=%d P=%d h %.1f: %.2f dB (%.0f s)" % (
                 "fast" if k[4] else "slow", k[0], k[1], k[2], k[3], r[0]["psnr"], r[1]),
                 file=sys.stderr)
@@ -341,13 +347,13 @@ for algo, S, P, st, h, secs, ours, out, w in sorted(
         P_("| %s | %d | %d | %g | %.1f | ours | %s | %.1f |" % (algo, S, P, st, h, metrics(ours),
                                                             secs))
         for hh, fast, who in ((h, True, "skimage fast, same h"),
-                              (h * c_fast(P, 3 if algo == "nlm3d" else 2), True,
+                              (st * H1[cfg] * c_fast(P, 3 if algo == "nlm3d" else 2), True,
                                "skimage fast, matched h")):
             r = sk(algo, S, P, hh, fast)
             P_("| | | | | %.1f | %s | %s | %.1f |" % (hh, who, metrics(r[0]), r[1]))
     else:
         P_("| | | | | %.1f | ours, Gaussian | %s | %.1f |" % (h, metrics(ours), secs))
-        r = sk(algo, S, P, h, False)
+        r = sk(algo, S, P, st * H1[cfg], False)
         if r:
             P_("| | | | | %.1f | skimage slow (Gaussian), same h | %s | %.1f |" % (
                 h, metrics(r[0]), r[1]))
@@ -355,8 +361,9 @@ P_("\n## Each at its best h\n")
 P_("Ours (both weightings) and scikit-image's fast mode over strengths %s (h = strength * "
    "h1, h1 = sqrt(2) * sigma_est, the h of strength 1; scikit-image fast at its matched h, "
    "strength * h1 * sqrt((2P/(2P+1))^dim)); scikit-image's slow mode only at the strengths "
-   "listed (around our Gaussian's best: the same h gives the same weights). PSNR over the "
-   "body mask as above.\n" % ", ".join("%g" % f for f in sorted(ours_curve(CFGS[0], "uniform"))))
+   "listed (around our Gaussian's best: the same h gives the same weights). h1 is ours' h at "
+   "strength 1 as `ldct filter` printed it (0.1 HU), so scikit-image's h can differ from "
+   "ours' by up to 0.05 HU times the strength. PSNR over the body mask as above.\n" % ", ".join("%g" % f for f in sorted(ours_curve(CFGS[0], "uniform"))))
 P_("| algo | S | P | who | strengths run | best strength | h HU | PSNR dB | SSIM | noise HU "
    "| mean CNR | edge 10-90% mm |")
 P_("|" + "---|" * 12)
@@ -400,20 +407,24 @@ for cfg in CFGS:
            algo, S, P, mine[1]["psnr"], name, mine[2], u[1]["psnr"], u[2], skf[1]["psnr"], skf[2],
            verdict(mine[1]["psnr"], skf[1]["psnr"]), sks[1]["psnr"], sks[2],
            verdict(mine[1]["psnr"], sks[1]["psnr"])))
+P_("\nWhere ours is below: scikit-image's slow mode gives weight 0 to pairs with a distance "
+   "above 5 h^2 and stops its search window at the volume's faces (ours keeps every weight and "
+   "mirrors); its fast mode compares (2P)^dim boxes, one voxel narrower than ours. Measured "
+   "switch by switch in docs/NOTES-nlmq.md (tests/bench/nlm_variants.py).\n")
 P_("\nAt matched parameters, row by row (ours uniform against scikit-image fast at matched h, "
    "and at the same h; ours Gaussian against scikit-image slow at the same h, where it ran):\n")
 for algo, S, P, st, h, secs, ours, out, w in rows:
     if algo == "anlm":
         continue
     if w == "uniform":
-        hm = h * c_fast(P, 3 if algo == "nlm3d" else 2)
+        hm = st * H1[(algo, S, P)] * c_fast(P, 3 if algo == "nlm3d" else 2)
         skm, sks_ = sk(algo, S, P, hm, True)[0], sk(algo, S, P, h, True)[0]
         P_("- %s S=%d P=%d strength %g, uniform: ours %.2f dB; scikit-image fast matched h %.2f "
            "dB: %s; same h %.2f dB: %s" % (algo, S, P, st, ours["psnr"], skm["psnr"],
                                          verdict(ours["psnr"], skm["psnr"]), sks_["psnr"],
                                          verdict(ours["psnr"], sks_["psnr"])))
     else:
-        r = sk(algo, S, P, h, False)
+        r = sk(algo, S, P, st * H1[(algo, S, P)], False)
         P_("- %s S=%d P=%d strength %g, Gaussian: ours %.2f dB; %s" % (
             algo, S, P, st, ours["psnr"],
             "scikit-image slow, same h, %.2f dB: %s" % (r[0]["psnr"], verdict(
