@@ -25,9 +25,11 @@ void gpu_adaptive4d_params_default(gpu_adaptive4d_params *p)
         .mu_alpha = 0.4f,
         .mu_beta = 2.0f,
         .m_norm = GPU_A4D_NORM_NOISE,
-        .m_pass = 30.0f,
+        .m_pass = 2.0f,
         .t_scale = 3.0f,
-        .pass_t = 32.0f,
+        .pass_t = 0.0f,
+        .static_sigma_t = 6.0f,
+        .static_t = 4.0f,
         .strength = 1.0f,
         .backend = GPU_A4D_AUTO,
         .stats = NULL,
@@ -51,6 +53,8 @@ int gpu_adaptive4d_params_check(const gpu_adaptive4d_params *p)
     if (!(p->tensor_sigma > 0) || !(p->control_sigma > 0) || !(p->lp_sigma > 0) ||
         !(p->lp_sigma_t > 0) || !(p->strength > 0))
         return LDCT_EINPUT;
+    if (!(p->static_sigma_t >= 0) || !(p->static_t > 0 || p->static_sigma_t == 0))
+        return LDCT_EINPUT;
     if (!(p->t_scale >= 0.25f && p->t_scale <= 16.0f) || !(p->pass_t >= 0))
         return LDCT_EINPUT;
     if (!(p->m_pass >= 0) || !(p->m_alpha >= 0) || !(p->m_beta > 0) || !(p->m_sigma > 0))
@@ -71,7 +75,13 @@ int gpu__a4d_t_halo(const gpu_adaptive4d_params *p, const gpu_a4d_bank *b)
     int tensor = (mono_r > mean_r ? mono_r : mean_r) + gpu__a4d_gauss_taps(p->tensor_sigma, taps) +
                  gpu__a4d_gauss_taps(p->control_sigma, taps);
     int recon = b->recon_size / 2 > b->lp_t_radius ? b->recon_size / 2 : b->lp_t_radius;
-    return tensor > recon ? tensor : recon;
+    int halo = tensor > recon ? tensor : recon;
+    if (p->static_sigma_t > 0) { /* step 6: L6 of the output; S: L6 twice, two smoothings */
+        int r6 = gpu__a4d_gauss_taps(p->static_sigma_t, taps),
+            weight = 2 * r6 + 2 * gpu__a4d_gauss_taps(p->control_sigma, taps);
+        halo = halo + r6 > weight ? halo + r6 : weight;
+    }
+    return halo;
 }
 
 int gpu__a4d_t_slab(int nt, int halo, size_t budget, size_t bytes_per_tp)

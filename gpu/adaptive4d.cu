@@ -414,6 +414,70 @@ __global__ void k_accumulate(float *__restrict__ out, const float *__restrict__ 
     out[i] += ck * hp[i];
 }
 
+/* ---- step 6 ---------------------------------------------------------------------- */
+
+/* b = (a - b)^2: the temporal residual energy from s' (a) and L6 s' (b). */
+__global__ void k_sqdiff(const float *__restrict__ a, float *__restrict__ b, size_t n)
+{
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i < n) {
+        const float d = a[i] - b[i];
+        b[i] = d * d;
+    }
+}
+
+/* out[i] = v[(i0 + i) * stride - goff]: samples of a tensor-grid array. */
+__global__ void k_sample_at(const float *__restrict__ v, size_t m, size_t i0, size_t stride,
+                            size_t goff, float *__restrict__ out)
+{
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i < m)
+        out[i] = v[(i0 + i) * stride - goff];
+}
+
+/* e -> S in place (gpu__a4d_static_weight). */
+__global__ void k_static_map(float *e, size_t n, double eref, double static_t, double beta)
+{
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i < n)
+        e[i] = (float)gpu__a4d_static_weight(e[i], eref, static_t, beta);
+}
+
+/* out += S (lt - out) over the region planes [lo, hi); S on the whole
+ * tensor grid (dims ld), interpolated as in k_accumulate. */
+__global__ void k_static_blend(float *__restrict__ out, const float *__restrict__ lt, dims d,
+                               int lo, int hi, int zr0, const float *__restrict__ S, dims ld, int f)
+{
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i >= d.n())
+        return;
+    int c[4];
+    coords(i, d, c);
+    if (c[2] < lo || c[2] >= hi)
+        return;
+    const int pos[3] = {c[0], c[1], c[2] + zr0}, ldim[3] = {ld.x, ld.y, ld.z};
+    int i0[3], i1[3];
+    float fr[3], w8 = 0.0f;
+    for (int a = 0; a < 3; a++) {
+        float u = (float)pos[a] / f;
+        i0[a] = pos[a] / f;
+        fr[a] = u - i0[a];
+        i1[a] = i0[a] + 1 < ldim[a] ? i0[a] + 1 : i0[a];
+    }
+    for (int corner = 0; corner < 8; corner++) {
+        float w = 1.0f;
+        int idx[3];
+        for (int a = 0; a < 3; a++) {
+            int h = (corner >> a) & 1;
+            idx[a] = h ? i1[a] : i0[a];
+            w *= h ? fr[a] : 1.0f - fr[a];
+        }
+        if (w != 0.0f)
+            w8 += w * S[(((size_t)c[3] * ld.z + idx[2]) * ld.y + idx[1]) * ld.x + idx[0]];
+    }
+    out[i] += w8 * (lt[i] - out[i]);
+}
+
 /* ---- 4D FFT with cuFFT ------------------------------------------------------- */
 
 int smooth_size(int n)
@@ -642,6 +706,9 @@ struct run_state {
     float ref = 0;
     size_t g0 = 0, g1 = 0, goff = 0, n_all = 0;
     float *samples = nullptr;  /* phase 1, median: the whole grid's samples */
+    float *d_S = nullptr;      /* step 6: residual energy e, then the weight S */
+    float eref = 0;            /* phase 2: step 6's reference */
+    float *esamples = nullptr; /* phase 1: the whole grid's e samples */
     double max = 0;            /* phase 1, maximum: the region's contribution */
     int spatial[2] = {-1, -1}; /* per stage (0 tensor, 1 reconstruction): -1 undecided */
 };
@@ -840,7 +907,7 @@ int make_tensor(run_state &s)
         CUDA_CHECK(cudaMalloc(&s.d_T[c], s.low.n() * sizeof(float)));
     const int K = s.b->mono_size, halo = (K / 2 > 3 ? K / 2 : 3) + taps_of(s.p->tensor_sigma).r;
     const size_t plane = (size_t)s.low.x * s.low.y * s.low.t;
-    const size_t used = (NT + 1) * s.low.n() * sizeof(float);
+    const size_t used = (NT + 1 + (s.d_S != nullptr)) * s.low.n() * sizeof(float);
     const size_t avail = s.budget > used ? s.budget - used : 0;
     auto bytes = [&](int planes) {
         dims rd = {s.low.x, s.low.y, planes, s.low.t};
@@ -949,14 +1016,94 @@ int collect_norms(run_state &s, const ptrs14 &T)
     return 0;
 }
 
+/* ---- step 6 on the tensor grid ------------------------------------------------------- */
+
+/* e (adaptive4d.h, step 6) into s.d_S, from the resident s.d_low. */
+int make_static_energy(run_state &s)
+{
+    const size_t n = s.low.n();
+    float *tmp = nullptr;
+    CUDA_CHECK(cudaMalloc(&s.d_S, n * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&tmp, n * sizeof(float)));
+    const taps_t t6 = taps_of(s.p->static_sigma_t);
+    int rc = 0;
+    CUDA_CHECK_GOTO(
+        cudaMemcpyAsync(s.d_S, s.d_low, n * sizeof(float), cudaMemcpyDeviceToDevice, s.st), rc,
+        done);
+    if ((rc = smooth(s.st, s.d_S, tmp, s.low, t6, 0x8)) != 0)
+        goto done;
+    k_sqdiff<<<blocks(n), BLOCK, 0, s.st>>>(s.d_low, s.d_S, n);
+    CUDA_CHECK_GOTO(cudaGetLastError(), rc, done);
+    if ((rc = smooth(s.st, s.d_S, tmp, s.low, t6, 0x8)) == 0)
+        rc = smooth(s.st, s.d_S, tmp, s.low, taps_of(s.p->control_sigma), 0xf);
+done:
+    cudaStreamSynchronize(s.st);
+    cudaFree(tmp);
+    return rc;
+}
+
+/* Samples i0 .. i1 - 1 of s.d_S (whole-grid voxel i * stride, local index
+ * i * stride - goff) to the host array h + i0. */
+int sample_energy(run_state &s, size_t i0, size_t i1, size_t stride, size_t goff, float *h)
+{
+    if (i1 <= i0)
+        return 0;
+    float *d_s = nullptr;
+    CUDA_CHECK(cudaMalloc(&d_s, (i1 - i0) * sizeof(float)));
+    k_sample_at<<<blocks(i1 - i0), BLOCK, 0, s.st>>>(s.d_S, i1 - i0, i0, stride, goff, d_s);
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(h + i0, d_s, (i1 - i0) * sizeof(float), cudaMemcpyDeviceToHost, s.st);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(s.st);
+    cudaFree(d_s);
+    if (e != cudaSuccess) {
+        log_err("adaptive4d: step 6 samples: %s", cudaGetErrorString(e));
+        return LDCT_ECUDA;
+    }
+    return 0;
+}
+
+/* Phase 1 of t-slabs: this region's e samples at its output time points. */
+int collect_energy(run_state &s)
+{
+    size_t i0, i1;
+    gpu__a4d_norm_range(s.n_all, s.g0, s.g1, &i0, &i1);
+    return sample_energy(s, i0, i1, gpu__a4d_norm_stride(s.n_all), s.goff, s.esamples);
+}
+
+/* e -> S: the reference (the median of e's samples, or phase 2's), the
+ * mapping and the smoothing (tmp: a tensor-grid array). */
+int static_weights(run_state &s, float *tmp)
+{
+    double eref = s.eref;
+    if (s.phase != 2) {
+        const size_t n = s.low.n(), stride = gpu__a4d_norm_stride(n), m = (n + stride - 1) / stride;
+        float *h = (float *)malloc(m * sizeof(float));
+        if (!h)
+            return -ENOMEM;
+        int rc = sample_energy(s, 0, m, stride, 0, h);
+        eref = rc ? 0 : gpu__a4d_norm_median(h, m);
+        free(h);
+        if (rc)
+            return rc;
+    }
+    const size_t n = s.low.n();
+    k_static_map<<<blocks(n), BLOCK, 0, s.st>>>(s.d_S, n, eref, s.p->static_t, s.p->m_beta);
+    CUDA_CHECK(cudaGetLastError());
+    return smooth(s.st, s.d_S, tmp, s.low, taps_of(s.p->control_sigma), 0xf);
+}
+
 int make_control(run_state &s)
 {
     ptrs14 T{};
     for (int c = 0; c < NT; c++)
         T.p[c] = s.d_T[c];
     CUDA_CHECK(cudaMalloc(&s.d_max, sizeof(unsigned)));
-    if (s.phase == 1)
-        return collect_norms(s, T);
+    if (s.phase == 1) {
+        int rc1 = collect_norms(s, T);
+        return rc1 || !s.d_S ? rc1 : collect_energy(s);
+    }
     int rc = 0;
     if (s.phase == 2)
         CUDA_CHECK(cudaMemcpy(s.d_max, &s.ref, sizeof s.ref, cudaMemcpyHostToDevice));
@@ -975,6 +1122,8 @@ int make_control(run_state &s)
     const taps_t ct = taps_of(p->control_sigma);
     for (int c = 0; c < NT && !rc; c++)
         rc = smooth(s.st, s.d_T[c], tmp, s.low, ct, 0xf);
+    if (!rc && s.d_S)
+        rc = static_weights(s, tmp);
     cudaStreamSynchronize(s.st);
     cudaFree(tmp);
     return rc;
@@ -1022,6 +1171,16 @@ int recon_slab(run_state &s, int z0, int z1, int halo, const recon_bufs &B)
                                                          s.low, s.p->downsample, k);
         CUDA_CHECK_GOTO(cudaGetLastError(), rc, done);
     }
+    if (!rc && s.d_S) { /* step 6; B.lp is free now */
+        CUDA_CHECK_GOTO(
+            cudaMemcpyAsync(B.lp, B.out, rd.n() * sizeof(float), cudaMemcpyDeviceToDevice, s.st),
+            rc, done);
+        if ((rc = smooth(s.st, B.lp, B.tmp, rd, taps_of(s.p->static_sigma_t), 0x8)) != 0)
+            goto done;
+        k_static_blend<<<blocks(rd.n()), BLOCK, 0, s.st>>>(B.out, B.lp, rd, z0 - r0, z1 - r0, r0,
+                                                           s.d_S, s.low, s.p->downsample);
+        CUDA_CHECK_GOTO(cudaGetLastError(), rc, done);
+    }
     if (!rc)
         rc = download_planes(s.st, B.out, rd, z0 - r0, z1 - r0, r0, s.out);
 done:
@@ -1034,7 +1193,7 @@ int reconstruct(run_state &s)
 {
     const int K = s.b->recon_size, halo = K / 2 > s.b->lp_radius ? K / 2 : s.b->lp_radius;
     const size_t plane = (size_t)s.full.x * s.full.y * s.full.t;
-    const size_t used = (NT + 1) * s.low.n() * sizeof(float);
+    const size_t used = (NT + 1 + (s.d_S != nullptr)) * s.low.n() * sizeof(float);
     const size_t avail = s.budget > used ? s.budget - used : 0;
     auto bytes = [&](int planes) {
         dims rd = {s.full.x, s.full.y, planes, s.full.t};
@@ -1091,6 +1250,7 @@ void state_free(run_state &s)
     cudaFree(s.d_mono);
     cudaFree(s.d_hp);
     cudaFree(s.d_max);
+    cudaFree(s.d_S);
 }
 
 int run(run_state &s)
@@ -1098,6 +1258,8 @@ int run(run_state &s)
     int rc = upload_bank(s);
     if (!rc)
         rc = make_low(s);
+    if (!rc && s.p->static_sigma_t > 0)
+        rc = make_static_energy(s);
     if (!rc)
         rc = make_tensor(s);
     cudaFree(s.d_low);
@@ -1140,6 +1302,8 @@ int run_region(const run_state &base, int r0, int r1, int t0, int t1, gpu_volume
     r.goff = plane * r0;
     r.n_all = base.low.n();
     r.samples = base.samples;
+    r.esamples = base.esamples;
+    r.eref = base.eref;
     int rc = run(r);
     state_free(r);
     return rc;
@@ -1155,9 +1319,8 @@ int run_t_slabs(run_state &s, int h, int halo)
         (s.low.n() + gpu__a4d_norm_stride(s.low.n()) - 1) / gpu__a4d_norm_stride(s.low.n());
     const int use_max = s.p->m_norm == GPU_A4D_NORM_MAX;
     s.samples = use_max ? nullptr : (float *)malloc(m * sizeof(float));
-    if (!use_max && !s.samples)
-        return -ENOMEM;
-    int rc = 0;
+    s.esamples = s.p->static_sigma_t > 0 ? (float *)malloc(m * sizeof(float)) : nullptr;
+    int rc = (!use_max && !s.samples) || (s.p->static_sigma_t > 0 && !s.esamples) ? -ENOMEM : 0;
     double max = 0;
     s.phase = 1;
     for (int t0 = 0; t0 < nt && !rc; t0 += h) {
@@ -1169,9 +1332,12 @@ int run_t_slabs(run_state &s, int h, int halo)
         s.slabs += r.slabs;
         s.fft_slabs += r.fft_slabs;
     }
-    s.ref = use_max ? (float)max : gpu__a4d_norm_median(s.samples, m);
+    s.ref = use_max ? (float)max : rc ? 0 : gpu__a4d_norm_median(s.samples, m);
+    s.eref = s.esamples && !rc ? gpu__a4d_norm_median(s.esamples, m) : 0;
     free(s.samples);
+    free(s.esamples);
     s.samples = nullptr;
+    s.esamples = nullptr;
     const size_t tp = (size_t)s.full.x * s.full.y * s.full.z;
     float *buf = rc ? nullptr : (float *)malloc(tp * (size_t)(h + 2 * halo) * sizeof(float));
     if (!rc && !buf)
@@ -1229,11 +1395,11 @@ int gpu_adaptive4d_cuda(const gpu_adaptive4d_params *p, const gpu_volume *in, gp
     s.low = dims{(in->nx + f - 1) / f, (in->ny + f - 1) / f, (in->nz + f - 1) / f, in->nt};
     if (p->mem_budget)
         s.budget = p->mem_budget;
-    /* Resident per time point: the tensor grid (input, then 10 components:
-     * 44 bytes a voxel) and room for a reconstruction z slab of 16 planes
+    /* Resident per time point: the tensor grid (input, then 10 components,
+     * and step 6's weight: 48 bytes a voxel) and room for a reconstruction z slab of 16 planes
      * (about 44 bytes a padded voxel). */
     const size_t per_tp =
-        44 * (size_t)s.low.x * s.low.y * s.low.z + 44 * (size_t)(in->nx + 16) * (in->ny + 16) * 16;
+        48 * (size_t)s.low.x * s.low.y * s.low.z + 44 * (size_t)(in->nx + 16) * (in->ny + 16) * 16;
     const int halo = gpu__a4d_t_halo(p, &b), h = gpu__a4d_t_slab(in->nt, halo, s.budget, per_tp);
     rc = h >= in->nt ? run(s) : run_t_slabs(s, h, halo);
     state_free(s);

@@ -50,6 +50,20 @@
  *     with Ginv the inverse Gram matrix of the n_k n_k^T (dual basis), so
  *     the adaptive filter is L + (1 - G) w^T C w / |w|^2: all-pass where
  *     C = I, lowpass where C = 0.
+ *  6. Static parts (static_sigma_t > 0): on the tensor grid of step 1 (s'),
+ *     the temporal residual r = s' - L6 s' (L6 the normalized Gaussian of
+ *     static_sigma_t along t) gives the energy e = r^2 smoothed by L6 along
+ *     t (a curve that crosses its own lowpass still counts everywhere in
+ *     the window) and by a Gaussian of control_sigma (normalized
+ *     convolution, x, y, z, t), eref its median
+ *     (same sample voxels as step 4's), the weight
+ *        S = 1 / (1 + (e / (static_t eref))^m_beta)  (gpu__a4d_static_weight)
+ *     smoothed by control_sigma and interpolated like C, and
+ *        out <- out + S (L6 out - out)
+ *     at full resolution: where the lowpass along t would change nothing
+ *     but noise (static structures, also at the first and last time points
+ *     and next to strong edges, where the fan of step 5 passes noise), the
+ *     output is averaged along t; moving structures keep step 5's output.
  * Borders (normalized convolution, no voxel lost): every zero-DC filter h
  * (steps 2 and 5) answers h*(c s) - (h*c) m(x), m the normalized-convolution
  * local mean (Gaussian sigma 1 on the tensor grid, L s at full resolution):
@@ -121,6 +135,9 @@ typedef struct gpu_adaptive4d_params {
     float t_scale;                  /* a: one time point counts a voxels in directions */
     float pass_t;                   /* gate of the all-pass share along t: eigenvalue
                                      * threshold in units of the reference; 0 = no gate */
+    float static_sigma_t;           /* step 6: temporal lowpass of the output where nothing
+                                     * changes along t but noise, time points; 0 = off */
+    float static_t;                 /* its threshold in units of the median residual energy */
     float strength;                 /* scales m_sigma (higher = smoother); default 1 */
     gpu_a4d_backend backend;
     size_t mem_budget;    /* bytes the call may use for its buffers; 0 = automatic (CPU: half
@@ -133,8 +150,8 @@ typedef struct gpu_adaptive4d_params {
  * was measured): f = 2, mono 5^4, recon 11^4, rho0 = pi/(2 sqrt 2), B = 2,
  * gamma = 1, tensor_sigma = 0.6, control_sigma = 0.6, lp_sigma = 0.6,
  * lp_sigma_t = 2; M: noise-floor reference, alpha 0, beta 2, sigma 3;
- * all-pass m_pass 30; t_scale 3, pass_t 32; mu: alpha 0.4, beta 2;
- * strength 1; backend auto. */
+ * all-pass m_pass 2; t_scale 3, pass_t 0 (no gate); mu: alpha 0.4, beta 2;
+ * step 6: static_sigma_t 6, static_t 4; strength 1; backend auto. */
 void gpu_adaptive4d_params_default(gpu_adaptive4d_params *p);
 
 /* Validates parameters (not shapes); 0 or LDCT_EINPUT. */
@@ -213,10 +230,11 @@ float gpu__a4d_norm_median(float *samples, size_t m);
  * the volume gives the one-slab result at its time points that lie at
  * least gpu__a4d_t_halo() from a region end that is not the volume's (the
  * dependency along t: monomial filters or their local mean, tensor and
- * control smoothing, reconstruction filters and the lowpass along t). Only
- * the M-function's reference is global: a first pass over the slabs
- * collects it (the norm samples, or the maximum, at each slab's own time
- * points), the second filters with it. gpu__a4d_t_slab: output time points
+ * control smoothing, reconstruction filters and the lowpass along t, and
+ * step 6's L6 on the output and on the weight). Only the M-function's
+ * reference and step 6's eref are global: a first pass over the slabs
+ * collects them (the norm and residual-energy samples, or the maximum, at
+ * each slab's own time points), the second filters with them. gpu__a4d_t_slab: output time points
  * per slab for `budget` bytes at `bytes_per_tp` bytes per region time point
  * (nt when everything fits or budget is 0; at least 1).
  * gpu__a4d_norm_range: the samples i (voxel i * stride of the whole tensor
@@ -285,6 +303,16 @@ GPU__A4D_HD void gpu__a4d_jacobi4(double a[16], double v[16])
 typedef struct gpu__a4d_map {
     double m_alpha, m_beta, m_sigma, mu_alpha, mu_beta, m_pass, pass_t, t_scale;
 } gpu__a4d_map;
+
+/* Step 6's weight S at a tensor-grid voxel from its temporal residual
+ * energy e and the reference eref (their median): 1 where what the
+ * temporal lowpass would change is at the noise level, 0 far above. */
+GPU__A4D_HD double gpu__a4d_static_weight(double e, double eref, double static_t, double beta)
+{
+    if (!(eref > 0))
+        return e > 0 ? 0.0 : 1.0;
+    return 1 / (1 + pow(fmax(e, 0.0) / (static_t * eref), beta));
+}
 
 /* N(T): the Frobenius norm of the tensor (10 components, order of
  * gpu__a4d_tidx) in voxel coordinates: components with one t index divided

@@ -261,6 +261,106 @@ void gpu__a4d_control_with(const gpu_adaptive4d_params *p, float **T, size_t n, 
         control_voxel(p, &map, T, v, tmax);
 }
 
+/* ---- step 6: static parts ------------------------------------------------------ */
+
+/* Step 6's residual energy e on the tensor grid (adaptive4d.h). */
+static int static_energy(const gpu_adaptive4d_params *p, const float *in, const grid4 *g,
+                         const grid4 *lg, float *e, int threads)
+{
+    float *low = malloc(sizeof(float) * lg->n), *lt = malloc(sizeof(float) * lg->n);
+    float taps[GPU_A4D_MAX_SIZE];
+    int rc = low && lt ? downsample(in, g, p->downsample, low, lg, threads) : -ENOMEM;
+    if (!rc)
+        rc = gpu__a4d_smooth(low, lt, lg->d, taps, gpu__a4d_gauss_taps(p->static_sigma_t, taps),
+                             0x8, threads);
+    if (!rc) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+        for (size_t v = 0; v < lg->n; v++)
+            e[v] = (low[v] - lt[v]) * (low[v] - lt[v]);
+        rc = gpu__a4d_smooth(e, e, lg->d, taps, gpu__a4d_gauss_taps(p->static_sigma_t, taps), 0x8,
+                             threads);
+    }
+    if (!rc)
+        rc = gpu__a4d_smooth(e, e, lg->d, taps, gpu__a4d_gauss_taps(p->control_sigma, taps), 0xf,
+                             threads);
+    free(low);
+    free(lt);
+    return rc;
+}
+
+/* The median of e over the sample voxels of step 4; 0 without memory. */
+static double energy_reference(const float *e, size_t n)
+{
+    size_t stride = gpu__a4d_norm_stride(n), m = (n + stride - 1) / stride;
+    float *s = malloc(sizeof *s * (m ? m : 1));
+    if (!s)
+        return 0;
+    for (size_t i = 0; i < m; i++)
+        s[i] = e[i * stride];
+    double med = gpu__a4d_norm_median(s, m);
+    free(s);
+    return med;
+}
+
+/* e -> the smoothed weight S, in place. */
+static int static_weights(const gpu_adaptive4d_params *p, float *e, const grid4 *lg, double eref,
+                          int threads)
+{
+    float taps[GPU_A4D_MAX_SIZE];
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (size_t v = 0; v < lg->n; v++)
+        e[v] = (float)gpu__a4d_static_weight(e[v], eref, p->static_t, p->m_beta);
+    return gpu__a4d_smooth(e, e, lg->d, taps, gpu__a4d_gauss_taps(p->control_sigma, taps), 0xf,
+                           threads);
+}
+
+/* Linear interpolation (x, y, z) of a tensor-grid array at a full-res voxel. */
+static double interp_at(const float *A, const grid4 *lg, int f, int x, int y, int z, int t)
+{
+    double fr[3], acc = 0;
+    int i0[3], i1[3], pos[3] = {x, y, z};
+    for (int a = 0; a < 3; a++) {
+        double u = (double)pos[a] / f;
+        i0[a] = (int)u;
+        fr[a] = u - i0[a];
+        i1[a] = i0[a] + 1 < lg->d[a] ? i0[a] + 1 : i0[a];
+    }
+    for (int corner = 0; corner < 8; corner++) {
+        double w = 1;
+        int idx[3];
+        for (int a = 0; a < 3; a++) {
+            int hi = (corner >> a) & 1;
+            idx[a] = hi ? i1[a] : i0[a];
+            w *= hi ? fr[a] : 1 - fr[a];
+        }
+        if (w != 0)
+            acc += w * A[(((size_t)t * lg->d[2] + idx[2]) * lg->d[1] + idx[1]) * lg->d[0] + idx[0]];
+    }
+    return acc;
+}
+
+/* out += S (L6 out - out). */
+static int static_blend(const gpu_adaptive4d_params *p, const float *S, const grid4 *lg,
+                        const grid4 *g, float *out, int threads)
+{
+    float taps[GPU_A4D_MAX_SIZE], *lt = malloc(sizeof(float) * g->n);
+    if (!lt)
+        return -ENOMEM;
+    int rc = gpu__a4d_smooth(out, lt, g->d, taps, gpu__a4d_gauss_taps(p->static_sigma_t, taps), 0x8,
+                             threads);
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (long row = 0; row < (long)g->d[1] * g->d[2] * g->d[3]; row++) {
+        int y = (int)(row % g->d[1]), z = (int)(row / g->d[1] % g->d[2]),
+            t = (int)(row / g->d[1] / g->d[2]);
+        for (int x = 0; x < g->d[0]; x++) {
+            size_t v = (size_t)row * g->d[0] + x;
+            out[v] += (float)(interp_at(S, lg, p->downsample, x, y, z, t) * (lt[v] - out[v]));
+        }
+    }
+    free(lt);
+    return rc;
+}
+
 /* ---- step 5: reconstruction ------------------------------------------------ */
 
 /* Linear interpolation of the 10 control components at full-res voxel
@@ -387,9 +487,10 @@ int gpu_adaptive4d_tensor_ref(const gpu_adaptive4d_params *p, const gpu_volume *
  * samples (or the maximum) at its output time points [t0, t1). */
 typedef struct region_job {
     int r0, r1, t0, t1;
-    double ref;
-    float *samples; /* first pass: the whole grid's samples, filled at [t0, t1) */
-    double *max;    /* first pass with GPU_A4D_NORM_MAX */
+    double ref, eref; /* step 6's eref (when ref >= 0) */
+    float *samples;   /* first pass: the whole grid's samples, filled at [t0, t1) */
+    float *esamples;  /* first pass with step 6: the residual-energy samples */
+    double *max;      /* first pass with GPU_A4D_NORM_MAX */
 } region_job;
 
 static gpu_volume time_view(const gpu_volume *v, int t0, int t1)
@@ -401,11 +502,14 @@ static gpu_volume time_view(const gpu_volume *v, int t0, int t1)
 }
 
 /* First pass of a region: samples or maximum of ||T|| at [t0, t1). */
-static void collect_norms(const gpu_adaptive4d_params *p, float **C, const grid4 *lg,
-                          const gpu_volume *in, const region_job *j)
+static void collect_norms(const gpu_adaptive4d_params *p, float **C, const float *e,
+                          const grid4 *lg, const gpu_volume *in, const region_job *j)
 {
     size_t plane = (size_t)lg->d[0] * lg->d[1] * lg->d[2], n = plane * in->nt;
     size_t g0 = plane * j->t0, g1 = plane * j->t1, off = plane * j->r0, i0, i1;
+    gpu__a4d_norm_range(n, g0, g1, &i0, &i1);
+    for (size_t i = i0; e && i < i1; i++)
+        j->esamples[i] = e[i * gpu__a4d_norm_stride(n) - off];
     if (p->m_norm == GPU_A4D_NORM_MAX) {
         for (size_t g = g0; g < g1; g++)
             *j->max = fmax(*j->max, norm_at(p, C, g - off));
@@ -422,14 +526,18 @@ static int run_region(const gpu_adaptive4d_params *p, const gpu_a4d_bank *b, con
 {
     gpu_volume rin = time_view(in, j->r0, j->r1);
     grid4 g = grid_of(rin.nx, rin.ny, rin.nz, rin.nt), lg = tensor_grid_of(p, &rin);
-    float *C[NT];
-    int rc = alloc_arrays(C, NT, lg.n);
+    const int nc = p->static_sigma_t > 0 ? NT + 1 : NT; /* C, and step 6's e then S */
+    float *C[NT + 1] = {NULL};
+    int rc = alloc_arrays(C, nc, lg.n);
+    float *S = nc > NT ? C[NT] : NULL;
     if (rc)
         return rc;
     rc = tensor_grid(p, b, rin.data, &g, &lg, C, threads);
+    if (!rc && S)
+        rc = static_energy(p, rin.data, &g, &lg, S, threads);
     if (!rc && (j->samples || j->max)) {
-        collect_norms(p, C, &lg, in, j);
-        free_arrays(C, NT);
+        collect_norms(p, C, S, &lg, in, j);
+        free_arrays(C, nc);
         return 0;
     }
     if (!rc) {
@@ -441,21 +549,27 @@ static int run_region(const gpu_adaptive4d_params *p, const gpu_a4d_bank *b, con
             gpu__a4d_control_with(p, C, lg.n, j->ref, threads);
         for (int c = 0; c < NT && !rc; c++)
             rc = gpu__a4d_smooth(C[c], C[c], lg.d, taps, r, 0xf, threads);
+        if (!rc && S)
+            rc = static_weights(p, S, &lg, j->ref < 0 ? energy_reference(S, lg.n) : j->eref,
+                                threads);
     }
     if (!rc)
         rc = reconstruct(p, b, rin.data, &g, C, &lg, out, threads);
-    free_arrays(C, NT);
+    if (!rc && S)
+        rc = static_blend(p, S, &lg, &g, out, threads);
+    free_arrays(C, nc);
     return rc;
 }
 
 /* Bytes per region time point: full-resolution buffers (10 highpass
- * outputs, the lowpass/output, one temporary) and the tensor grid (14
- * monomial responses, 10 tensor components, the low and mean arrays). */
+ * outputs, the lowpass/output, one temporary, step 6's lowpass) and the
+ * tensor grid (14 monomial responses, 10 tensor components, the low and
+ * mean arrays, step 6's energy and its two temporaries). */
 static size_t bytes_per_time_point(const gpu_adaptive4d_params *p, const gpu_volume *in)
 {
     const size_t f = (size_t)p->downsample, full = (size_t)in->nx * in->ny * in->nz;
     const size_t low = ((in->nx + f - 1) / f) * ((in->ny + f - 1) / f) * ((in->nz + f - 1) / f);
-    return sizeof(float) * (12 * full + 26 * low);
+    return sizeof(float) * (13 * full + 29 * low);
 }
 
 static size_t default_budget(void)
@@ -467,7 +581,8 @@ static size_t default_budget(void)
 /* First pass over the slabs: the M-function's reference of the whole
  * volume. */
 static int slab_reference(const gpu_adaptive4d_params *p, const gpu_a4d_bank *b,
-                          const gpu_volume *in, int h, int halo, double *ref, int threads)
+                          const gpu_volume *in, int h, int halo, double *ref, double *eref,
+                          int threads)
 {
     const int f = p->downsample;
     size_t n =
@@ -475,9 +590,10 @@ static int slab_reference(const gpu_adaptive4d_params *p, const gpu_a4d_bank *b,
     size_t stride = gpu__a4d_norm_stride(n), m = (n + stride - 1) / stride;
     double max = 0;
     float *samples = p->m_norm == GPU_A4D_NORM_MAX ? NULL : malloc(sizeof(float) * m);
-    if (p->m_norm != GPU_A4D_NORM_MAX && !samples)
-        return -ENOMEM;
-    int rc = 0;
+    float *esamples = p->static_sigma_t > 0 ? malloc(sizeof(float) * m) : NULL;
+    int rc = (p->m_norm != GPU_A4D_NORM_MAX && !samples) || (p->static_sigma_t > 0 && !esamples)
+                 ? -ENOMEM
+                 : 0;
     for (int t0 = 0; t0 < in->nt && !rc; t0 += h) {
         int t1 = t0 + h < in->nt ? t0 + h : in->nt;
         region_job j = {t0 - halo < 0 ? 0 : t0 - halo,
@@ -485,12 +601,16 @@ static int slab_reference(const gpu_adaptive4d_params *p, const gpu_a4d_bank *b,
                         t0,
                         t1,
                         -1,
+                        -1,
                         samples,
+                        esamples,
                         samples ? NULL : &max};
         rc = run_region(p, b, in, NULL, &j, threads);
     }
     *ref = samples ? gpu__a4d_norm_median(samples, m) : max;
+    *eref = esamples ? gpu__a4d_norm_median(esamples, m) : 0;
     free(samples);
+    free(esamples);
     return rc;
 }
 
@@ -503,11 +623,11 @@ static int run(const gpu_adaptive4d_params *p, const gpu_a4d_bank *b, const gpu_
     if (p->stats)
         p->stats->t_slabs = (in->nt + h - 1) / h;
     if (h >= in->nt) {
-        region_job whole = {0, in->nt, 0, in->nt, -1, NULL, NULL};
+        region_job whole = {0, in->nt, 0, in->nt, -1, -1, NULL, NULL, NULL};
         return run_region(p, b, in, out->data, &whole, threads);
     }
-    double ref;
-    int rc = slab_reference(p, b, in, h, halo, &ref, threads);
+    double ref, eref;
+    int rc = slab_reference(p, b, in, h, halo, &ref, &eref, threads);
     size_t tp = (size_t)in->nx * in->ny * in->nz;
     float *buf = rc ? NULL : malloc(sizeof(float) * tp * (size_t)(h + 2 * halo));
     if (!rc && !buf)
@@ -519,6 +639,8 @@ static int run(const gpu_adaptive4d_params *p, const gpu_a4d_bank *b, const gpu_
                         t0,
                         t1,
                         ref,
+                        eref,
+                        NULL,
                         NULL,
                         NULL};
         rc = run_region(p, b, in, buf, &j, threads);

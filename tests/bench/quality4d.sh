@@ -57,11 +57,13 @@ nlm3d per volume, strength 0.5|nlm3d|nlm_strength=0.5
 adaptive4d defaults|adaptive4d|
 adaptive4d strength 0.5|adaptive4d|strength=0.5
 adaptive4d f=1 (no downsampling)|adaptive4d|downsample=1
-adaptive4d f=1, gate threshold 128|adaptive4d|downsample=1 pass_t=128
+adaptive4d without step 6 (static_sigma_t 0)|adaptive4d|static_sigma_t=0
+adaptive4d step 6 threshold 8|adaptive4d|static_t=8
+adaptive4d step 6 threshold 16|adaptive4d|static_t=16
+adaptive4d third-pass defaults (all-pass 30, gate along t 32, no step 6)|adaptive4d|m_pass=30 pass_t=32 static_sigma_t=0
 adaptive4d no t metric (t_scale 1)|adaptive4d|t_scale=1
-adaptive4d no gate along t (pass_t 0)|adaptive4d|pass_t=0
-adaptive4d second-pass defaults (no t metric, no gate, 7^4 monomials)|adaptive4d|t_scale=1 pass_t=0 mono_size=7
-adaptive4d first pass (paper's M: max norm, overshoot)|adaptive4d|m_norm=1 m_alpha=0.5 m_sigma=0.1 m_pass=0 lp_sigma=1.2 lp_sigma_t=1.2 tensor_sigma=1 control_sigma=1 t_scale=1 pass_t=0 mono_size=7
+adaptive4d second-pass defaults (no t metric, no gate, 7^4 monomials)|adaptive4d|t_scale=1 m_pass=30 pass_t=0 mono_size=7 static_sigma_t=0
+adaptive4d first pass (paper's M: max norm, overshoot)|adaptive4d|m_norm=1 m_alpha=0.5 m_sigma=0.1 m_pass=0 lp_sigma=1.2 lp_sigma_t=1.2 tensor_sigma=1 control_sigma=1 t_scale=1 pass_t=0 static_sigma_t=0 mono_size=7
 ROWS
 "$LDCT" quality --test-raw "$W/figure.raw" --ref "$W/ph/truth" --png "$DOCS/quality4d.png" \
     > /dev/null

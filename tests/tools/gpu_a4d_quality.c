@@ -129,6 +129,8 @@ static int set_param(const char *kv, gpu_adaptive4d_params *a, gpu_nlm_params *n
     SETF("mu_alpha", a->mu_alpha)
     SETF("mu_beta", a->mu_beta)
     SETF("strength", a->strength)
+    SETF("static_sigma_t", a->static_sigma_t)
+    SETF("static_t", a->static_t)
     SETF("nlm_strength", n->strength)
     SETI("search_radius", n->search_radius)
     SETI("patch_radius", n->patch_radius)
