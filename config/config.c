@@ -163,7 +163,12 @@ static const opt_def OPTIONS[] = {
     RULE("adaptive4d.t_scale", T_DOUBLE, -1, 10, "-1", a4d_t_scale,
          "adaptive4d: voxels one time point counts in directions; -1 = default 3"),
     RULE("adaptive4d.pass_t", T_DOUBLE, -1, 1000, "-1", a4d_pass_t,
-         "adaptive4d: all-pass gate along t (0 = none); -1 = default 32"),
+         "adaptive4d: all-pass gate along t (0 = none); -1 = default 0"),
+    RULE("adaptive4d.static_sigma_t", T_DOUBLE, -1, 50, "-1", a4d_static_sigma_t,
+         "adaptive4d: temporal lowpass where only noise changes along t, time points "
+         "(0 = off); -1 = default 6"),
+    RULE("adaptive4d.static_t", T_DOUBLE, -1, 1000, "-1", a4d_static_t,
+         "adaptive4d: its threshold (higher smooths slow time curves more); -1 = default 4"),
 };
 #define NOPTIONS (sizeof OPTIONS / sizeof OPTIONS[0])
 

@@ -132,6 +132,7 @@ typedef struct cfg_rule {
     int a4d_downsample;
     double a4d_m_alpha, a4d_m_beta, a4d_m_sigma, a4d_mu_alpha, a4d_mu_beta;
     double a4d_t_scale, a4d_pass_t;
+    double a4d_static_sigma_t, a4d_static_t; /* step 6 (0 sigma = off), -1 = default */
 } cfg_rule;
 
 typedef struct ldct_config {

@@ -38,9 +38,9 @@ int process_algorithm_parse(const char *name)
 }
 
 /* Stored names of the adaptive4d parameters, in enum order. */
-static const char *const A4D_KEYS[A4D_NPARAMS] = {"a4d_downsample", "a4d_m_alpha",  "a4d_m_beta",
-                                                  "a4d_m_sigma",    "a4d_mu_alpha", "a4d_mu_beta",
-                                                  "a4d_t_scale",    "a4d_pass_t"};
+static const char *const A4D_KEYS[A4D_NPARAMS] = {
+    "a4d_downsample", "a4d_m_alpha", "a4d_m_beta", "a4d_m_sigma",        "a4d_mu_alpha",
+    "a4d_mu_beta",    "a4d_t_scale", "a4d_pass_t", "a4d_static_sigma_t", "a4d_static_t"};
 
 /* The rule's adaptive4d values in enum order; those not set are negative. */
 static void a4d_rule_values(const cfg_rule *r, double v[A4D_NPARAMS])
@@ -53,6 +53,8 @@ static void a4d_rule_values(const cfg_rule *r, double v[A4D_NPARAMS])
     v[A4D_MU_BETA] = r->a4d_mu_beta;
     v[A4D_T_SCALE] = r->a4d_t_scale;
     v[A4D_PASS_T] = r->a4d_pass_t;
+    v[A4D_STATIC_SIGMA_T] = r->a4d_static_sigma_t;
+    v[A4D_STATIC_T] = r->a4d_static_t;
 }
 
 void process_params_format(const cfg_rule *r, char *out, size_t len)
@@ -89,8 +91,9 @@ static void a4d_params_of(const process_opts *o, gpu_adaptive4d_params *ap)
 {
     gpu_adaptive4d_params_default(ap);
     ap->strength = o->nlm.strength > 0 ? o->nlm.strength : 1.0f;
-    float *f[A4D_NPARAMS] = {NULL,          &ap->m_alpha, &ap->m_beta,  &ap->m_sigma,
-                             &ap->mu_alpha, &ap->mu_beta, &ap->t_scale, &ap->pass_t};
+    float *f[A4D_NPARAMS] = {
+        NULL,         &ap->m_alpha, &ap->m_beta, &ap->m_sigma,        &ap->mu_alpha,
+        &ap->mu_beta, &ap->t_scale, &ap->pass_t, &ap->static_sigma_t, &ap->static_t};
     for (int i = 0; i < A4D_NPARAMS; i++) {
         if (!(o->a4d.set & (1u << i)))
             continue;

@@ -44,6 +44,8 @@ enum {
     A4D_MU_BETA,
     A4D_T_SCALE,
     A4D_PASS_T,
+    A4D_STATIC_SIGMA_T,
+    A4D_STATIC_T,
     A4D_NPARAMS
 };
 typedef struct process_a4d {

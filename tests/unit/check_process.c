@@ -595,13 +595,16 @@ START_TEST(process_params_roundtrip_adaptive4d)
     rule.a4d_downsample = 1;
     rule.a4d_m_sigma = 4.5;
     rule.a4d_pass_t = 0;
+    rule.a4d_static_sigma_t = 0; /* step 6 off: 0 is a value, not "unset" */
     process_params_format(&rule, s, sizeof s);
     memset(&o, 0x5A, sizeof o);
     ck_assert_msg(process_params_parse(s, &o) == 0, "parse '%s'", s);
-    ck_assert_uint_eq(o.a4d.set, (1u << A4D_DOWNSAMPLE) | (1u << A4D_M_SIGMA) | (1u << A4D_PASS_T));
+    ck_assert_uint_eq(o.a4d.set, (1u << A4D_DOWNSAMPLE) | (1u << A4D_M_SIGMA) | (1u << A4D_PASS_T) |
+                                     (1u << A4D_STATIC_SIGMA_T));
     ck_assert_double_eq(o.a4d.v[A4D_DOWNSAMPLE], 1);
     ck_assert_double_eq_tol(o.a4d.v[A4D_M_SIGMA], 4.5, 1e-12);
     ck_assert_double_eq(o.a4d.v[A4D_PASS_T], 0);
+    ck_assert_double_eq(o.a4d.v[A4D_STATIC_SIGMA_T], 0);
 }
 END_TEST
 
