@@ -40,20 +40,32 @@ static void usage(FILE *f)
                "       [--gaussian (= --patch-weighting gaussian)] [--threads N] [--json]\n");
 }
 
-static double now_s(void)
+double gpu__bench_now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int parse_int_list(const char *s, int *v, int *n, int lo, int hi)
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+double gpu__bench_median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int gpu__bench_int_list(const char *s, int *v, int *n, int max, int lo, int hi)
 {
     *n = 0;
     while (*s) {
         char *end = NULL;
         long x = strtol(s, &end, 10);
-        if (end == s || x < lo || x > hi || *n >= MAX_LIST)
+        if (end == s || x < lo || x > hi || *n >= max)
             return -1;
         v[(*n)++] = (int)x;
         if (*end == ',')
@@ -65,36 +77,44 @@ static int parse_int_list(const char *s, int *v, int *n, int lo, int hi)
     return *n > 0 ? 0 : -1;
 }
 
-static int parse_sizes(const char *s, opts *o)
+/* One "XxYxZ" (or, with short_ok, "X" or "XxY") at *s; advances *s. */
+static int parse_size(const char **s, int *d, int short_ok)
 {
-    o->nsizes = 0;
-    while (*s) {
-        int *d = o->sizes[o->nsizes];
+    for (int a = 0; a < 3; a++) {
         char *end = NULL;
-        for (int a = 0; a < 3; a++) {
-            long x = strtol(s, &end, 10);
-            if (end == s || x < 1 || x > 100000)
-                return -1;
-            d[a] = (int)x;
-            s = end;
-            if (a < 2) {
-                if (*s == 'x' || *s == 'X') {
-                    s++;
-                } else {
-                    for (int b = a + 1; b < 3; b++)
-                        d[b] = 1;
-                    break;
-                }
-            }
-        }
-        if (++o->nsizes >= MAX_LIST)
+        long x = strtol(*s, &end, 10);
+        if (end == *s || x < 1 || x > 100000)
             return -1;
+        d[a] = (int)x;
+        *s = end;
+        if (a == 2)
+            break;
+        if (**s == 'x' || **s == 'X') {
+            (*s)++;
+        } else if (short_ok) {
+            for (int b = a + 1; b < 3; b++)
+                d[b] = 1;
+            break;
+        } else {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int gpu__bench_sizes(const char *s, int (*d)[3], int *n, int max, int short_ok)
+{
+    *n = 0;
+    while (*s) {
+        if (*n >= max || parse_size(&s, d[*n], short_ok))
+            return -1;
+        (*n)++;
         if (*s == ',')
             s++;
         else if (*s)
             return -1;
     }
-    return o->nsizes > 0 ? 0 : -1;
+    return *n > 0 ? 0 : -1;
 }
 
 static int parse_devs(const char *s, opts *o)
@@ -140,18 +160,6 @@ static void fill_input(gpu_volume *v)
     }
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 static int run_one(const opts *o, int dim, const int *size, int S, int P, const char *devspec)
 {
     gpu_device dev;
@@ -192,9 +200,9 @@ static int run_one(const opts *o, int dim, const int *size, int S, int P, const 
     rc = wall && kern ? 0 : 1;
     for (int i = -o->warmup; i < n && rc == 0; i++) {
         memset(&st, 0, sizeof st);
-        double t0 = now_s();
+        double t0 = gpu__bench_now_s();
         rc = dim == 3 ? gpu_nlm3d(&p, &in, &out, &dev) : gpu_nlm2d(&p, &in, &out, &dev);
-        double t1 = now_s();
+        double t1 = gpu__bench_now_s();
         if (rc) {
             fprintf(stderr, "bench: %s on %s failed: %s\n", o->algo, devspec, ldct_strerror(rc));
             break;
@@ -209,7 +217,7 @@ static int run_one(const opts *o, int dim, const int *size, int S, int P, const 
         double wmin = wall[0];
         for (int i = 1; i < n; i++)
             wmin = wall[i] < wmin ? wall[i] : wmin;
-        double wmed = median(wall, n), kmed = median(kern, n);
+        double wmed = gpu__bench_median(wall, n), kmed = gpu__bench_median(kern, n);
         double win = 2.0 * S + 1, offs = dim == 3 ? win * win * win : win * win;
         double vo = (double)gpu_volume_count(&in) * offs;
         char dname[32], gname[128] = "";
@@ -348,11 +356,11 @@ static int fdk_time(const fdk_opts *o, int bp, const gpu_fdk_geometry *g, const 
     int cuda = dev->kind == GPU_DEVICE_CUDA;
     for (int i = -o->warmup; i < o->repeat; i++) {
         memset(&st, 0, sizeof st);
-        double t0 = now_s();
+        double t0 = gpu__bench_now_s();
         int rc = bp ? (cuda ? gpu_fdk_backproject_cuda(&p, g, proj, vol, out, dev)
                             : gpu_fdk_backproject_ref(&p, g, proj, vol, out, dev))
                     : gpu_fdk(&p, g, proj, vol, out, dev);
-        double t1 = now_s();
+        double t1 = gpu__bench_now_s();
         if (rc) {
             fprintf(stderr, "bench: fdk%s failed: %s\n", bp ? " backprojection" : "",
                     ldct_strerror(rc));
@@ -365,7 +373,8 @@ static int fdk_time(const fdk_opts *o, int bp, const gpu_fdk_geometry *g, const 
         }
         *last = st;
     }
-    *wall = median(w, o->repeat), *kern = median(k, o->repeat), *filt = median(f, o->repeat);
+    *wall = gpu__bench_median(w, o->repeat), *kern = gpu__bench_median(k, o->repeat),
+    *filt = gpu__bench_median(f, o->repeat);
     return 0;
 }
 
@@ -497,11 +506,11 @@ int gpu_bench_main(int argc, char **argv)
         } else if (!v) {
             bad = 1;
         } else if (strcmp(a, "--size") == 0) {
-            bad = parse_sizes(v, &o);
+            bad = gpu__bench_sizes(v, o.sizes, &o.nsizes, MAX_LIST, 1);
         } else if (strcmp(a, "--search-radius") == 0) {
-            bad = parse_int_list(v, o.srad, &o.nsrad, 1, GPU_NLM_MAX_SEARCH);
+            bad = gpu__bench_int_list(v, o.srad, &o.nsrad, MAX_LIST, 1, GPU_NLM_MAX_SEARCH);
         } else if (strcmp(a, "--patch-radius") == 0) {
-            bad = parse_int_list(v, o.prad, &o.nprad, 0, GPU_NLM_MAX_PATCH);
+            bad = gpu__bench_int_list(v, o.prad, &o.nprad, MAX_LIST, 0, GPU_NLM_MAX_PATCH);
         } else if (strcmp(a, "--device") == 0) {
             bad = parse_devs(v, &o);
         } else if (strcmp(a, "--repeat") == 0) {

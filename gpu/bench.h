@@ -27,6 +27,18 @@ int gpu__bench_anlm_main(int argc, char **argv);
 /* `bench adaptive4d` (gpu/bench_adaptive4d.c); same arguments and result. */
 int gpu__bench_adaptive4d_main(int argc, char **argv);
 
+/* Shared by the bench and tune front ends (defined in gpu/bench.c). */
+/* Monotonic wall clock, seconds. */
+double gpu__bench_now_s(void);
+/* Median of v[0..n) (n > 0); sorts v, so v[0] is the minimum afterwards. */
+double gpu__bench_median(double *v, int n);
+/* "A[,B..]": at most max integers in [lo, hi] into v, their count into *n;
+ * 0, or -1 for anything else. */
+int gpu__bench_int_list(const char *s, int *v, int *n, int max, int lo, int hi);
+/* "XxYxZ[,..]": at most max sizes (each 1..100000) into d, their count into
+ * *n; with short_ok, "X" and "XxY" mean Y = Z = 1. 0, or -1. */
+int gpu__bench_sizes(const char *s, int (*d)[3], int *n, int max, int short_ok);
+
 #ifdef __cplusplus
 }
 #endif

@@ -37,13 +37,6 @@ static void a4d_usage(FILE *f)
                "       [--mem-budget MB] (0: automatic; smaller forces slabs along t)\n");
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static int parse_size4(const char *s, int *d)
 {
     for (int a = 0; a < 4; a++) {
@@ -103,12 +96,6 @@ static void fill_4d(gpu_volume *v)
         }
 }
 
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static int run_device(const a4d_opts *o, const char *spec, const gpu_volume *in, gpu_volume *out)
 {
     gpu_device dev;
@@ -128,18 +115,17 @@ static int run_device(const a4d_opts *o, const char *spec, const gpu_volume *in,
     if (!t)
         return 1;
     for (int i = 0; i < o->warmup + o->repeat && !rc; i++) {
-        double t0 = now_s();
+        double t0 = gpu__bench_now_s();
         rc = gpu_adaptive4d(&p, in, out, &dev);
         if (i >= o->warmup)
-            t[i - o->warmup] = now_s() - t0;
+            t[i - o->warmup] = gpu__bench_now_s() - t0;
     }
     if (rc) {
         fprintf(stderr, "bench: adaptive4d on %s failed: %s\n", spec, ldct_strerror(rc));
         free(t);
         return 1;
     }
-    qsort(t, (size_t)o->repeat, sizeof *t, cmp_d);
-    double med = t[o->repeat / 2];
+    double med = gpu__bench_median(t, o->repeat);
     char name[16];
     gpu_device_name(&dev, name, sizeof name);
     static const char *const backends[] = {"auto", "fft", "spatial"};

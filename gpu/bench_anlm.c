@@ -48,54 +48,6 @@ static void usage(FILE *f)
                "       [--rician] [--threads N] [--json]\n");
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int parse_list(const char *s, int *v, int *n, int lo, int hi)
-{
-    *n = 0;
-    while (*s) {
-        char *end;
-        long x = strtol(s, &end, 10);
-        if (end == s || x < lo || x > hi || *n >= MAXL)
-            return -1;
-        v[(*n)++] = (int)x;
-        s = *end == ',' ? end + 1 : end;
-        if (*end && *end != ',')
-            return -1;
-    }
-    return *n ? 0 : -1;
-}
-
-static int parse_sizes(const char *s, aopts *o)
-{
-    o->nsizes = 0;
-    while (*s && o->nsizes < MAXL) {
-        int *d = o->sizes[o->nsizes++];
-        char *end;
-        for (int a = 0; a < 3; a++) {
-            long x = strtol(s, &end, 10);
-            if (end == s || x < 1 || x > 100000)
-                return -1;
-            d[a] = (int)x;
-            s = end;
-            if (a < 2 && (*s == 'x' || *s == 'X'))
-                s++;
-            else if (a < 2)
-                return -1;
-        }
-        if (*s == ',')
-            s++;
-        else if (*s)
-            return -1;
-    }
-    return o->nsizes ? 0 : -1;
-}
-
 /* Ramp, bright blob, dark step, stripes; noise sigma 15 at x = 0 rising to
  * 30 at the far side (generated per plane, deterministic, parallel). */
 static void fill(gpu_volume *v)
@@ -127,18 +79,6 @@ static void fill(gpu_volume *v)
     }
 }
 
-static int cmpd(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmpd);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 static void print_line(const aopts *o, const gpu_anlm_params *p, const int *size,
                        const gpu_device *dev, double *wall, double *kern, int slabs, double sample)
 {
@@ -146,7 +86,7 @@ static void print_line(const aopts *o, const gpu_anlm_params *p, const int *size
     double wmin = wall[0];
     for (int i = 1; i < n; i++)
         wmin = wall[i] < wmin ? wall[i] : wmin;
-    double wmed = median(wall, n), kmed = median(kern, n);
+    double wmed = gpu__bench_median(wall, n), kmed = gpu__bench_median(kern, n);
     double win = 2.0 * p->search_radius + 1,
            vo = (double)size[0] * size[1] * size[2] * win * win * win;
     char dname[32], gname[128] = "";
@@ -207,9 +147,9 @@ static int run_one(const aopts *o, const int *size, int S, const char *devspec)
     rc = wall && kern ? 0 : -1;
     for (int i = -o->warmup; i < o->repeat && rc == 0; i++) {
         memset(&st, 0, sizeof st);
-        double t0 = now_s();
+        double t0 = gpu__bench_now_s();
         rc = gpu_anlm(&p, &in, &out, &dev);
-        double t1 = now_s();
+        double t1 = gpu__bench_now_s();
         if (rc)
             fprintf(stderr, "bench: anlm on %s failed: %s\n", devspec, ldct_strerror(rc));
         else if (i >= 0)
@@ -229,9 +169,9 @@ static int parse_opt(aopts *o, const char *a, const char *v)
     if (!v)
         return -1;
     if (strcmp(a, "--size") == 0)
-        return parse_sizes(v, o);
+        return gpu__bench_sizes(v, o->sizes, &o->nsizes, MAXL, 0);
     if (strcmp(a, "--search-radius") == 0)
-        return parse_list(v, o->srad, &o->nsrad, 1, GPU_ANLM_MAX_SEARCH);
+        return gpu__bench_int_list(v, o->srad, &o->nsrad, MAXL, 1, GPU_ANLM_MAX_SEARCH);
     if (strcmp(a, "--patch-radius") == 0)
         return (o->patch = atoi(v)) < 0 || o->patch > GPU_ANLM_MAX_PATCH ? -1 : 0;
     if (strcmp(a, "--device") == 0) {

@@ -7,6 +7,7 @@
 #include "gpu/fdk_tune.h"
 
 #include "common/err.h"
+#include "gpu/bench.h"
 #include "gpu/cuda_util.h"
 #include "gpu/device.h"
 #include "gpu/rabbitct.h"
@@ -35,13 +36,6 @@ static void usage(FILE *f)
     fprintf(f, "usage: tune fdk [--size NxNxN --projections P --detector UxV | --rabbitct-size]\n"
                "       [--device gpu[:N]] [--cache FILE] [--population N] [--generations N]\n"
                "       [--patience N] [--seed S] [--repeat N] [--json]\n");
-}
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
 static int parse_opt(tune_opts *o, const char *a, const char *v)
@@ -112,12 +106,6 @@ static int eval_cfg(void *ctx, const gpu_fdk_cfg *c, double *ms)
     return rc;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Median of `repeat` measurements of c. */
 static int measure(const tune_ctx *t, const gpu_fdk_cfg *c, int repeat, double *ms)
 {
@@ -127,8 +115,7 @@ static int measure(const tune_ctx *t, const gpu_fdk_cfg *c, int repeat, double *
         if (rc)
             return rc;
     }
-    qsort(v, (size_t)repeat, sizeof v[0], cmp_double);
-    *ms = repeat % 2 ? v[repeat / 2] : 0.5 * (v[repeat / 2 - 1] + v[repeat / 2]);
+    *ms = gpu__bench_median(v, repeat);
     return 0;
 }
 
@@ -171,11 +158,11 @@ static int tune(const tune_opts *o, const tune_ctx *t, const char *gpu)
     gpu_fdk_ga_opts ga = o->ga;
     gpu_fdk_ga_result r;
     ga.progress = progress;
-    double warm, def_ms, best_ms, t0 = now_s();
+    double warm, def_ms, best_ms, t0 = gpu__bench_now_s();
     int rc = eval_cfg((void *)t, &def_r, &warm); /* warm-up: context, allocations */
     if (!rc)
         rc = gpu_fdk_ga_run(&ga, eval_cfg, (void *)t, &r);
-    const double secs = now_s() - t0;
+    const double secs = gpu__bench_now_s() - t0;
     if (!rc)
         rc = measure(t, &def_r, o->repeat, &def_ms);
     if (!rc)
