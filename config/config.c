@@ -453,6 +453,12 @@ static void apply_defaults(sect_kind kind, void *base)
             (void)set_option(&OPTIONS[i], base, OPTIONS[i].def);
 }
 
+void config_rule_init(cfg_rule *r)
+{
+    memset(r, 0, sizeof *r);
+    apply_defaults(S_RULE, r);
+}
+
 static const opt_def *find_option(sect_kind kind, const char *name)
 {
     for (size_t i = 0; i < NOPTIONS; i++)
@@ -504,8 +510,7 @@ static int begin_section(parse_ctx *pc, const char *section)
     if (cfg->nrule == CFG_RULE_MAX)
         return add_error(cfg, pc->line, "more than %d rules", CFG_RULE_MAX), -1;
     cfg_rule *r = &cfg->rule[cfg->nrule];
-    memset(r, 0, sizeof *r);
-    apply_defaults(S_RULE, r);
+    config_rule_init(r);
     snprintf(r->name, sizeof r->name, "%s", name);
     r->line = pc->line;
     r->order = cfg->nrule++;
@@ -589,18 +594,11 @@ static void validate(ldct_config *cfg)
         add_error(cfg, 0, "state_dir must not be empty");
 }
 
-void config_rule_init(cfg_rule *r)
-{
-    memset(r, 0, sizeof *r);
-    apply_defaults(S_RULE, r);
-}
-
 /* Without any [rule], CT series are processed into the results folder. */
 static void add_default_rule(ldct_config *cfg)
 {
     cfg_rule *r = &cfg->rule[cfg->nrule];
-    memset(r, 0, sizeof *r);
-    apply_defaults(S_RULE, r);
+    config_rule_init(r);
     snprintf(r->name, sizeof r->name, "%s", CFG_DEFAULT_RULE);
     snprintf(r->modality, sizeof r->modality, "CT");
     r->order = cfg->nrule++;

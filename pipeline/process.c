@@ -15,6 +15,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 #include <strings.h>
 
@@ -37,24 +38,40 @@ int process_algorithm_parse(const char *name)
     return -1;
 }
 
-/* Stored names of the adaptive4d parameters, in enum order. */
-static const char *const A4D_KEYS[A4D_NPARAMS] = {
-    "a4d_downsample", "a4d_m_alpha", "a4d_m_beta", "a4d_m_sigma",        "a4d_mu_alpha",
-    "a4d_mu_beta",    "a4d_t_scale", "a4d_pass_t", "a4d_static_sigma_t", "a4d_static_t"};
+/* adaptive4d's mapping parameters, in enum order: the name stored in the
+ * job, the cfg_rule field (double, -1 = not set; downsample: int, 0 = not
+ * set) and the gpu_adaptive4d_params field (float; downsample: int). */
+#define A4D_F(name, field)                                                                         \
+    {                                                                                              \
+        "a4d_" name, offsetof(cfg_rule, a4d_##field), offsetof(gpu_adaptive4d_params, field)       \
+    }
+static const struct a4d_param {
+    const char *key;
+    size_t rule_off, param_off;
+} A4D_PARAMS[A4D_NPARAMS] = {A4D_F("downsample", downsample),
+                             A4D_F("m_alpha", m_alpha),
+                             A4D_F("m_beta", m_beta),
+                             A4D_F("m_sigma", m_sigma),
+                             A4D_F("mu_alpha", mu_alpha),
+                             A4D_F("mu_beta", mu_beta),
+                             A4D_F("t_scale", t_scale),
+                             A4D_F("pass_t", pass_t),
+                             A4D_F("static_sigma_t", static_sigma_t),
+                             A4D_F("static_t", static_t)};
+#undef A4D_F
 
-/* The rule's adaptive4d values in enum order; those not set are negative. */
-static void a4d_rule_values(const cfg_rule *r, double v[A4D_NPARAMS])
+/* The rule's value of parameter i; negative when the rule leaves it. */
+static double a4d_rule_value(const cfg_rule *r, int i)
 {
-    v[A4D_DOWNSAMPLE] = r->a4d_downsample > 0 ? r->a4d_downsample : -1;
-    v[A4D_M_ALPHA] = r->a4d_m_alpha;
-    v[A4D_M_BETA] = r->a4d_m_beta;
-    v[A4D_M_SIGMA] = r->a4d_m_sigma;
-    v[A4D_MU_ALPHA] = r->a4d_mu_alpha;
-    v[A4D_MU_BETA] = r->a4d_mu_beta;
-    v[A4D_T_SCALE] = r->a4d_t_scale;
-    v[A4D_PASS_T] = r->a4d_pass_t;
-    v[A4D_STATIC_SIGMA_T] = r->a4d_static_sigma_t;
-    v[A4D_STATIC_T] = r->a4d_static_t;
+    const char *f = (const char *)r + A4D_PARAMS[i].rule_off;
+    if (i == A4D_DOWNSAMPLE) {
+        int d;
+        memcpy(&d, f, sizeof d);
+        return d > 0 ? d : -1;
+    }
+    double v;
+    memcpy(&v, f, sizeof v);
+    return v;
 }
 
 void process_params_format(const cfg_rule *r, char *out, size_t len)
@@ -66,18 +83,18 @@ void process_params_format(const cfg_rule *r, char *out, size_t len)
                      r->search_radius, r->patch_radius, r->h, r->strength, r->series_number_offset,
                      r->fdk_matrix, r->fdk_fov_mm, r->fdk_slice_mm, r->fdk_slices, r->fdk_kernel,
                      r->fdk_mu_water, r->patch_weighting);
-    double v[A4D_NPARAMS];
-    a4d_rule_values(r, v);
-    for (int i = 0; i < A4D_NPARAMS && n > 0 && (size_t)n < len; i++)
-        if (v[i] >= 0)
-            n += snprintf(out + n, len - (size_t)n, " %s=%g", A4D_KEYS[i], v[i]);
+    for (int i = 0; i < A4D_NPARAMS && n > 0 && (size_t)n < len; i++) {
+        double v = a4d_rule_value(r, i);
+        if (v >= 0)
+            n += snprintf(out + n, len - (size_t)n, " %s=%g", A4D_PARAMS[i].key, v);
+    }
 }
 
 /* Sets adaptive4d parameter `key`; LDCT_EINPUT when it is not one. */
 static int a4d_params_set(process_a4d *a, const char *key, double v)
 {
     for (int i = 0; i < A4D_NPARAMS; i++)
-        if (strcmp(key, A4D_KEYS[i]) == 0) {
+        if (strcmp(key, A4D_PARAMS[i].key) == 0) {
             a->v[i] = v;
             a->set |= 1u << i;
             return 0;
@@ -91,16 +108,16 @@ static void a4d_params_of(const process_opts *o, gpu_adaptive4d_params *ap)
 {
     gpu_adaptive4d_params_default(ap);
     ap->strength = o->nlm.strength > 0 ? o->nlm.strength : 1.0f;
-    float *f[A4D_NPARAMS] = {
-        NULL,         &ap->m_alpha, &ap->m_beta, &ap->m_sigma,        &ap->mu_alpha,
-        &ap->mu_beta, &ap->t_scale, &ap->pass_t, &ap->static_sigma_t, &ap->static_t};
     for (int i = 0; i < A4D_NPARAMS; i++) {
         if (!(o->a4d.set & (1u << i)))
             continue;
+        char *f = (char *)ap + A4D_PARAMS[i].param_off;
+        const int d = (int)o->a4d.v[i];
+        const float v = (float)o->a4d.v[i];
         if (i == A4D_DOWNSAMPLE)
-            ap->downsample = (int)o->a4d.v[i];
+            memcpy(f, &d, sizeof d);
         else
-            *f[i] = (float)o->a4d.v[i];
+            memcpy(f, &v, sizeof v);
     }
 }
 
