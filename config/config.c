@@ -29,6 +29,7 @@ typedef enum {
     T_ALGORITHM,
     T_KERNEL,
     T_WEIGHTING,
+    T_A4DREF,
     T_NAMELIST,
     T_UIDROOT,
     T_DEVICES
@@ -154,6 +155,11 @@ static const opt_def OPTIONS[] = {
          "adaptive4d: M-function overshoot; -1 = default 0"),
     RULE("adaptive4d.m_beta", T_DOUBLE, -1, 10, "-1", a4d_m_beta,
          "adaptive4d: M-function steepness; -1 = default 2"),
+    RULE("adaptive4d.m_reference", T_A4DREF, 0, 0, "default", a4d_m_reference,
+         "adaptive4d: what the M-function's x is relative to: noise (the median tensor "
+         "norm, the default) or max (the paper's)"),
+    RULE("adaptive4d.m_pass", T_DOUBLE, -1, 1000, "-1", a4d_m_pass,
+         "adaptive4d: all-pass threshold in units of m_sigma (0 = none); -1 = default 2"),
     RULE("adaptive4d.m_sigma", T_DOUBLE, -1, 100, "-1", a4d_m_sigma,
          "adaptive4d: M-function noise threshold; -1 = default 3 (times strength)"),
     RULE("adaptive4d.mu_alpha", T_DOUBLE, -1, 1, "-1", a4d_mu_alpha,
@@ -241,6 +247,8 @@ static int ae_valid(const char *ae)
 static const char *const ACTIONS[] = {"process", "both", "route", "discard", NULL};
 static const char *const KERNELS[] = {"ram-lak", "shepp-logan", "cosine", "hamming", "hann", NULL};
 static const char *const WEIGHTINGS[] = {"uniform", "gaussian", NULL};
+/* adaptive4d.m_reference: index 0 keeps the engine's default */
+static const char *const A4D_REFS[] = {"default", "noise", "max", NULL};
 static const char *const ALGORITHMS[] = {"auto",       "nlm2d", "nlm3d", "anlm",
                                          "adaptive4d", "fdk",   NULL};
 
@@ -420,6 +428,8 @@ static const char *set_option(const opt_def *o, void *base, const char *raw)
                           "expected ram-lak, shepp-logan, cosine, hamming or hann");
     case T_WEIGHTING:
         return parse_enum(v, WEIGHTINGS, (int *)field, "expected uniform or gaussian");
+    case T_A4DREF:
+        return parse_enum(v, A4D_REFS, (int *)field, "expected default, noise or max");
     case T_NAMELIST: {
         cfg_rule *r = (cfg_rule *)((char *)base);
         return parse_list(v, &r->destinations[0][0], sizeof r->destinations[0], &r->ndest,
@@ -754,6 +764,7 @@ static void print_value(FILE *f, const opt_def *o, const void *base)
     case T_ALGORITHM:
     case T_KERNEL:
     case T_WEIGHTING:
+    case T_A4DREF:
     case T_NAMELIST:
         break; /* rule options: not printed by config_node_print */
     case T_AELIST:

@@ -130,8 +130,9 @@ typedef struct cfg_rule {
      * (noise threshold), mu-function alpha, beta, the t metric and the
      * gate of the all-pass share along t. */
     int a4d_downsample;
+    int a4d_m_reference; /* 0 = default, 1 = noise floor, 2 = max (the paper's) */
     double a4d_m_alpha, a4d_m_beta, a4d_m_sigma, a4d_mu_alpha, a4d_mu_beta;
-    double a4d_t_scale, a4d_pass_t;
+    double a4d_m_pass, a4d_t_scale, a4d_pass_t;
     double a4d_static_sigma_t, a4d_static_t; /* step 6 (0 sigma = off), -1 = default */
 } cfg_rule;
 

@@ -39,35 +39,43 @@ int process_algorithm_parse(const char *name)
 }
 
 /* adaptive4d's mapping parameters, in enum order: the name stored in the
- * job, the cfg_rule field (double, -1 = not set; downsample: int, 0 = not
- * set) and the gpu_adaptive4d_params field (float; downsample: int). */
-#define A4D_F(name, field)                                                                         \
+ * job, the cfg_rule field and the gpu_adaptive4d_params field. Real ones:
+ * double in the rule (-1 = not set), float in the engine. Integer ones
+ * (int_bias >= 0 marks them): int in both, 0 in the rule = not set, the
+ * engine's value is the rule's minus int_bias. */
+#define A4D_F(name, field, bias)                                                                   \
     {                                                                                              \
-        "a4d_" name, offsetof(cfg_rule, a4d_##field), offsetof(gpu_adaptive4d_params, field)       \
+        "a4d_" name, offsetof(cfg_rule, a4d_##field), offsetof(gpu_adaptive4d_params, field), bias \
     }
 static const struct a4d_param {
     const char *key;
     size_t rule_off, param_off;
-} A4D_PARAMS[A4D_NPARAMS] = {A4D_F("downsample", downsample),
-                             A4D_F("m_alpha", m_alpha),
-                             A4D_F("m_beta", m_beta),
-                             A4D_F("m_sigma", m_sigma),
-                             A4D_F("mu_alpha", mu_alpha),
-                             A4D_F("mu_beta", mu_beta),
-                             A4D_F("t_scale", t_scale),
-                             A4D_F("pass_t", pass_t),
-                             A4D_F("static_sigma_t", static_sigma_t),
-                             A4D_F("static_t", static_t)};
+    int int_bias; /* -1: a real parameter */
+} A4D_PARAMS[A4D_NPARAMS] = {{"a4d_downsample", offsetof(cfg_rule, a4d_downsample),
+                              offsetof(gpu_adaptive4d_params, downsample), 0},
+                             {"a4d_m_reference", offsetof(cfg_rule, a4d_m_reference),
+                              offsetof(gpu_adaptive4d_params, m_norm), 1},
+                             A4D_F("m_alpha", m_alpha, -1),
+                             A4D_F("m_beta", m_beta, -1),
+                             A4D_F("m_sigma", m_sigma, -1),
+                             A4D_F("mu_alpha", mu_alpha, -1),
+                             A4D_F("mu_beta", mu_beta, -1),
+                             A4D_F("m_pass", m_pass, -1),
+                             A4D_F("t_scale", t_scale, -1),
+                             A4D_F("pass_t", pass_t, -1),
+                             A4D_F("static_sigma_t", static_sigma_t, -1),
+                             A4D_F("static_t", static_t, -1)};
 #undef A4D_F
 
 /* The rule's value of parameter i; negative when the rule leaves it. */
 static double a4d_rule_value(const cfg_rule *r, int i)
 {
-    const char *f = (const char *)r + A4D_PARAMS[i].rule_off;
-    if (i == A4D_DOWNSAMPLE) {
+    const struct a4d_param *a = &A4D_PARAMS[i];
+    const char *f = (const char *)r + a->rule_off;
+    if (a->int_bias >= 0) {
         int d;
         memcpy(&d, f, sizeof d);
-        return d > 0 ? d : -1;
+        return d > 0 ? d - a->int_bias : -1;
     }
     double v;
     memcpy(&v, f, sizeof v);
@@ -114,7 +122,7 @@ static void a4d_params_of(const process_opts *o, gpu_adaptive4d_params *ap)
         char *f = (char *)ap + A4D_PARAMS[i].param_off;
         const int d = (int)o->a4d.v[i];
         const float v = (float)o->a4d.v[i];
-        if (i == A4D_DOWNSAMPLE)
+        if (A4D_PARAMS[i].int_bias >= 0)
             memcpy(f, &d, sizeof d);
         else
             memcpy(f, &v, sizeof v);

@@ -37,11 +37,13 @@ typedef struct process_fdk {
  * is used when bit i of `set` is on, else the engine's default. */
 enum {
     A4D_DOWNSAMPLE,
+    A4D_M_REFERENCE,
     A4D_M_ALPHA,
     A4D_M_BETA,
     A4D_M_SIGMA,
     A4D_MU_ALPHA,
     A4D_MU_BETA,
+    A4D_M_PASS,
     A4D_T_SCALE,
     A4D_PASS_T,
     A4D_STATIC_SIGMA_T,

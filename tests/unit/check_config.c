@@ -246,6 +246,7 @@ START_TEST(adaptive4d_mapping_keys_parse_with_defaults_and_bounds)
                                  "adaptive4d.downsample = 1\n"
                                  "adaptive4d.m_sigma = 4.5\n"
                                  "adaptive4d.pass_t = 0\n"
+                                 "adaptive4d.m_reference = max\n"
                                  "[rule q]\n"
                                  "algorithm = adaptive4d\n",
                                  &rc);
@@ -254,6 +255,9 @@ START_TEST(adaptive4d_mapping_keys_parse_with_defaults_and_bounds)
     ck_assert_int_eq(p->a4d_downsample, 1);
     ck_assert_double_eq_tol(p->a4d_m_sigma, 4.5, 1e-12);
     ck_assert(p->a4d_pass_t == 0);
+    ck_assert_int_eq(p->a4d_m_reference, 2); /* default, noise, max */
+    ck_assert_int_eq(q->a4d_m_reference, 0);
+    ck_assert(q->a4d_m_pass < 0);
     ck_assert(p->a4d_m_alpha < 0 && p->a4d_t_scale < 0); /* not set: the engine's */
     ck_assert_int_eq(q->a4d_downsample, 0);
     ck_assert(q->a4d_m_sigma < 0 && q->a4d_mu_alpha < 0 && q->a4d_pass_t < 0);
@@ -261,12 +265,14 @@ START_TEST(adaptive4d_mapping_keys_parse_with_defaults_and_bounds)
     cfg = load_text("[rule p]\n"
                     "adaptive4d.downsample = 3\n"
                     "adaptive4d.mu_alpha = 2\n"
-                    "adaptive4d.m_beta = x\n",
+                    "adaptive4d.m_beta = x\n"
+                    "adaptive4d.m_reference = median\n",
                     &rc);
     ck_assert_int_eq(rc, LDCT_EINVAL_CONFIG);
     ck_assert(has_error(cfg, 2, "out of range"));
     ck_assert(has_error(cfg, 3, "out of range"));
     ck_assert(has_error(cfg, 4, "not a number"));
+    ck_assert(has_error(cfg, 5, "expected default, noise or max"));
     config_free(cfg);
 }
 END_TEST

@@ -9,6 +9,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "config/config.h"
+#include "gpu/adaptive4d.h"
 #include "gpu/device.h"
 #include "pipeline/assemble.h"
 #include "pipeline/derive.h"
@@ -596,15 +597,17 @@ START_TEST(process_params_roundtrip_adaptive4d)
     rule.a4d_m_sigma = 4.5;
     rule.a4d_pass_t = 0;
     rule.a4d_static_sigma_t = 0; /* step 6 off: 0 is a value, not "unset" */
+    rule.a4d_m_reference = 2;    /* max: the engine's GPU_A4D_NORM_MAX */
     process_params_format(&rule, s, sizeof s);
     memset(&o, 0x5A, sizeof o);
     ck_assert_msg(process_params_parse(s, &o) == 0, "parse '%s'", s);
     ck_assert_uint_eq(o.a4d.set, (1u << A4D_DOWNSAMPLE) | (1u << A4D_M_SIGMA) | (1u << A4D_PASS_T) |
-                                     (1u << A4D_STATIC_SIGMA_T));
+                                     (1u << A4D_STATIC_SIGMA_T) | (1u << A4D_M_REFERENCE));
     ck_assert_double_eq(o.a4d.v[A4D_DOWNSAMPLE], 1);
     ck_assert_double_eq_tol(o.a4d.v[A4D_M_SIGMA], 4.5, 1e-12);
     ck_assert_double_eq(o.a4d.v[A4D_PASS_T], 0);
     ck_assert_double_eq(o.a4d.v[A4D_STATIC_SIGMA_T], 0);
+    ck_assert_double_eq(o.a4d.v[A4D_M_REFERENCE], GPU_A4D_NORM_MAX);
 }
 END_TEST
 
