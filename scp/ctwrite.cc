@@ -157,6 +157,10 @@ void put_image(putter &w, const scp_ct_params *p, const char *date, const char *
         w.str(DCM_TriggerTime, p->trigger_time);
     if (p->acquisition_time)
         w.str(DCM_AcquisitionTime, p->acquisition_time);
+    if (p->temporal_index)
+        w.str(DCM_TemporalPositionIndex, p->temporal_index);
+    if (p->cardiac_phase)
+        w.str(DCM_NominalPercentageOfCardiacPhase, p->cardiac_phase);
     w.str(DCM_RescaleIntercept, fmt_ds(p->rescale_intercept));
     w.str(DCM_RescaleSlope, fmt_ds(p->rescale_slope));
     w.str(DCM_RescaleType, "HU");

@@ -162,6 +162,8 @@ typedef struct scp_ct_params {
     const char *transfer_syntax_uid; /* NULL: Explicit VR Little Endian */
     const char *trigger_time;        /* TriggerTime (ms, DS text); NULL: absent */
     const char *acquisition_time;    /* AcquisitionTime (TM); NULL: absent */
+    const char *temporal_index;      /* TemporalPositionIndex (UL text); NULL: absent */
+    const char *cardiac_phase;       /* NominalPercentageOfCardiacPhase (FL text); NULL: absent */
 } scp_ct_params;
 
 /* Writes one CT Image Storage file (with meta header) to `path`. */

@@ -700,6 +700,46 @@ START_TEST(four_d_series_is_ordered_by_trigger_time)
 }
 END_TEST
 
+/* Slice z of time point t keyed by TemporalPositionIndex t + 1 (with a
+ * TriggerTime that disagrees, to show the index wins) or by the nominal
+ * cardiac phase 10 t %. */
+static void write_4d_keyed(int z, int t, int by_phase)
+{
+    char idx[16], phase[16], trig[16];
+    scp_ct_params p = slice(100 + 10 * t + z, z * 1.25);
+    snprintf(idx, sizeof idx, "%d", t + 1);
+    snprintf(phase, sizeof phase, "%d", 10 * t);
+    snprintf(trig, sizeof trig, "%d", 900 - 40 * t);
+    p.temporal_index = by_phase ? NULL : idx;
+    p.trigger_time = by_phase ? NULL : trig;
+    p.cardiac_phase = by_phase ? phase : NULL;
+    write_slice(p);
+}
+
+START_TEST(four_d_temporal_position_index_comes_first)
+{
+    for (int t = 0; t < 3; t++)
+        for (int z = 2; z >= 0; z--)
+            write_4d_keyed(z, t, 0);
+    asm_series s;
+    load_ok(&s);
+    assert_4d(&s, 3, 3, SCP_TIME_INDEX);
+    asm_series_close(&s);
+}
+END_TEST
+
+START_TEST(four_d_series_by_cardiac_phase)
+{
+    for (int t = 3; t >= 0; t--)
+        for (int z = 0; z < 2; z++)
+            write_4d_keyed(z, t, 1);
+    asm_series s;
+    load_ok(&s);
+    assert_4d(&s, 2, 4, SCP_TIME_PHASE);
+    asm_series_close(&s);
+}
+END_TEST
+
 START_TEST(four_d_acquisition_times_may_differ_per_slice)
 {
     for (int t = 2; t >= 0; t--)
@@ -839,6 +879,8 @@ int main(void)
     tcase_add_test(tc, enhanced_ct_frame_names_appear_in_messages);
     tcase_add_test(tc, four_d_series_is_ordered_by_trigger_time);
     tcase_add_test(tc, four_d_acquisition_times_may_differ_per_slice);
+    tcase_add_test(tc, four_d_temporal_position_index_comes_first);
+    tcase_add_test(tc, four_d_series_by_cardiac_phase);
     tcase_add_test(tc, four_d_missing_time_point_is_refused);
     tcase_add_test(tc, four_d_gap_between_positions_is_refused);
     tcase_add_test(tc, three_d_series_has_no_temporal_key);
