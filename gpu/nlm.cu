@@ -43,6 +43,13 @@ namespace
 
 __constant__ float c_g[3][2 * GPU_NLM_MAX_PATCH + 1]; /* patch weights per axis */
 
+/* w = 2^-y, y = D log2(e) / h^2, or 0 above the distance cutoff ycut
+ * (nlm.h; +inf: none). A NaN y compares false and gives 0. */
+__device__ __forceinline__ float nlm_weight(float y, float ycut)
+{
+    return y <= ycut ? exp2f(-y) : 0.0f;
+}
+
 __device__ __forceinline__ int mirror_d(int i, int n)
 {
     if (n <= 1)
@@ -79,7 +86,7 @@ constexpr int T2X = 32, T2Y = 32, B2X = 32, B2Y = 8, RS2 = 4;
 template <int P>
 __global__ void __launch_bounds__(B2X *B2Y)
     nlm2d_kernel(const float *__restrict__ pad, float *__restrict__ out, int nx, int ny, int PXp,
-                 int PY, int S, float kh)
+                 int PY, int S, float kh, float ycut)
 {
     extern __shared__ float smem[];
     const int R = S + P;
@@ -151,7 +158,7 @@ __global__ void __launch_bounds__(B2X *B2Y)
                     for (int k = 0; k <= 2 * P; k++)
                         s = fmaf(c_g[1][k], xv[m + k], s);
                     if (r0 + m < RH)
-                        Ws[(r0 + m) * XW + c] = exp2f(-s * kh);
+                        Ws[(r0 + m) * XW + c] = nlm_weight(s * kh, ycut);
                 }
             }
             __syncthreads();
@@ -184,7 +191,7 @@ constexpr int T3X = 32, B3Y = 8, RS3 = RS2, XSPARE = 8; /* spare padded columns 
 template <int P, int RY, int LZ>
 __global__ void __launch_bounds__(T3X *B3Y)
     nlm3d_kernel(const float *__restrict__ pad, float *__restrict__ out, int nx, int ny, int nzs,
-                 int PXp, int PY, int S, float kh)
+                 int PXp, int PY, int S, float kh, float ycut)
 {
     constexpr int TY = B3Y * RY;
     constexpr int XH = TY + 2 * P;
@@ -260,7 +267,7 @@ __global__ void __launch_bounds__(T3X *B3Y)
 #pragma unroll
                             for (int k = 0; k <= 2 * P; k++)
                                 D = fmaf(c_g[2][k], ring[j][(s - 2 * P + k) % (2 * P + 1)], D);
-                            float w = exp2f(-D * kh);
+                            float w = nlm_weight(D * kh, ycut);
                             float u = __ldg(base + (ptrdiff_t)(z0 + z) * pp +
                                             (ptrdiff_t)(y0 + ty0 + j) * PXp + x0 + tx + doff);
                             aw[j][z] += w;
@@ -290,7 +297,7 @@ __global__ void __launch_bounds__(T3X *B3Y)
 template <int P, int RY, int LZ, int RS, int NDX, int MINB>
 __global__ void __launch_bounds__(T3X *B3Y, MINB)
     nlm3d_v2_kernel(const float *__restrict__ pad, float *__restrict__ out, int nx, int ny, int nzs,
-                    int PXp, int PY, int S, float kh)
+                    int PXp, int PY, int S, float kh, float ycut)
 {
     static_assert((LZ + 2 * P) % 2 == 0, "buffer parity must alternate across offsets");
     static_assert(NDX >= 1 && NDX <= RS3 + 1 + XSPARE, "dx group reads past the padded plane");
@@ -381,7 +388,7 @@ __global__ void __launch_bounds__(T3X *B3Y, MINB)
 #pragma unroll
                                 for (int k = 0; k < K; k++)
                                     D = fmaf(c_g[2][k], ring[q][j][(s - 2 * P + k) % K], D);
-                                float w = wm[q] * exp2f(-D * kh);
+                                float w = wm[q] * nlm_weight(D * kh, ycut);
                                 float u =
                                     __ldg(base + (ptrdiff_t)(z0 + z) * pp +
                                           (ptrdiff_t)(y0 + ty0 + j) * PXp + x0 + tx + doff + q);
@@ -430,79 +437,79 @@ int cfg3_pick(void)
 
 template <int P, int RY, int LZ, int RS, int NDX, int MINB = 1>
 cudaError_t launch3_v2(const float *pad, float *out, int nx, int ny, int nzs, int PXp, int PY,
-                       int S, float kh, cudaStream_t st)
+                       int S, float kh, float ycut, cudaStream_t st)
 {
     dim3 block(T3X, B3Y),
         grid((nx + T3X - 1) / T3X, (ny + B3Y * RY - 1) / (B3Y * RY), (nzs + LZ - 1) / LZ);
     nlm3d_v2_kernel<P, RY, LZ, RS, NDX, MINB>
-        <<<grid, block, 0, st>>>(pad, out, nx, ny, nzs, PXp, PY, S, kh);
+        <<<grid, block, 0, st>>>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut);
     return cudaGetLastError();
 }
 
 template <int P, int RY, int LZ>
 cudaError_t launch3_t(const float *pad, float *out, int nx, int ny, int nzs, int PXp, int PY, int S,
-                      float kh, cudaStream_t st)
+                      float kh, float ycut, cudaStream_t st)
 {
     dim3 block(T3X, B3Y),
         grid((nx + T3X - 1) / T3X, (ny + B3Y * RY - 1) / (B3Y * RY), (nzs + LZ - 1) / LZ);
-    nlm3d_kernel<P, RY, LZ><<<grid, block, 0, st>>>(pad, out, nx, ny, nzs, PXp, PY, S, kh);
+    nlm3d_kernel<P, RY, LZ><<<grid, block, 0, st>>>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut);
     return cudaGetLastError();
 }
 
 template <int P>
 cudaError_t launch3_p(int cfg, const float *pad, float *out, int nx, int ny, int nzs, int PXp,
-                      int PY, int S, float kh, cudaStream_t st)
+                      int PY, int S, float kh, float ycut, cudaStream_t st)
 {
     switch (cfg) {
     case 1:
-        return launch3_t<P, 2, 16>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+        return launch3_t<P, 2, 16>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
     case 2:
-        return launch3_t<P, 2, 8>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+        return launch3_t<P, 2, 8>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
     case 3:
-        return launch3_t<P, 4, 4>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+        return launch3_t<P, 4, 4>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
     case 4:
-        return launch3_v2<P, 4, 8, 8, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+        return launch3_v2<P, 4, 8, 8, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
     case 5:
-        return launch3_v2<P, 4, 8, 8, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+        return launch3_v2<P, 4, 8, 8, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
     case 6:
-        return launch3_v2<P, 2, 8, 4, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+        return launch3_v2<P, 2, 8, 4, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
     case 7:
-        return launch3_v2<P, 4, 8, 8, 4>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+        return launch3_v2<P, 4, 8, 8, 4>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
     case 8:
-        return launch3_v2<P, 2, 16, 8, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+        return launch3_v2<P, 2, 16, 8, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
     case 9:
-        return launch3_v2<P, 2, 8, 8, 4, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+        return launch3_v2<P, 2, 8, 8, 4, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
     case 10:
-        return launch3_v2<P, 4, 8, 8, 4, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+        return launch3_v2<P, 4, 8, 8, 4, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
     case 11:
-        return launch3_v2<P, 2, 8, 8, 6, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+        return launch3_v2<P, 2, 8, 8, 6, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
     case 12:
-        return launch3_v2<P, 2, 4, 8, 4, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+        return launch3_v2<P, 2, 4, 8, 4, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
     case 13:
-        return launch3_v2<P, 4, 4, 8, 4, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+        return launch3_v2<P, 4, 4, 8, 4, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
     case 14:
-        return launch3_v2<P, 2, 8, 8, 6, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+        return launch3_v2<P, 2, 8, 8, 6, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
     default:
-        return launch3_t<P, 4, 8>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+        return launch3_t<P, 4, 8>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
     }
 }
 
 cudaError_t launch3(int P, int cfg, const float *pad, float *out, int nx, int ny, int nzs, int PXp,
-                    int PY, int S, float kh, cudaStream_t st)
+                    int PY, int S, float kh, float ycut, cudaStream_t st)
 {
     switch (P) {
     case 0:
-        return launch3_p<0>(cfg, pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+        return launch3_p<0>(cfg, pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
     case 1:
-        return launch3_p<1>(cfg, pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+        return launch3_p<1>(cfg, pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
     case 2:
-        return launch3_p<2>(cfg, pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+        return launch3_p<2>(cfg, pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
     case 3:
-        return launch3_p<3>(cfg, pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+        return launch3_p<3>(cfg, pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
     case 4:
-        return launch3_p<4>(cfg, pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+        return launch3_p<4>(cfg, pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
     default:
-        return launch3_p<5>(cfg, pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+        return launch3_p<5>(cfg, pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
     }
 }
 
@@ -515,7 +522,7 @@ size_t smem2(int S, int P)
 
 template <int P>
 cudaError_t launch2_p(const float *pad, float *out, int nx, int ny, int nzs, int PXp, int PY, int S,
-                      float kh, cudaStream_t st)
+                      float kh, float ycut, cudaStream_t st)
 {
     size_t sm = smem2(S, P);
     cudaError_t e =
@@ -523,26 +530,26 @@ cudaError_t launch2_p(const float *pad, float *out, int nx, int ny, int nzs, int
     if (e != cudaSuccess)
         return e;
     dim3 block(B2X, B2Y), grid((nx + T2X - 1) / T2X, (ny + T2Y - 1) / T2Y, nzs);
-    nlm2d_kernel<P><<<grid, block, sm, st>>>(pad, out, nx, ny, PXp, PY, S, kh);
+    nlm2d_kernel<P><<<grid, block, sm, st>>>(pad, out, nx, ny, PXp, PY, S, kh, ycut);
     return cudaGetLastError();
 }
 
 cudaError_t launch2(int P, const float *pad, float *out, int nx, int ny, int nzs, int PXp, int PY,
-                    int S, float kh, cudaStream_t st)
+                    int S, float kh, float ycut, cudaStream_t st)
 {
     switch (P) {
     case 0:
-        return launch2_p<0>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+        return launch2_p<0>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
     case 1:
-        return launch2_p<1>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+        return launch2_p<1>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
     case 2:
-        return launch2_p<2>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+        return launch2_p<2>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
     case 3:
-        return launch2_p<3>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+        return launch2_p<3>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
     case 4:
-        return launch2_p<4>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+        return launch2_p<4>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
     default:
-        return launch2_p<5>(pad, out, nx, ny, nzs, PXp, PY, S, kh, st);
+        return launch2_p<5>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
     }
 }
 
@@ -573,6 +580,7 @@ struct plan {
     int nx, ny, nz, PXp, PY, zh, slab, nslabs, PZmax, rawmax;
     size_t oplane, pplane;
     float kh, kh3;
+    float ycut; /* weights with exponent D kh above it are 0 (+inf: no cutoff) */
 };
 
 /* Kernel configuration, tile and padded layout for params p and volume in. */
@@ -670,12 +678,13 @@ int run_slab(const plan &pl, const bufs &b, const float *src, float *dst, int zs
     CUDA_CHECK(cudaGetLastError());
     if (dim == 3 && pl.v3 >= 0)
         CUDA_CHECK(gpu__nlm3d_v3_launch(pl.v3, pl.P, b.pad, b.out, pl.nx, pl.ny, nzs, pl.PXp, pl.PY,
-                                        pl.S, pl.kh3, st));
+                                        pl.S, pl.kh3, pl.ycut, st));
     else if (dim == 3)
-        CUDA_CHECK(
-            launch3(pl.P, pl.cfg, b.pad, b.out, pl.nx, pl.ny, nzs, pl.PXp, pl.PY, pl.S, pl.kh, st));
+        CUDA_CHECK(launch3(pl.P, pl.cfg, b.pad, b.out, pl.nx, pl.ny, nzs, pl.PXp, pl.PY, pl.S,
+                           pl.kh, pl.ycut, st));
     else
-        CUDA_CHECK(launch2(pl.P, b.pad, b.out, pl.nx, pl.ny, nzs, pl.PXp, pl.PY, pl.S, pl.kh, st));
+        CUDA_CHECK(launch2(pl.P, b.pad, b.out, pl.nx, pl.ny, nzs, pl.PXp, pl.PY, pl.S, pl.kh,
+                           pl.ycut, st));
     CUDA_CHECK(cudaEventRecord(b.k1, st));
     if ((rc = copy_out(stg, dst + (size_t)zs * pl.oplane, b.out, pl.oplane * nzs, st)) != 0)
         return rc;
@@ -758,6 +767,7 @@ int run_cuda(const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *out, con
     pl.kh = (float)(1.4426950408889634 / ((double)h * h));
     const double np = 2.0 * pl.P + 1.0; /* v3 sums plain squares: fold g = 1/(2P+1)^3 */
     pl.kh3 = (float)(1.4426950408889634 / ((double)h * h * np * np * np));
+    pl.ycut = gpu__nlm_cut_exponent(p);
     CUDA_CHECK(cudaSetDevice(d.index));
     cudaStream_t st = (cudaStream_t)d.stream;
     bufs b;

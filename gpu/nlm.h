@@ -9,10 +9,14 @@
  * each slice and each frame t separately; 3D: in x,y,z), for every voxel x
  *     D(x,d) = sum_p g(p) (U(x+p) - U(x+d+p))^2      p in [-P,P]^dim
  *     w(x,d) = exp(-D(x,d) / h^2)                    d in [-S,S]^dim
+ *              (0 where D(x,d) / h^2 > c, the distance cutoff, if c > 0)
  *     out(x) = sum_d w(x,d) U(x+d) / sum_d w(x,d)
  * where g is 1/(2P+1)^dim (plain mean) or, with `gaussian`, the normalised
  * product of 1D Gaussians exp(-k^2 / (2 a^2)), a = max(P,1)/2 (seed 000's
- * distance kernel). The centre offset d = 0 has weight 1. With h_auto,
+ * distance kernel). The centre offset d = 0 has weight 1. The cutoff c
+ * (as scikit-image's DISTANCE_CUTOFF, there 5) drops candidates too unlike
+ * to be the same tissue, whose many small weights (e^-c and below) add up
+ * and blur lesions and edges; 0 keeps every weight. With h_auto,
  * h = strength * sqrt(2) * gpu_noise_sigma(in): two patches of the same
  * tissue differ by 2 sigma^2 on average, so similar patches get weight about
  * exp(-1/strength^2).
@@ -36,7 +40,9 @@
 extern "C" {
 #endif
 
-enum { GPU_NLM_MAX_SEARCH = 15, GPU_NLM_MAX_PATCH = 5 };
+enum { GPU_NLM_MAX_SEARCH = 15, GPU_NLM_MAX_PATCH = 5, GPU_NLM_MAX_CUTOFF = 80 };
+/* The default cutoff (docs/NOTES-nlmq.md: measured on the quality phantom). */
+#define GPU_NLM_DEFAULT_CUTOFF 4.0f
 
 /* Optional timings filled by the CUDA versions (CUDA events, milliseconds). */
 typedef struct gpu_nlm_stats {
@@ -52,10 +58,12 @@ typedef struct gpu_nlm_params {
     int h_auto;           /* nonzero: h = strength * sqrt(2) * gpu_noise_sigma(in) */
     float strength;       /* scales the automatic h (> 0) */
     int gaussian;         /* nonzero: Gaussian weighting of patch positions */
+    float cutoff;         /* c: weight 0 where D / h^2 > c; 0 = no cutoff; 0..GPU_NLM_MAX_CUTOFF */
     gpu_nlm_stats *stats; /* optional out: timings of CUDA runs; may be NULL */
 } gpu_nlm_params;
 
-/* Defaults: S = 5, P = 2, h_auto with strength 1, no Gaussian weighting. */
+/* Defaults: S = 5, P = 2, h_auto with strength 1, no Gaussian weighting,
+ * cutoff GPU_NLM_DEFAULT_CUTOFF. */
 void gpu_nlm_params_default(gpu_nlm_params *p);
 
 /* Patch weighting by name, for command lines: "uniform" -> 0, "gaussian"
@@ -90,6 +98,9 @@ int gpu_nlm3d(const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *out,
               const gpu_device *dev);
 
 /* Internal, shared by nlm_ref.c, nlm.c and nlm.cu. */
+/* The cutoff in the kernels' unit, -log2(w) = D * log2(e) / h^2: weights
+ * with a larger exponent are 0. No cutoff: +inf. */
+float gpu__nlm_cut_exponent(const gpu_nlm_params *p);
 int gpu__mirror(int i, int n);
 /* Validates params and shapes for dim 2 or 3. */
 int gpu__nlm_check(const gpu_nlm_params *p, const gpu_volume *in, const gpu_volume *out, int dim);

@@ -141,7 +141,7 @@ template <int RYB, int P> __device__ __forceinline__ void ybox(const float *xv, 
  * column and their accumulation (u: U(o+d) of the first row). */
 template <int RYB, int P, int LZ>
 __device__ __forceinline__ void accumulate(const float *col, int XW, const float *u, int PXp,
-                                           float kh3, int z, float (&aw)[RYB][LZ],
+                                           float kh3, float ycut, int z, float (&aw)[RYB][LZ],
                                            float (&av)[RYB][LZ])
 {
     float uv[RYB], xv[RYB + 2 * P], ys[RYB];
@@ -154,7 +154,8 @@ __device__ __forceinline__ void accumulate(const float *col, int XW, const float
     ybox<RYB, P>(xv, ys);
 #pragma unroll
     for (int i = 0; i < RYB; i++) {
-        const float w = ex2_ftz(-ys[i] * kh3);
+        const float y = ys[i] * kh3;
+        const float w = y <= ycut ? ex2_ftz(-y) : 0.0f; /* the distance cutoff (nlm.h) */
         aw[i][z] += w;
         av[i][z] = fmaf(w, uv[i], av[i][z]);
     }
@@ -163,7 +164,7 @@ __device__ __forceinline__ void accumulate(const float *col, int XW, const float
 template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT, int MINB>
 __global__ void __launch_bounds__(32 * NG * NSPLIT, MINB)
     nlm3d_v3_kernel(const float *__restrict__ pad, float *__restrict__ out, int nx, int ny, int nzs,
-                    int PXp, int PY, int S, float kh3)
+                    int PXp, int PY, int S, float kh3, float ycut)
 {
     using G = geom3<P, NG, NSPLIT, RS>;
     constexpr int TX = G::TX, TY = G::TY, XH = G::XH, RYB = G::RYB, NSEG = G::NSEG;
@@ -245,8 +246,8 @@ __global__ void __launch_bounds__(32 * NG * NSPLIT, MINB)
                         if (j >= nval)
                             continue;
                         accumulate<RYB, P, LZ>(&XZ[buf][j][bg * RYB][lane], XW,
-                                               brow + (ptrdiff_t)z * pp + doff + j, PXp, kh3, z, aw,
-                                               av);
+                                               brow + (ptrdiff_t)z * pp + doff + j, PXp, kh3, ycut,
+                                               z, aw, av);
                     }
                     /* The next phase A writes the other buffer; this one is
                      * rewritten only after the next barrier. */
@@ -336,7 +337,7 @@ template <int P, int RS, int NDX, int NG, int NSPLIT, int NSPLITA> struct geom4 
 template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT, int NSPLITA, int MINB>
 __global__ void __launch_bounds__(32 * NG * NSPLIT, MINB)
     nlm3d_v4_kernel(const float *__restrict__ pad, float *__restrict__ out, int nx, int ny, int nzs,
-                    int PXp, int PY, int S, float kh3)
+                    int PXp, int PY, int S, float kh3, float ycut)
 {
     using G = geom4<P, RS, NDX, NG, NSPLIT, NSPLITA>;
     constexpr int TX = G::TX, TY = G::TY, XH = G::XH, RYB = G::RYB, NSEG = G::NSEG;
@@ -484,7 +485,8 @@ __global__ void __launch_bounds__(32 * NG * NSPLIT, MINB)
                 if (j >= nval)
                     continue;
                 accumulate<RYB, P, LZ>(XZ + (buf * NDX + j) * XH * XW + bg * RYB * XW + lane, XW,
-                                       brow + (ptrdiff_t)z * pp + doff + j, PXp, kh3, z, aw, av);
+                                       brow + (ptrdiff_t)z * pp + doff + j, PXp, kh3, ycut, z, aw,
+                                       av);
             }
         }
         doff = ndoff;
@@ -550,19 +552,19 @@ const v3cfg k_v3[GPU__NLM3D_V3_N] = {
 
 template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT, int MINB>
 cudaError_t launch_v(const float *pad, float *out, int nx, int ny, int nzs, int PXp, int PY, int S,
-                     float kh3, cudaStream_t st)
+                     float kh3, float ycut, cudaStream_t st)
 {
     using G = geom3<P, NG, NSPLIT, RS>;
     dim3 block(G::NT),
         grid((nx + G::TX - 1) / G::TX, (ny + G::TY - 1) / G::TY, (nzs + LZ - 1) / LZ);
     nlm3d_v3_kernel<P, LZ, RS, NDX, NG, NSPLIT, MINB>
-        <<<grid, block, 0, st>>>(pad, out, nx, ny, nzs, PXp, PY, S, kh3);
+        <<<grid, block, 0, st>>>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut);
     return cudaGetLastError();
 }
 
 template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT, int NSPLITA, int MINB>
 cudaError_t launch_v4(const float *pad, float *out, int nx, int ny, int nzs, int PXp, int PY, int S,
-                      float kh3, cudaStream_t st)
+                      float kh3, float ycut, cudaStream_t st)
 {
     using G = geom4<P, RS, NDX, NG, NSPLIT, NSPLITA>;
     auto kern = nlm3d_v4_kernel<P, LZ, RS, NDX, NG, NSPLIT, NSPLITA, MINB>;
@@ -572,39 +574,39 @@ cudaError_t launch_v4(const float *pad, float *out, int nx, int ny, int nzs, int
         return e;
     dim3 block(G::NT),
         grid((nx + G::TX - 1) / G::TX, (ny + G::TY - 1) / G::TY, (nzs + LZ - 1) / LZ);
-    kern<<<grid, block, G::SMEM, st>>>(pad, out, nx, ny, nzs, PXp, PY, S, kh3);
+    kern<<<grid, block, G::SMEM, st>>>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut);
     return cudaGetLastError();
 }
 
 template <int P>
 cudaError_t launch_p(int v, const float *pad, float *out, int nx, int ny, int nzs, int PXp, int PY,
-                     int S, float kh3, cudaStream_t st)
+                     int S, float kh3, float ycut, cudaStream_t st)
 {
     switch (v) {
     case 1:
-        return launch_v<P, 8, 4, 4, 4, 2, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, st);
+        return launch_v<P, 8, 4, 4, 4, 2, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
     case 2:
-        return launch_v<P, 6, 8, 2, 4, 1, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, st);
+        return launch_v<P, 6, 8, 2, 4, 1, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
     case 3:
-        return launch_v<P, 6, 4, 4, 4, 2, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, st);
+        return launch_v<P, 6, 4, 4, 4, 2, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
     case 4:
-        return launch_v<P, 8, 8, 2, 8, 1, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, st);
+        return launch_v<P, 8, 8, 2, 8, 1, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
     case 5:
-        return launch_v<P, 6, 8, 2, 8, 1, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, st);
+        return launch_v<P, 6, 8, 2, 8, 1, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
     case 6:
-        return launch_v4<P, 6, 8, 4, 4, 2, 2, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, st);
+        return launch_v4<P, 6, 8, 4, 4, 2, 2, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
     case 7:
-        return launch_v4<P, 6, 4, 4, 4, 2, 1, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, st);
+        return launch_v4<P, 6, 4, 4, 4, 2, 1, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
     case 8:
-        return launch_v4<P, 6, 8, 2, 4, 1, 1, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, st);
+        return launch_v4<P, 6, 8, 2, 4, 1, 1, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
     case 9:
-        return launch_v4<P, 8, 8, 4, 4, 2, 2, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, st);
+        return launch_v4<P, 8, 8, 4, 4, 2, 2, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
     case 10:
-        return launch_v4<P, 8, 4, 4, 4, 2, 1, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, st);
+        return launch_v4<P, 8, 4, 4, 4, 2, 1, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
     case 11:
-        return launch_v4<P, 10, 8, 4, 4, 2, 2, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, st);
+        return launch_v4<P, 10, 8, 4, 4, 2, 2, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
     default:
-        return launch_v<P, 8, 8, 2, 4, 1, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, st);
+        return launch_v<P, 8, 8, 2, 4, 1, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
     }
 }
 
@@ -626,14 +628,15 @@ void gpu__nlm3d_v3_tile(int v, int P, int *tx, int *ty, int *lz)
 }
 
 cudaError_t gpu__nlm3d_v3_launch(int v, int P, const float *pad, float *out, int nx, int ny,
-                                 int nzs, int PXp, int PY, int S, float kh3, cudaStream_t st)
+                                 int nzs, int PXp, int PY, int S, float kh3, float ycut,
+                                 cudaStream_t st)
 {
     switch (P) {
     case 0:
-        return launch_p<0>(v, pad, out, nx, ny, nzs, PXp, PY, S, kh3, st);
+        return launch_p<0>(v, pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
     case 1:
-        return launch_p<1>(v, pad, out, nx, ny, nzs, PXp, PY, S, kh3, st);
+        return launch_p<1>(v, pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
     default:
-        return launch_p<2>(v, pad, out, nx, ny, nzs, PXp, PY, S, kh3, st);
+        return launch_p<2>(v, pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
     }
 }

@@ -24,6 +24,7 @@ void gpu__nlm3d_v3_tile(int v, int P, int *tx, int *ty, int *lz);
 /* Launches variant v on `st`; kh3 = log2(e) / (h^2 (2P+1)^3). Returns the
  * launch error (cudaGetLastError). */
 cudaError_t gpu__nlm3d_v3_launch(int v, int P, const float *pad, float *out, int nx, int ny,
-                                 int nzs, int PXp, int PY, int S, float kh3, cudaStream_t st);
+                                 int nzs, int PXp, int PY, int S, float kh3, float ycut,
+                                 cudaStream_t st);
 
 #endif

@@ -54,6 +54,11 @@ void gpu__nlm_patch_weights(int patch_radius, int gaussian, float *g)
         g[k] = (float)(w[k] / sum);
 }
 
+float gpu__nlm_cut_exponent(const gpu_nlm_params *p)
+{
+    return p->cutoff > 0 ? (float)(p->cutoff * 1.4426950408889634) : INFINITY;
+}
+
 void gpu_nlm_params_default(gpu_nlm_params *p)
 {
     memset(p, 0, sizeof *p);
@@ -62,6 +67,7 @@ void gpu_nlm_params_default(gpu_nlm_params *p)
     p->h = 0;
     p->h_auto = 1;
     p->strength = 1.0f;
+    p->cutoff = GPU_NLM_DEFAULT_CUTOFF;
 }
 
 int gpu__nlm_check(const gpu_nlm_params *p, const gpu_volume *in, const gpu_volume *out, int dim)
@@ -72,6 +78,8 @@ int gpu__nlm_check(const gpu_nlm_params *p, const gpu_volume *in, const gpu_volu
         p->patch_radius > GPU_NLM_MAX_PATCH)
         return LDCT_EINPUT;
     if (p->h_auto ? !(p->strength > 0) : !(p->h > 0))
+        return LDCT_EINPUT;
+    if (!(p->cutoff >= 0 && p->cutoff <= GPU_NLM_MAX_CUTOFF))
         return LDCT_EINPUT;
     if (in->nx < 1 || in->ny < 1 || in->nz < 1 || in->nt < 1 || !gpu_volume_same_shape(in, out))
         return LDCT_EINPUT;
@@ -184,6 +192,9 @@ typedef struct core {
      * come out as the exponent -log2(w) without a multiply per pair; the
      * accumulated values are unscaled at the end. */
     float uscale;
+    /* Bits of the cutoff exponent (gpu__nlm_cut_exponent): weights whose
+     * exponent's bits exceed it are 0; INT32_MAX: no cutoff. */
+    int32_t cutb;
 } core;
 
 /* a * b + c, fused where the caller is compiled with FMA (fma is a
@@ -194,14 +205,15 @@ static inline __attribute__((always_inline)) float mla(float a, float b, float c
 }
 
 /* exp2(-y) for y >= 0 (polynomial, relative error 2.3e-7;
- * y is clamped to 126, so tiny weights are about 1e-38, never 0). Written
+ * y is clamped to 126, so tiny weights are about 1e-38, never 0), or 0 where
+ * y's bits exceed cutb (the distance cutoff; bits of y >= 0 order like y). Written
  * so that loops calling it vectorise with only integer selects (float
  * selects and float-to-int conversions block GCC's if-conversion under
  * -ftrapping-math): the clamp is an integer min on the bits (order-
  * preserving for y >= 0); adding 1.5 * 2^23 rounds -y to the nearest
  * integer n, whose bits then sit in the low bits of the sum and give 2^n;
  * memcpy reinterprets, which GCC vectorises where a union does not. */
-static inline __attribute__((always_inline)) float exp2_neg(float y, const int fma)
+static inline __attribute__((always_inline)) float exp2_neg(float y, int32_t cutb, const int fma)
 {
     const float magic = 12582912.0f; /* 1.5 * 2^23 */
     /* |y| first: running sums can leave y slightly below 0 (weight ~1),
@@ -210,6 +222,7 @@ static inline __attribute__((always_inline)) float exp2_neg(float y, const int f
     int32_t yb;
     memcpy(&yb, &y, sizeof yb);
     yb &= 0x7fffffff;
+    const uint32_t keep = yb <= cutb ? 0xffffffffu : 0u;
     yb = yb < 0x42fc0000 ? yb : 0x42fc0000; /* 126.0f */
     memcpy(&y, &yb, sizeof y);
     float r = magic - y;       /* magic + n, n = round(-y) in [-126, 0] */
@@ -229,7 +242,7 @@ static inline __attribute__((always_inline)) float exp2_neg(float y, const int f
     uint32_t rb, pb;
     memcpy(&rb, &r, sizeof rb);
     memcpy(&pb, &p, sizeof pb);
-    pb += rb << 23;
+    pb = (pb + (rb << 23)) & keep;
     memcpy(&p, &pb, sizeof p);
     return p;
 }
@@ -279,7 +292,7 @@ static inline __attribute__((always_inline)) void xbox(float *restrict xr, const
  * that the row leaving the y window (xold) is not the one being written. */
 static inline __attribute__((always_inline)) void
 xbox_exp_taps(float *restrict xr, float *restrict ys, const float *restrict xold, float *restrict w,
-              const float *restrict d, int n, int taps, const int fma)
+              const float *restrict d, int n, int taps, int32_t cutb, const int fma)
 {
 #pragma omp simd
     for (int x = 0; x < n; x++) {
@@ -290,32 +303,32 @@ xbox_exp_taps(float *restrict xr, float *restrict ys, const float *restrict xold
         xr[x] = s;
         float t = ys[x] + s;
         ys[x] = t - xold[x];
-        w[x] = exp2_neg(t, fma);
+        w[x] = exp2_neg(t, cutb, fma);
     }
 }
 
 static inline __attribute__((always_inline)) void xbox_exp(float *xr, float *ys, const float *xold,
                                                            float *w, const float *d, int n, int p,
-                                                           const int fma)
+                                                           int32_t cutb, const int fma)
 {
     switch (p) {
     case 0:
-        xbox_exp_taps(xr, ys, xold, w, d, n, 1, fma);
+        xbox_exp_taps(xr, ys, xold, w, d, n, 1, cutb, fma);
         break;
     case 1:
-        xbox_exp_taps(xr, ys, xold, w, d, n, 3, fma);
+        xbox_exp_taps(xr, ys, xold, w, d, n, 3, cutb, fma);
         break;
     case 2:
-        xbox_exp_taps(xr, ys, xold, w, d, n, 5, fma);
+        xbox_exp_taps(xr, ys, xold, w, d, n, 5, cutb, fma);
         break;
     case 3:
-        xbox_exp_taps(xr, ys, xold, w, d, n, 7, fma);
+        xbox_exp_taps(xr, ys, xold, w, d, n, 7, cutb, fma);
         break;
     case 4:
-        xbox_exp_taps(xr, ys, xold, w, d, n, 9, fma);
+        xbox_exp_taps(xr, ys, xold, w, d, n, 9, cutb, fma);
         break;
     default:
-        xbox_exp_taps(xr, ys, xold, w, d, n, 11, fma);
+        xbox_exp_taps(xr, ys, xold, w, d, n, 11, cutb, fma);
         break;
     }
 }
@@ -480,6 +493,7 @@ static inline __attribute__((always_inline)) void chunk_body(const core *c, cons
     const int nring = 2 * pz + 1, nyr = 2 * py + 1;
     const int box = c->box;
     const float us = c->uscale;
+    const int32_t cutb = c->cutb;
 
     float *restrict U = ws + lo->u;
     float *restrict accw = ws + lo->accw;
@@ -587,7 +601,7 @@ static inline __attribute__((always_inline)) void chunk_body(const core *c, cons
                                                           (size_t)(yo1 % (dy + 1)) * bxs
                                                     : wrow + g * lo->rows;
                                 xbox_exp(xr, gys, gyring + (size_t)(yo1 % nyr) * bxs, w1, gd, gbx,
-                                         px, fma);
+                                         px, cutb, fma);
                                 continue;
                             }
                             if (box) {
@@ -633,7 +647,7 @@ static inline __attribute__((always_inline)) void chunk_body(const core *c, cons
                                     for (int x = 0; x < gbx; x++) {
                                         float t = gys[x] + xr[x];
                                         gys[x] = t - xold[x];
-                                        wout[x] = exp2_neg(t, fma);
+                                        wout[x] = exp2_neg(t, cutb, fma);
                                     }
                                 } else if (qi == 0) {
 #pragma omp simd
@@ -659,7 +673,7 @@ static inline __attribute__((always_inline)) void chunk_body(const core *c, cons
                                         zr[x] = t;
                                         float v = zs[x] + t;
                                         zs[x] = v;
-                                        wout[x] = exp2_neg(v, fma);
+                                        wout[x] = exp2_neg(v, cutb, fma);
                                     }
                                 } else {
                                     /* The slot held plane q - (2P+1), which
@@ -671,7 +685,7 @@ static inline __attribute__((always_inline)) void chunk_body(const core *c, cons
                                         float v = zs[x] + t - zr[x];
                                         zr[x] = t;
                                         zs[x] = v;
-                                        wout[x] = exp2_neg(v, fma);
+                                        wout[x] = exp2_neg(v, cutb, fma);
                                     }
                                 }
                             } else {
@@ -717,7 +731,7 @@ static inline __attribute__((always_inline)) void chunk_body(const core *c, cons
                                 }
 #pragma omp simd
                                 for (int x = 0; x < gbx; x++)
-                                    wout[x] = exp2_neg(trow[x], fma);
+                                    wout[x] = exp2_neg(trow[x], cutb, fma);
                             }
                         }
                         if (yr < 2 * py || !done)
@@ -882,6 +896,10 @@ static int run_ref(const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *ou
      * (weights are then ~0 or ~1 either way; exp2_neg clamps inf and NaN). */
     double us = sqrt(1.4426950408889634 / ((double)h * h * norm));
     c.uscale = (float)(us > 1e18 ? 1e18 : us < 1e-18 ? 1e-18 : us);
+    float cut = gpu__nlm_cut_exponent(p);
+    c.cutb = INT32_MAX;
+    if (isfinite(cut))
+        memcpy(&c.cutb, &cut, sizeof c.cutb);
 
     int threads = dev && dev->threads > 0 ? dev->threads : omp_get_max_threads();
     /* Tasks: (frame, chunk of planes, band of rows) for 3D, (frame, slice,

@@ -104,7 +104,8 @@ static void naive_nlm(const gpu_nlm_params *p, float h, const gpu_volume *in, do
                                             D += (double)g[0][kx + P] * g[1][ky + P] *
                                                  g[2][kz + Pz] * (a - b) * (a - b);
                                         }
-                                double w = exp(-D / ((double)h * h));
+                                double e = D / ((double)h * h);
+                                double w = p->cutoff > 0 && e > p->cutoff ? 0.0 : exp(-e);
                                 sw += w;
                                 sv += w * U(x + dx, y + dy, zz + dz);
                             }
@@ -114,7 +115,8 @@ static void naive_nlm(const gpu_nlm_params *p, float h, const gpu_volume *in, do
         }
 }
 
-static void check_ref_vs_naive(int dim, int nx, int ny, int nz, int nt, int S, int P, int gaussian)
+static void check_ref_vs_naive_cut(int dim, int nx, int ny, int nz, int nt, int S, int P,
+                                   int gaussian, float cutoff)
 {
     gpu_volume in, out;
     ck_assert_int_eq(gpu_volume_init(&in, nx, ny, nz, nt), 0);
@@ -128,6 +130,7 @@ static void check_ref_vs_naive(int dim, int nx, int ny, int nz, int nt, int S, i
     p.h_auto = 0;
     p.h = 14.0f;
     p.gaussian = gaussian;
+    p.cutoff = cutoff;
     gpu_device cpu;
     ck_assert_int_eq(gpu_device_parse("cpu", &cpu), 0);
     int rc = dim == 3 ? gpu_nlm3d_ref(&p, &in, &out, &cpu) : gpu_nlm2d_ref(&p, &in, &out, &cpu);
@@ -137,14 +140,20 @@ static void check_ref_vs_naive(int dim, int nx, int ny, int nz, int nt, int S, i
     ck_assert_ptr_nonnull(ref);
     naive_nlm(&p, p.h, &in, ref, dim);
     double e = rel_l2(&out, ref, n);
-    printf("ref nlm%dd %dx%dx%dx%d S=%d P=%d g=%d: rel L2 vs naive %.3g\n", dim, nx, ny, nz, nt, S,
-           P, gaussian, e);
+    printf("ref nlm%dd %dx%dx%dx%d S=%d P=%d g=%d c=%g: rel L2 vs naive %.3g\n", dim, nx, ny, nz,
+           nt, S, P, gaussian, (double)cutoff, e);
     /* Tolerance 1e-5: float32 sums and a polynomial exp against double. */
     ck_assert_msg(e <= 1e-5, "dim %d %dx%dx%dx%d S=%d P=%d g=%d: rel L2 %.3g", dim, nx, ny, nz, nt,
                   S, P, gaussian, e);
     free(ref);
     gpu_volume_close(&in);
     gpu_volume_close(&out);
+}
+
+/* Without the cutoff (c = 0: every weight kept). */
+static void check_ref_vs_naive(int dim, int nx, int ny, int nz, int nt, int S, int P, int gaussian)
+{
+    check_ref_vs_naive_cut(dim, nx, ny, nz, nt, S, P, gaussian, 0.0f);
 }
 
 /* ---- CPU reference ------------------------------------------------------- */
@@ -164,6 +173,41 @@ START_TEST(ref3d_matches_naive_for_several_radii_and_odd_sizes)
     check_ref_vs_naive(3, 13, 11, 9, 1, 2, 1, 1);
     check_ref_vs_naive(3, 9, 7, 11, 1, 2, 2, 0);
     check_ref_vs_naive(3, 5, 6, 3, 2, 3, 1, 0); /* tiny: repeated mirror, two frames */
+}
+END_TEST
+
+/* The distance cutoff: the reference against the naive definition with c
+ * = 4 (the default) and c = 1.5 (h = 14 on noise of sigma 10 puts similar
+ * patches near D / h^2 = 1, so many pairs are cut), and the cut changes the
+ * result. */
+START_TEST(ref_cutoff_matches_naive_and_changes_the_result)
+{
+    check_ref_vs_naive_cut(2, 19, 15, 2, 1, 3, 1, 0, 1.5f);
+    check_ref_vs_naive_cut(2, 23, 21, 2, 1, 5, 2, 1, 4.0f);
+    check_ref_vs_naive_cut(3, 13, 11, 9, 1, 2, 1, 1, 1.5f);
+    check_ref_vs_naive_cut(3, 9, 7, 11, 1, 2, 2, 0, 4.0f);
+    check_ref_vs_naive_cut(3, 11, 9, 7, 1, 1, 1, 0, 1.5f);
+    gpu_volume in, a, b;
+    ck_assert_int_eq(gpu_volume_init(&in, 17, 15, 11, 1), 0);
+    ck_assert_int_eq(gpu_volume_init(&a, 17, 15, 11, 1), 0);
+    ck_assert_int_eq(gpu_volume_init(&b, 17, 15, 11, 1), 0);
+    fill_phantom(&in, 10.0);
+    gpu_nlm_params p;
+    gpu_nlm_params_default(&p);
+    p.search_radius = 2;
+    p.patch_radius = 1;
+    p.h_auto = 0;
+    p.h = 14.0f;
+    p.cutoff = 0;
+    ck_assert_int_eq(gpu_nlm3d_ref(&p, &in, &a, NULL), 0);
+    p.cutoff = 1.5f;
+    ck_assert_int_eq(gpu_nlm3d_ref(&p, &in, &b, NULL), 0);
+    double e = rel_l2_vol(&b, &a, NULL, NULL);
+    printf("ref nlm3d cutoff 1.5 vs none: rel L2 %.3g\n", e);
+    ck_assert_msg(e > 1e-3, "the cutoff changed nothing (rel L2 %.3g)", e);
+    gpu_volume_close(&in);
+    gpu_volume_close(&a);
+    gpu_volume_close(&b);
 }
 END_TEST
 
@@ -214,6 +258,13 @@ START_TEST(nlm_rejects_bad_parameters)
     p.h_auto = 0;
     p.h = 0;
     ck_assert_int_eq(gpu_nlm2d_ref(&p, &in, &out, NULL), LDCT_EINPUT);
+    p.h = 10;
+    const float cuts[] = {-1.0f, NAN, GPU_NLM_MAX_CUTOFF + 1.0f};
+    for (int i = 0; i < 3; i++) {
+        p.cutoff = cuts[i];
+        ck_assert_int_eq(gpu_nlm2d_ref(&p, &in, &out, NULL), LDCT_EINPUT);
+        ck_assert_int_eq(gpu_nlm3d(&p, &in, &out, NULL), LDCT_EINPUT);
+    }
     gpu_volume_close(&in);
     gpu_volume_close(&out);
 }
@@ -271,8 +322,8 @@ END_TEST
 
 /* ---- CUDA ---------------------------------------------------------------- */
 
-static void check_cuda_vs_ref(int dim, int nx, int ny, int nz, int S, int P, int gaussian,
-                              size_t budget)
+static void check_cuda_vs_ref_cut(int dim, int nx, int ny, int nz, int S, int P, int gaussian,
+                                  size_t budget, float cutoff)
 {
     gpu_volume in, ref, out;
     ck_assert_int_eq(gpu_volume_init(&in, nx, ny, nz, 1), 0);
@@ -285,6 +336,7 @@ static void check_cuda_vs_ref(int dim, int nx, int ny, int nz, int S, int P, int
     p.search_radius = S;
     p.patch_radius = P;
     p.gaussian = gaussian;
+    p.cutoff = cutoff;
     gpu_device cpu, gpu;
     gpu_device_parse("cpu", &cpu);
     ck_assert_int_eq(gpu_device_parse("gpu:0", &gpu), 0);
@@ -299,8 +351,9 @@ static void check_cuda_vs_ref(int dim, int nx, int ny, int nz, int S, int P, int
     double maxabs = 0;
     int nans = 0;
     double e = rel_l2_vol(&out, &ref, &maxabs, &nans);
-    printf("cuda nlm%dd %dx%dx%d S=%d P=%d g=%d budget=%zu slabs=%d: rel L2 %.3g max abs %.3g\n",
-           dim, nx, ny, nz, S, P, gaussian, budget, st.slabs, e, maxabs);
+    printf("cuda nlm%dd %dx%dx%d S=%d P=%d g=%d c=%g budget=%zu slabs=%d: rel L2 %.3g max abs "
+           "%.3g\n",
+           dim, nx, ny, nz, S, P, gaussian, (double)cutoff, budget, st.slabs, e, maxabs);
     fflush(stdout);
     /* Tolerance 1e-4 (issue 3): float32 on both sides, different summation
      * order and the device's exp2 approximation. */
@@ -309,6 +362,13 @@ static void check_cuda_vs_ref(int dim, int nx, int ny, int nz, int S, int P, int
     gpu_volume_close(&in);
     gpu_volume_close(&ref);
     gpu_volume_close(&out);
+}
+
+/* With the default cutoff. */
+static void check_cuda_vs_ref(int dim, int nx, int ny, int nz, int S, int P, int gaussian,
+                              size_t budget)
+{
+    check_cuda_vs_ref_cut(dim, nx, ny, nz, S, P, gaussian, budget, GPU_NLM_DEFAULT_CUTOFF);
 }
 
 START_TEST(cuda2d_matches_ref_on_random_odd_sizes)
@@ -407,7 +467,8 @@ static void cuda3d_cfg(int cfg, const gpu_nlm_params *p, const gpu_volume *in, g
 }
 
 /* One fresh random input and its reference, then every configuration. */
-static void check_cfgs_vs_ref(int nx, int ny, int nz, int S, int P, int gaussian, size_t budget)
+static void check_cfgs_vs_ref_cut(int nx, int ny, int nz, int S, int P, int gaussian, size_t budget,
+                                  float cutoff)
 {
     gpu_volume in, ref, out;
     ck_assert_int_eq(gpu_volume_init(&in, nx, ny, nz, 1), 0);
@@ -420,6 +481,7 @@ static void check_cfgs_vs_ref(int nx, int ny, int nz, int S, int P, int gaussian
     p.search_radius = S;
     p.patch_radius = P;
     p.gaussian = gaussian;
+    p.cutoff = cutoff;
     gpu_device cpu;
     gpu_device_parse("cpu", &cpu);
     ck_assert_int_eq(gpu_nlm3d_ref(&p, &in, &ref, &cpu), 0);
@@ -438,13 +500,34 @@ static void check_cfgs_vs_ref(int nx, int ny, int nz, int S, int P, int gaussian
         if (budget)
             ck_assert_int_gt(st.slabs, 1);
     }
-    printf("cuda nlm3d %dx%dx%d S=%d P=%d g=%d budget=%zu, cfg 0..%d: worst rel L2 %.3g\n", nx, ny,
-           nz, S, P, gaussian, budget, NLM3D_NCFG - 1, worst);
+    printf("cuda nlm3d %dx%dx%d S=%d P=%d g=%d c=%g budget=%zu, cfg 0..%d: worst rel L2 %.3g\n", nx,
+           ny, nz, S, P, gaussian, (double)cutoff, budget, NLM3D_NCFG - 1, worst);
     fflush(stdout);
     gpu_volume_close(&in);
     gpu_volume_close(&ref);
     gpu_volume_close(&out);
 }
+
+static void check_cfgs_vs_ref(int nx, int ny, int nz, int S, int P, int gaussian, size_t budget)
+{
+    check_cfgs_vs_ref_cut(nx, ny, nz, S, P, gaussian, budget, GPU_NLM_DEFAULT_CUTOFF);
+}
+
+/* Every kernel without the cutoff and with one that cuts many pairs (c =
+ * 1.5: similar patches of this input sit near D / h^2 = 1). */
+START_TEST(cuda_cutoff_off_and_strong_match_ref)
+{
+    if (!have_gpu())
+        return;
+    const float cuts[] = {0.0f, 1.5f};
+    for (int i = 0; i < 2; i++) {
+        check_cuda_vs_ref_cut(2, 101, 77, 5, 3, 1, 0, 0, cuts[i]);
+        check_cuda_vs_ref_cut(2, 75, 83, 3, 7, 2, 1, 0, cuts[i]);
+        check_cfgs_vs_ref_cut(71, 61, 19, 5, 2, 0, 0, cuts[i]);
+        check_cfgs_vs_ref_cut(35, 29, 23, 2, 1, 1, 0, cuts[i]);
+    }
+}
+END_TEST
 
 START_TEST(cuda3d_every_configuration_matches_ref)
 {
@@ -524,6 +607,7 @@ static Suite *nlm_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, ref2d_matches_naive_for_several_radii_and_odd_sizes);
     tcase_add_test(tc, ref3d_matches_naive_for_several_radii_and_odd_sizes);
+    tcase_add_test(tc, ref_cutoff_matches_naive_and_changes_the_result);
     tcase_add_test(tc, ref3d_same_result_with_any_thread_count);
     tcase_add_test(tc, nlm_rejects_bad_parameters);
     tcase_add_test(tc, noise_sigma_within_5_percent_on_gaussian_noise);
@@ -537,6 +621,7 @@ static Suite *nlm_suite(void)
     tcase_add_test(tg, cuda3d_matches_ref_on_random_odd_sizes);
     tcase_add_test(tg, cuda_tiny_budget_slabs_give_identical_result);
     tcase_add_test(tg, cuda3d_every_configuration_matches_ref);
+    tcase_add_test(tg, cuda_cutoff_off_and_strong_match_ref);
     tcase_add_test(tg, cuda3d_v3_slabs_give_identical_result);
     suite_add_tcase(s, tg);
     return s;
