@@ -47,7 +47,8 @@ __constant__ float c_g[3][2 * GPU_NLM_MAX_PATCH + 1]; /* patch weights per axis 
  * (nlm.h; +inf: none). A NaN y compares false and gives 0. */
 __device__ __forceinline__ float nlm_weight(float y, float ycut)
 {
-    return y <= ycut ? exp2f(-y) : 0.0f;
+    const float w = exp2f(-y); /* computed unconditionally: a select, not a branch */
+    return y <= ycut ? w : 0.0f;
 }
 
 __device__ __forceinline__ int mirror_d(int i, int n)
