@@ -133,6 +133,10 @@ static const opt_def OPTIONS[] = {
     RULE("patch_radius", T_INT, 0, 5, "0", patch_radius, "0 = the algorithm's default"),
     RULE("patch_weighting", T_WEIGHTING, 0, 0, "uniform", patch_weighting,
          "nlm2d, nlm3d: uniform | gaussian (seed 000's weights of patch positions)"),
+    RULE("distance_cutoff", T_DOUBLE, 0, 80, "4", distance_cutoff,
+         "nlm2d, nlm3d: weight 0 for a patch distance above this many h^2, so pairs too"
+         " unlike to be the same tissue do not blur lesions and edges; 0 = off (every weight"
+         " kept), scikit-image uses 5; anlm and adaptive4d ignore it"),
     RULE("h", T_DOUBLE, 0, 10000, "0", h, "filter strength in HU; 0 = from the noise"),
     RULE("destinations", T_NAMELIST, 0, 0, "", destinations, "destination names"),
     RULE("series_description_suffix", T_STR, 0, 0, "\" [DN]\"", series_description_suffix, ""),

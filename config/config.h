@@ -111,6 +111,8 @@ typedef struct cfg_rule {
     int search_radius, patch_radius;
     int patch_weighting; /* nlm2d/nlm3d: 0 uniform, 1 gaussian (gpu_nlm_params.gaussian) */
     double h;            /* 0 = estimated from the noise, times strength */
+    /* nlm2d/nlm3d: gpu_nlm_params.cutoff, in units of h^2; 0 = off */
+    double distance_cutoff;
     int ndest;
     char destinations[CFG_RULE_DEST_MAX][CFG_NAME_MAX + 1];
     char series_description_suffix[CFG_PATTERN_MAX + 1];

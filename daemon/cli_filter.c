@@ -46,6 +46,8 @@ static void filter_usage(FILE *f)
             "                      and 2 with sub-band mixing, N > 0 = one pass)\n"
             "  --patch-weighting W uniform|gaussian: weights of patch positions, nlm2d and\n"
             "                      nlm3d (default uniform; docs/QUALITY.md compares them)\n"
+            "  --distance-cutoff C weight 0 for patch distances above C h^2, nlm2d and nlm3d\n"
+            "                      (0..80, default 4; 0 = off; scikit-image uses 5)\n"
             "  --h H               filter strength in HU (default 0: from the noise)\n"
             "  --strength X        scales the automatic h, or adaptive4d's noise threshold\n"
             "                      (default 1.0; anlm: h = sqrt 2 x X x local noise)\n"
@@ -120,6 +122,15 @@ static int by_series(const void *a, const void *b)
     return c ? c : strcmp(x->path, y->path);
 }
 
+/* ", cutoff 4 h^2" or ", cutoff off" (0) for the summary line. */
+static void cutoff_text(float cutoff, char *out, size_t len)
+{
+    if (cutoff > 0)
+        snprintf(out, len, ", cutoff %g h^2", (double)cutoff);
+    else
+        snprintf(out, len, ", cutoff off");
+}
+
 static int run_series(const filter_opts *fo, const gpu_device *dev, input_file *files, int n)
 {
     const char **paths = malloc((size_t)n * sizeof *paths);
@@ -147,9 +158,11 @@ static int run_series(const filter_opts *fo, const gpu_device *dev, input_file *
     char times[32] = "";
     if (r.nt > 1)
         snprintf(times, sizeof times, " x %d time points", r.nt);
-    char h[64] = ""; /* a reconstruction has no filtering parameter */
+    char h[96] = ""; /* a reconstruction has no filtering parameter */
     if (strcmp(r.algorithm, "fdk") != 0)
         snprintf(h, sizeof h, ", h %.1f (noise %.1f)", r.h, r.noise_sigma);
+    if (strncmp(r.algorithm, "nlm", 3) == 0) /* anlm and adaptive4d have no cutoff */
+        cutoff_text(fo->nlm.cutoff, h + strlen(h), sizeof h - strlen(h));
     printf("series %s -> %s: %d file(s) %dx%dx%d%s, %s on %s%s%s;"
            " load %.2f s, filter %.2f s, write %.2f s\n",
            files[0].series_uid, r.series_uid, r.n, r.nx, r.ny, r.nz, times, r.algorithm, r.device,
@@ -166,6 +179,7 @@ static const struct {
 } RULE_KEYS[] = {
     {'S', "--search-radius", "search_radius"},
     {'P', "--patch-radius", "patch_radius"},
+    {'C', "--distance-cutoff", "distance_cutoff"},
     {'H', "--h", "h"},
     {'s', "--strength", "strength"},
     {'n', "--series-number-offset", "series_number_offset"},
@@ -204,6 +218,7 @@ static void apply_rule_options(filter_opts *o)
     if (r->h > 0)
         o->nlm.h = (float)r->h;
     o->nlm.strength = (float)r->strength;
+    o->nlm.cutoff = (float)r->distance_cutoff;
     o->number_offset = r->series_number_offset;
     o->fdk = (process_fdk){.matrix = r->fdk_matrix,
                            .fov_mm = r->fdk_fov_mm,
@@ -221,6 +236,7 @@ static int parse_filter(int argc, char **argv, filter_opts *o)
                                              {"search-radius", 1, 0, 'S'},
                                              {"patch-radius", 1, 0, 'P'},
                                              {"patch-weighting", 1, 0, 'G'},
+                                             {"distance-cutoff", 1, 0, 'C'},
                                              {"h", 1, 0, 'H'},
                                              {"strength", 1, 0, 's'},
                                              {"device", 1, 0, 'd'},

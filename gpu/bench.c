@@ -29,7 +29,7 @@ typedef struct opts {
     int ndevs;
     char devbuf[256];
     int repeat, warmup, gaussian, json, threads;
-    double h, strength;
+    double h, strength, cutoff;
 } opts;
 
 static void usage(FILE *f)
@@ -37,7 +37,9 @@ static void usage(FILE *f)
     fprintf(f, "usage: bench nlm2d|nlm3d [--size XxYxZ[,..]] [--search-radius S[,..]]\n"
                "       [--patch-radius P[,..]] [--device cpu|gpu[:N][,..]] [--repeat N]\n"
                "       [--warmup N] [--h H] [--strength F] [--patch-weighting uniform|gaussian]\n"
-               "       [--gaussian (= --patch-weighting gaussian)] [--threads N] [--json]\n");
+               "       [--gaussian (= --patch-weighting gaussian)] [--distance-cutoff C]\n"
+               "       [--threads N] [--json]\n"
+               "  --distance-cutoff C: weight 0 above C h^2 (0..80, 0 = off; default 4)\n");
 }
 
 double gpu__bench_now_s(void)
@@ -183,6 +185,7 @@ static int run_one(const opts *o, int dim, const int *size, int S, int P, const 
     p.search_radius = S;
     p.patch_radius = P;
     p.gaussian = o->gaussian;
+    p.cutoff = (float)o->cutoff;
     p.strength = (float)o->strength;
     /* Resolve h once, so the timings measure the filter, not the estimate. */
     float h = (float)o->h;
@@ -230,12 +233,14 @@ static int run_one(const opts *o, int dim, const int *size, int S, int P, const 
         double sample = out.data[gpu_volume_count(&out) / 2];
         if (o->json) {
             printf("{\"algo\":\"%s\",\"size\":\"%dx%dx%d\",\"device\":\"%s\",\"gpu_name\":\"%s\","
-                   "\"search_radius\":%d,\"patch_radius\":%d,\"gaussian\":%d,\"h\":%.4g,"
+                   "\"search_radius\":%d,\"patch_radius\":%d,\"gaussian\":%d,\"cutoff\":%g,"
+                   "\"h\":%.4g,"
                    "\"repeat\":%d,\"seconds_median\":%.6f,\"seconds_min\":%.6f,"
                    "\"kernel_seconds_median\":%.6f,\"voxel_offsets_per_s\":%.4e,"
                    "\"kernel_voxel_offsets_per_s\":%.4e,\"slabs\":%d,\"sample\":%.4f}\n",
-                   o->algo, size[0], size[1], size[2], dname, gname, S, P, o->gaussian, (double)h,
-                   n, wmed, wmin, kmed, vo / wmed, kmed > 0 ? vo / kmed : 0.0, slabs, sample);
+                   o->algo, size[0], size[1], size[2], dname, gname, S, P, o->gaussian, o->cutoff,
+                   (double)h, n, wmed, wmin, kmed, vo / wmed, kmed > 0 ? vo / kmed : 0.0, slabs,
+                   sample);
         } else {
             printf("%s %dx%dx%d S=%d P=%d %s: median %.4f s (min %.4f, kernels %.4f s), "
                    "%.3g voxel-offsets/s\n",
@@ -253,12 +258,24 @@ done:
     return rc ? 1 : 0;
 }
 
+/* A distance cutoff: all of `s` a number in 0..GPU_NLM_MAX_CUTOFF (NaN
+ * and garbage refused, unlike atof's silent 0); 0 on success. */
+static int parse_cutoff(const char *s, double *out)
+{
+    char *end;
+    double c = strtod(s, &end);
+    if (end == s || *end != '\0' || !(c >= 0 && c <= GPU_NLM_MAX_CUTOFF))
+        return 1;
+    *out = c;
+    return 0;
+}
+
 static int is_value_opt(const char *a)
 {
     static const char *const names[] = {
-        "--size",     "--search-radius",  "--patch-radius", "--device",
-        "--repeat",   "--warmup",         "--threads",      "--h",
-        "--strength", "--patch-weighting"};
+        "--size",     "--search-radius",   "--patch-radius",   "--device",
+        "--repeat",   "--warmup",          "--threads",        "--h",
+        "--strength", "--patch-weighting", "--distance-cutoff"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(a, names[i]) == 0)
             return 1;
@@ -488,6 +505,7 @@ int gpu_bench_main(int argc, char **argv)
     o.repeat = 5;
     o.warmup = 1;
     o.strength = 1.0;
+    o.cutoff = GPU_NLM_DEFAULT_CUTOFF;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -525,6 +543,8 @@ int gpu_bench_main(int argc, char **argv)
             o.strength = atof(v), bad = !(o.strength > 0);
         } else if (strcmp(a, "--patch-weighting") == 0) {
             o.gaussian = gpu_nlm_weighting_parse(v), bad = o.gaussian < 0;
+        } else if (strcmp(a, "--distance-cutoff") == 0) {
+            bad = parse_cutoff(v, &o.cutoff);
         } else {
             fprintf(stderr, "bench: unknown option '%s'\n", a);
             usage(stderr);

@@ -87,10 +87,10 @@ void process_params_format(const cfg_rule *r, char *out, size_t len)
     int n = snprintf(out, len,
                      "search_radius=%d patch_radius=%d h=%g strength=%g series_number_offset=%d"
                      " matrix=%d fov_mm=%g slice_thickness_mm=%g slices=%d kernel=%d mu_water=%g"
-                     " patch_weighting=%d",
+                     " patch_weighting=%d distance_cutoff=%g",
                      r->search_radius, r->patch_radius, r->h, r->strength, r->series_number_offset,
                      r->fdk_matrix, r->fdk_fov_mm, r->fdk_slice_mm, r->fdk_slices, r->fdk_kernel,
-                     r->fdk_mu_water, r->patch_weighting);
+                     r->fdk_mu_water, r->patch_weighting, r->distance_cutoff);
     for (int i = 0; i < A4D_NPARAMS && n > 0 && (size_t)n < len; i++) {
         double v = a4d_rule_value(r, i);
         if (v >= 0)
@@ -161,6 +161,8 @@ static int params_set(process_opts *o, const char *key, double v)
         o->nlm.strength = (float)v;
     else if (strcmp(key, "patch_weighting") == 0 && (v == 0 || v == 1))
         o->nlm.gaussian = (int)v;
+    else if (strcmp(key, "distance_cutoff") == 0 && v >= 0 && v <= GPU_NLM_MAX_CUTOFF)
+        o->nlm.cutoff = (float)v;
     else if (strcmp(key, "series_number_offset") == 0)
         o->series_number_offset = (int)v;
     else if (strncmp(key, "a4d_", 4) == 0)
@@ -172,6 +174,10 @@ static int params_set(process_opts *o, const char *key, double v)
 
 int process_params_parse(const char *params, process_opts *o)
 {
+    /* A row stored before distance_cutoff existed has no such key and gets
+     * the default cutoff, not "none": the cutoff is part of the NLM
+     * definition for every job since it came (gpu/nlm.h), as a retried old
+     * job runs today's code anyway. */
     gpu_nlm_params_default(&o->nlm);
     o->nlm.search_radius = o->nlm.patch_radius = 0; /* the algorithm's defaults */
     o->fdk = (process_fdk){.kernel = GPU_FDK_SHEPP_LOGAN};
@@ -367,6 +373,17 @@ static void derivation_anlm(const process_opts *o, const char *modality, char *o
              a.noise == GPU_ANLM_RICIAN ? "Rician" : "Gaussian");
 }
 
+/* ", distance cutoff 5 h^2" or ", no distance cutoff"; "" for the default. */
+static void cutoff_text(float cutoff, char *out, size_t len)
+{
+    if (cutoff == GPU_NLM_DEFAULT_CUTOFF)
+        out[0] = '\0';
+    else if (cutoff == 0)
+        snprintf(out, len, ", no distance cutoff");
+    else
+        snprintf(out, len, ", distance cutoff %g h^2", (double)cutoff);
+}
+
 static void derivation_text(const process_result *r, const process_opts *o, int algo,
                             const char *modality, char *out, size_t len)
 {
@@ -386,18 +403,20 @@ static void derivation_text(const process_result *r, const process_opts *o, int 
     }
     gpu_nlm_params p = radii_resolved(&o->nlm, algo);
     const char *dims = strcmp(r->algorithm, "nlm2d") == 0 ? "2D" : "3D";
-    /* Uniform weighting keeps the text it always had. */
+    /* Uniform weighting and the default cutoff keep the text they always had. */
     const char *weights = p.gaussian ? " (Gaussian patch weights)" : "";
+    char cut[48];
+    cutoff_text(p.cutoff, cut, sizeof cut);
     if (o->nlm.h_auto)
         snprintf(out, len,
-                 "ldct-node %s: non-local means %s, search radius %d, patch radius %d%s, h %.1f"
+                 "ldct-node %s: non-local means %s, search radius %d, patch radius %d%s%s, h %.1f"
                  " (noise %.1f x strength %.2f)",
-                 r->algorithm, dims, p.search_radius, p.patch_radius, weights, r->h, r->noise_sigma,
-                 p.strength);
+                 r->algorithm, dims, p.search_radius, p.patch_radius, weights, cut, r->h,
+                 r->noise_sigma, p.strength);
     else
         snprintf(out, len,
-                 "ldct-node %s: non-local means %s, search radius %d, patch radius %d%s, h %.1f",
-                 r->algorithm, dims, p.search_radius, p.patch_radius, weights, r->h);
+                 "ldct-node %s: non-local means %s, search radius %d, patch radius %d%s%s, h %.1f",
+                 r->algorithm, dims, p.search_radius, p.patch_radius, weights, cut, r->h);
 }
 
 static int filter_and_write(const asm_series *s, const process_opts *o, process_result *r,

@@ -98,12 +98,15 @@ int process_error_permanent(int rc);
 
 /* A job's parameters as stored in its row: the rule's algorithm options
  * ("search_radius=5 patch_radius=2 h=0 strength=1 series_number_offset=1000
- * ... patch_weighting=0"; 0 radius = the algorithm's default, h 0 = from
- * the noise, patch_weighting 0 uniform / 1 gaussian). */
+ * ... patch_weighting=0 distance_cutoff=4"; 0 radius = the algorithm's
+ * default, h 0 = from the noise, patch_weighting 0 uniform / 1 gaussian,
+ * distance_cutoff in h^2 with 0 = none). */
 void process_params_format(const cfg_rule *r, char *out, size_t len);
 
 /* Fills o->nlm and o->series_number_offset from a stored parameter string
- * (missing keys keep the defaults). LDCT_EINPUT on an unknown key. */
+ * (missing keys keep the defaults: a string without distance_cutoff gets
+ * GPU_NLM_DEFAULT_CUTOFF). LDCT_EINPUT on an unknown key or a value out of
+ * its bounds (patch_weighting 0 or 1, distance_cutoff 0..GPU_NLM_MAX_CUTOFF). */
 int process_params_parse(const char *params, process_opts *o);
 
 /* "nlm2d" / "nlm3d" / "auto". */

@@ -2,7 +2,7 @@
 # `ldct bench` prints one JSON line per run with algo, size, device,
 # seconds_median and the algorithm's throughput figure, for every
 # algorithm (tiny sizes on the CPU), nlm with --patch-weighting gaussian
-# too; bad options exit 2 with a message;
+# and --distance-cutoff too; bad options exit 2 with a message;
 # `ldct tune fdk` without a GPU says so and fails.
 . "$(dirname "$0")/lib.sh"
 check() { # algo throughput-key args...
@@ -27,6 +27,17 @@ check nlm3d voxel_offsets_per_s --size 24x20x12 --search-radius 2 --patch-radius
 grep -q '"gaussian":1' "$T/nlm3d.json" || fail "--patch-weighting gaussian: $(cat "$T/nlm3d.json")"
 "$LDCT" bench nlm3d --patch-weighting box --json > /dev/null 2> "$T/err"; rc=$?
 [ $rc = 2 ] || fail "a bad patch weighting exits $rc, not 2"
+# --distance-cutoff: the JSON line says which (default 4); a bad one exits 2.
+check nlm3d voxel_offsets_per_s --size 24x20x12 --search-radius 2 --patch-radius 1
+grep -q '"cutoff":4,' "$T/nlm3d.json" || fail "default cutoff: $(cat "$T/nlm3d.json")"
+check nlm3d voxel_offsets_per_s --size 24x20x12 --search-radius 2 --patch-radius 1 \
+    --distance-cutoff 0.5
+grep -q '"cutoff":0.5,' "$T/nlm3d.json" || fail "--distance-cutoff 0.5: $(cat "$T/nlm3d.json")"
+for c in -1 81 nan abc; do
+    "$LDCT" bench nlm3d --distance-cutoff "$c" --json > /dev/null 2> "$T/err"; rc=$?
+    [ $rc = 2 ] || fail "--distance-cutoff $c exits $rc, not 2"
+    grep -q "bad or missing value for --distance-cutoff" "$T/err" || fail "$c: $(cat "$T/err")"
+done
 check anlm voxel_offsets_per_s --size 20x18x12 --search-radius 2
 check adaptive4d mvoxels_per_s --size 16x14x8x5
 check fdk gups --size 24x24x24 --projections 30 --detector 48x32

@@ -13,6 +13,11 @@ printf '[rule r]\nalgorithm = nlm3d\npatch_weighting = box\n' > "$T/pw.conf"
 "$LDCT" check-config "$T/pw.conf" 2> "$T/err" && fail "patch_weighting = box accepted"
 grep -q "pw.conf:3: patch_weighting = box: expected uniform or gaussian" "$T/err" ||
     fail "patch_weighting: $(cat "$T/err")"
+printf '[rule r]\nalgorithm = nlm2d\ndistance_cutoff = -1\ndistance_cutoff = nan\n' > "$T/dc.conf"
+"$LDCT" check-config "$T/dc.conf" 2> "$T/err" && fail "distance_cutoff = -1 accepted"
+grep -q "dc.conf:3: distance_cutoff = -1: out of range (0 to 80)" "$T/err" &&
+    grep -q "dc.conf:4: distance_cutoff = nan: out of range" "$T/err" ||
+    fail "distance_cutoff: $(cat "$T/err")"
 "$LDCT" --state-dir "$T/nothing" status 2> "$T/err" && fail "status without a database succeeded"
 grep -q "cannot open" "$T/err" || fail "no clear error: $(cat "$T/err")"
 "$LDCT" frobnicate 2>/dev/null; [ $? = 2 ] || fail "unknown command must exit 2"

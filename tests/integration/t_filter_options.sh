@@ -5,7 +5,9 @@
 # silently unfiltered series (--strength abc used to give strength 0 and an
 # unfiltered "derived" series with exit 0). --h 0 means "from the noise",
 # as in a rule. --help prints the usage on stdout and exits 0.
+# --distance-cutoff (0..80, default 4) changes the pixels and is reported.
 . "$(dirname "$0")/lib.sh"
+DCMSTAT="$ROOT/$BUILD/tools/dcmstat"
 "$MKSERIES" --out "$T/in" --rows 32 --cols 32 --slices 4 --thickness 1 --noise 20 > /dev/null ||
     fail "mkseries"
 refused() { # OPTION VALUE EXPECTED-MESSAGE
@@ -26,6 +28,10 @@ refused --patch-radius 9 "out of range (0 to 5)"
 refused --series-number-offset x "not an integer"
 refused --matrix 5 "out of range (16 to 2048)"
 refused --kernel foo "expected ram-lak"
+refused --distance-cutoff -1 "out of range (0 to 80)"
+refused --distance-cutoff 81 "out of range (0 to 80)"
+refused --distance-cutoff nan "out of range (0 to 80)"
+refused --distance-cutoff abc "not a number"
 # Accepted values reach the processing: strength 2 doubles the automatic h.
 h_of() { sed -nE 's/.* h ([0-9.]+) \(noise.*/\1/p' "$T/o"; }
 "$LDCT" filter --algo nlm3d --in "$T/in" --out "$T/o1" --device cpu --h 0 > "$T/o" ||
@@ -38,6 +44,26 @@ h2=$(h_of)
 note "h at strength 1: $h1, at strength 2: $h2"
 python3 -c "import sys; sys.exit(0 if abs(float('$h2') - 2 * float('$h1')) < 0.2 else 1)" ||
     fail "strength 2 did not double h: $h1 -> $h2"
+# --distance-cutoff reaches the filter: 0 (off) and 4 give different pixels
+# (dcmstat prints identical lines for identical data), no option is 4 (the
+# default), the summary line prints it and a cutoff other than the default
+# is named in the DerivationDescription.
+pixels() { "$DCMSTAT" --per-slice "$1" | sed -E 's/.*(mean=.*)/\1/'; }
+derivation() { dcmdump -q +L +P 0008,2111 "$(ls "$1"/*.dcm | head -1)"; }
+for c in 0 4 default; do
+    opt=(--distance-cutoff "$c")
+    [ "$c" = default ] && opt=()
+    "$LDCT" filter --algo nlm3d --in "$T/in" --out "$T/cut-$c" --device cpu "${opt[@]}" > "$T/o" \
+        2> "$T/e" || fail "--distance-cutoff $c: $(cat "$T/e")"
+    grep -q "cutoff $([ "$c" = 0 ] && echo off || echo '4 h^2');" "$T/o" ||
+        fail "cutoff $c not in the summary: $(cat "$T/o")"
+done
+[ "$(pixels "$T/cut-0")" != "$(pixels "$T/cut-4")" ] || fail "cutoffs 0 and 4 gave the same pixels"
+[ "$(pixels "$T/cut-default")" = "$(pixels "$T/cut-4")" ] || fail "the default cutoff is not 4"
+derivation "$T/cut-0" | grep -q "no distance cutoff" ||
+    fail "DerivationDescription without the cutoff: $(derivation "$T/cut-0")"
+derivation "$T/cut-4" | grep -q "cutoff" && fail "default cutoff named: $(derivation "$T/cut-4")"
 "$LDCT" filter --help > "$T/o" 2> "$T/e" || fail "filter --help exits $?"
 grep -q "^usage: ldct filter" "$T/o" || fail "filter --help: no usage on stdout"
+grep -q -- "--distance-cutoff C" "$T/o" || fail "filter --help: no --distance-cutoff"
 exit 0

@@ -307,6 +307,47 @@ START_TEST(patch_weighting_parses_and_bad_values_name_their_line)
 }
 END_TEST
 
+/* distance_cutoff: a real in 0..80 (gpu_nlm_params.cutoff), default 4;
+ * 0 (off) is a value; negative, too large, NaN and garbage name their line. */
+START_TEST(distance_cutoff_parses_with_bounds_and_default_4)
+{
+    int rc;
+    ldct_config *cfg = load_text("[rule a]\n"
+                                 "algorithm = nlm3d\n"
+                                 "distance_cutoff = 5.5\n"
+                                 "[rule off]\n"
+                                 "distance_cutoff = 0\n"
+                                 "[rule max]\n"
+                                 "distance_cutoff = 80\n"
+                                 "[rule d]\n",
+                                 &rc);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_double_eq(cfg->rule[0].distance_cutoff, 5.5);
+    ck_assert_double_eq(cfg->rule[1].distance_cutoff, 0);
+    ck_assert_double_eq(cfg->rule[2].distance_cutoff, 80);
+    ck_assert_double_eq(cfg->rule[3].distance_cutoff, 4); /* the default */
+    config_free(cfg);
+    ck_assert_int_eq(config_new_defaults(&cfg), 0); /* the built-in rule too */
+    ck_assert_double_eq(cfg->rule[0].distance_cutoff, 4);
+    config_free(cfg);
+    cfg = load_text("[rule p]\n"
+                    "distance_cutoff = -1\n"
+                    "distance_cutoff = 80.5\n"
+                    "distance_cutoff = nan\n"
+                    "distance_cutoff = four\n"
+                    "distance_cutoff = 4x\n",
+                    &rc);
+    ck_assert_int_eq(rc, LDCT_EINVAL_CONFIG);
+    ck_assert_int_eq(cfg->nerr, 5);
+    ck_assert(has_error(cfg, 2, "distance_cutoff = -1: out of range (0 to 80)"));
+    ck_assert(has_error(cfg, 3, "out of range (0 to 80)"));
+    ck_assert(has_error(cfg, 4, "out of range (0 to 80)"));
+    ck_assert(has_error(cfg, 5, "distance_cutoff = four: not a number"));
+    ck_assert(has_error(cfg, 6, "not a number"));
+    config_free(cfg);
+}
+END_TEST
+
 START_TEST(rules_are_ordered_by_priority_then_file_order)
 {
     int rc;
@@ -490,6 +531,7 @@ int main(void)
     tcase_add_test(tc, rule_errors_name_their_lines);
     tcase_add_test(tc, fdk_rule_keys_parse_with_defaults_and_bounds);
     tcase_add_test(tc, patch_weighting_parses_and_bad_values_name_their_line);
+    tcase_add_test(tc, distance_cutoff_parses_with_bounds_and_default_4);
     tcase_add_test(tc, rules_are_ordered_by_priority_then_file_order);
     tcase_add_test(tc, wildcards_match_case_insensitively);
     tcase_add_test(tc, allow_lists_match_exactly);

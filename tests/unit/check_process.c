@@ -534,6 +534,60 @@ START_TEST(gaussian_patch_weighting_reaches_the_filter)
 }
 END_TEST
 
+/* Mean |a - b| over the derived slices of two results (HU). */
+static double mean_abs_diff(const process_result *a, const process_result *b, int nxy)
+{
+    double diff = 0;
+    for (int i = 0; i < a->n; i++) {
+        float *u = read_hu(a->paths[i], (size_t)nxy), *g = read_hu(b->paths[i], (size_t)nxy);
+        for (int k = 0; k < nxy; k++)
+            diff += fabs(u[k] - g[k]);
+        free(u);
+        free(g);
+    }
+    return diff / ((double)a->n * nxy);
+}
+
+/* A rule's distance_cutoff goes through the job's stored parameters into
+ * gpu_nlm_params.cutoff: on flat noise at h 30 (D / h^2 about 0.9 between
+ * patches of the same tissue) a cutoff of 1 drops roughly the least similar fifth,
+ * so the pixels change; the DerivationDescription names a cutoff that is
+ * not the default and keeps its old text for the default. */
+START_TEST(distance_cutoff_from_the_job_reaches_the_filter)
+{
+    static const double cut[3] = {0, 1, GPU_NLM_DEFAULT_CUTOFF};
+    static const char *const said[3] = {"patch radius 2, no distance cutoff, h 30.0",
+                                        "patch radius 2, distance cutoff 1 h^2, h 30.0",
+                                        "patch radius 2, h 30.0"};
+    write_series(24, 24, 4, 1, 0, 20);
+    cfg_rule rule;
+    config_rule_init(&rule);
+    rule.algorithm = ALGO_NLM3D;
+    rule.h = 30;
+    process_result r[3];
+    for (int i = 0; i < 3; i++) {
+        char params[1024], d[2048];
+        rule.distance_cutoff = cut[i];
+        process_params_format(&rule, params, sizeof params);
+        process_opts o = opts();
+        ck_assert_int_eq(process_params_parse(params, &o), 0);
+        ck_assert_float_eq(o.nlm.cutoff, (float)cut[i]);
+        snprintf(out_dir, sizeof out_dir, "%s/out-cut%d", dir, i);
+        process_ok(&o, &r[i]);
+        derivation_of(&r[i], d, sizeof d);
+        ck_assert_msg(strstr(d, said[i]), "cutoff %g: DerivationDescription: %s", cut[i], d);
+        ck_assert_msg(i < 2 || !strstr(d, "cutoff"), "default named: %s", d);
+    }
+    double d01 = mean_abs_diff(&r[0], &r[1], 24 * 24);
+    printf("mean |no cutoff - cutoff 1| %.2f HU\n", d01);
+    /* The same cutoff twice gives exactly 0 (the CPU reference is
+     * deterministic); cutoffs 0 and 1 differ by about 0.5 HU here. */
+    ck_assert_msg(d01 > 0.1, "mean |no cutoff - cutoff 1| %g HU", d01);
+    for (int i = 0; i < 3; i++)
+        process_result_free(&r[i]);
+}
+END_TEST
+
 /* ---- stored parameters --------------------------------------------------- */
 
 START_TEST(process_params_roundtrip)
@@ -573,6 +627,31 @@ START_TEST(process_params_roundtrip)
     ck_assert_int_eq(process_params_parse("search_radius=5 h=0 strength=1", &o), 0);
     ck_assert_int_eq(o.nlm.gaussian, 0);
     ck_assert_int_eq(process_params_parse("patch_weighting=2", &o), LDCT_EINPUT);
+
+    /* distance_cutoff: the rule's value comes back (0 = off is a value);
+     * rows stored before the key existed get the default cutoff, which is
+     * part of the NLM definition since; out of bounds is refused. */
+    ck_assert_float_eq(o.nlm.cutoff, GPU_NLM_DEFAULT_CUTOFF);
+    rule.distance_cutoff = 0;
+    process_params_format(&rule, s, sizeof s);
+    ck_assert_int_eq(process_params_parse(s, &o), 0);
+    ck_assert_float_eq(o.nlm.cutoff, 0.0f);
+    rule.distance_cutoff = 6.5;
+    process_params_format(&rule, s, sizeof s);
+    ck_assert_int_eq(process_params_parse(s, &o), 0);
+    ck_assert_float_eq(o.nlm.cutoff, 6.5f);
+    ck_assert_int_eq(process_params_parse("search_radius=5 h=0 strength=1", &o), 0);
+    ck_assert_float_eq(o.nlm.cutoff, GPU_NLM_DEFAULT_CUTOFF);
+    ck_assert_int_eq(process_params_parse("distance_cutoff=-1", &o), LDCT_EINPUT);
+    ck_assert_int_eq(process_params_parse("distance_cutoff=81", &o), LDCT_EINPUT);
+    ck_assert_int_eq(process_params_parse("distance_cutoff=nan", &o), LDCT_EINPUT);
+    /* The rule's bounds and default are the engine's. */
+    cfg_rule fresh;
+    config_rule_init(&fresh);
+    ck_assert_double_eq(fresh.distance_cutoff, GPU_NLM_DEFAULT_CUTOFF);
+    ck_assert_ptr_null(config_rule_option_set(&fresh, "distance_cutoff", "80"));
+    ck_assert_double_eq(fresh.distance_cutoff, GPU_NLM_MAX_CUTOFF);
+    ck_assert_ptr_nonnull(config_rule_option_set(&fresh, "distance_cutoff", "80.01"));
 
     ck_assert_int_eq(process_params_parse("search_radius=5 colour=3", &o), LDCT_EINPUT);
     ck_assert_int_eq(process_params_parse("search_radius=x", &o), LDCT_EINPUT);
@@ -777,6 +856,7 @@ int main(void)
     tcase_add_test(tc, process_params_roundtrip);
     tcase_add_test(tc, process_params_roundtrip_adaptive4d);
     tcase_add_test(tc, gaussian_patch_weighting_reaches_the_filter);
+    tcase_add_test(tc, distance_cutoff_from_the_job_reaches_the_filter);
     tcase_add_test(tc, multi_frame_source_gives_a_multi_frame_result);
     tcase_add_test(tc, inconsistent_series_is_a_permanent_error);
     suite_add_tcase(s, tc);
