@@ -78,7 +78,7 @@ ROWS
 # weightings over a sweep of strengths (h = strength * sqrt(2) * sigma_est;
 # up to 3: at P = 1 the Gaussian kernel (a = 0.5) is nearly one voxel and
 # needs a large h); quality_report.py sweeps scikit-image over the same grid.
-SWEEP=${SWEEP:-0.5 0.6 0.7 0.8 0.9 1 1.1 1.2 1.3 1.5 1.75 2 2.5 3}
+SWEEP=${SWEEP:-0.5 0.6 0.7 0.8 0.9 1 1.1 1.15 1.2 1.25 1.3 1.5 1.75 2 2.5 3}
 : > "$W/sweep.txt"
 for cfg in "nlm2d 10 3" "nlm3d 5 2" "nlm3d 3 1"; do
     for w in uniform gaussian; do

@@ -312,7 +312,8 @@ P_("anlm (issue 7): S = 5, patch radii 1 and 2 with sub-band mixing (P 1+2), h =
 P_("S = search radius, P = patch radius; h is what `ldct filter` derived from the noise estimate "
    "and the strength (h = strength * sqrt(2) * sigma_est). Ours: uniform patch weights (the "
    "default) and Gaussian ones (`patch_weighting = gaussian`: seed 000's kernel, "
-   "exp(-k^2 / (2 a^2)) per axis, a = P/2, normalised). What \"matched\" means:\n")
+   "exp(-k^2 / (2 a^2)) per axis, a = P/2, normalised), both with our distance cutoff at its "
+   "default (`distance_cutoff = 4`: weight 0 where D > 4 h^2). What \"matched\" means:\n")
 P_("- **skimage fast** (`fast_mode=True`, patch_size 2P+1, patch_distance S, sigma 0): uniform "
    "weights, but it sums (2P)^dim squared differences (integral-image corners at +-P) and "
    "divides by (2P+1)^dim h^2, so at the same h its weights are those of a 2P-wide box at "
@@ -325,8 +326,8 @@ P_("- **skimage slow** (`fast_mode=False`): Gaussian weights of the patch positi
    "h as our Gaussian mode, its truly matched counterpart at the same h. It differs from our "
    "definition (gpu/nlm.h) in three details: its search window stops at the volume's faces "
    "(ours mirrors the volume, so offsets beyond a face see mirrored voxels again); a pair "
-   "whose weighted distance exceeds 5 h^2 gets weight 0 (DISTANCE_CUTOFF; ours keeps "
-   "exp(-5) and below); and an approximate exp. It takes minutes per run at S=5 P=2 on this "
+   "whose weighted distance exceeds 5 h^2 gets weight 0 (DISTANCE_CUTOFF; ours cuts at "
+   "4 h^2, measured better on this phantom, docs/NOTES-nlmq.md); and an approximate exp. It takes minutes per run at S=5 P=2 on this "
    "CPU, so it ran at fewer h (see the best-h table).\n")
 P_("Floors: the issue's (PSNR +3 dB, noise at most half, worst |bias| <= 2 HU, CNR up for "
    "every one of the nine lesions and on average, edge rise +10% at most) against the "
@@ -407,10 +408,10 @@ for cfg in CFGS:
            algo, S, P, mine[1]["psnr"], name, mine[2], u[1]["psnr"], u[2], skf[1]["psnr"], skf[2],
            verdict(mine[1]["psnr"], skf[1]["psnr"]), sks[1]["psnr"], sks[2],
            verdict(mine[1]["psnr"], sks[1]["psnr"])))
-P_("\nWhere ours is below: scikit-image's slow mode gives weight 0 to pairs with a distance "
-   "above 5 h^2 and stops its search window at the volume's faces (ours keeps every weight and "
-   "mirrors); its fast mode compares (2P)^dim boxes, one voxel narrower than ours. Measured "
-   "switch by switch in docs/NOTES-nlmq.md (tests/bench/nlm_variants.py).\n")
+P_("\nWhere the two differ: scikit-image's slow mode cuts at 5 h^2 (ours at 4 h^2) and stops "
+   "its search window at the volume's faces (ours mirrors); its fast mode compares (2P)^dim "
+   "boxes, one voxel narrower than ours. Measured switch by switch in docs/NOTES-nlmq.md "
+   "(tests/bench/nlm_variants.py).\n")
 P_("\nAt matched parameters, row by row (ours uniform against scikit-image fast at matched h, "
    "and at the same h; ours Gaussian against scikit-image slow at the same h, where it ran):\n")
 for algo, S, P, st, h, secs, ours, out, w in rows:
