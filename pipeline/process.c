@@ -373,12 +373,11 @@ static void derivation_anlm(const process_opts *o, const char *modality, char *o
              a.noise == GPU_ANLM_RICIAN ? "Rician" : "Gaussian");
 }
 
-/* ", distance cutoff 5 h^2" or ", no distance cutoff"; "" for the default. */
+/* ", distance cutoff 4 h^2" or ", no distance cutoff": always stated, so
+ * a reader of the derived series knows which definition made it. */
 static void cutoff_text(float cutoff, char *out, size_t len)
 {
-    if (cutoff == GPU_NLM_DEFAULT_CUTOFF)
-        out[0] = '\0';
-    else if (cutoff == 0)
+    if (cutoff == 0)
         snprintf(out, len, ", no distance cutoff");
     else
         snprintf(out, len, ", distance cutoff %g h^2", (double)cutoff);
@@ -403,7 +402,7 @@ static void derivation_text(const process_result *r, const process_opts *o, int 
     }
     gpu_nlm_params p = radii_resolved(&o->nlm, algo);
     const char *dims = strcmp(r->algorithm, "nlm2d") == 0 ? "2D" : "3D";
-    /* Uniform weighting and the default cutoff keep the text they always had. */
+    /* Uniform weighting keeps the text it always had. */
     const char *weights = p.gaussian ? " (Gaussian patch weights)" : "";
     char cut[48];
     cutoff_text(p.cutoff, cut, sizeof cut);

@@ -62,7 +62,8 @@ done
 [ "$(pixels "$T/cut-default")" = "$(pixels "$T/cut-4")" ] || fail "the default cutoff is not 4"
 derivation "$T/cut-0" | grep -q "no distance cutoff" ||
     fail "DerivationDescription without the cutoff: $(derivation "$T/cut-0")"
-derivation "$T/cut-4" | grep -q "cutoff" && fail "default cutoff named: $(derivation "$T/cut-4")"
+derivation "$T/cut-4" | grep -q "distance cutoff 4 h^2" ||
+    fail "default cutoff not named: $(derivation "$T/cut-4")"
 "$LDCT" filter --help > "$T/o" 2> "$T/e" || fail "filter --help exits $?"
 grep -q "^usage: ldct filter" "$T/o" || fail "filter --help: no usage on stdout"
 grep -q -- "--distance-cutoff C" "$T/o" || fail "filter --help: no --distance-cutoff"
