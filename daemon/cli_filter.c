@@ -162,7 +162,7 @@ static int run_series(const filter_opts *fo, const gpu_device *dev, input_file *
     if (strcmp(r.algorithm, "fdk") != 0)
         snprintf(h, sizeof h, ", h %.1f (noise %.1f)", r.h, r.noise_sigma);
     if (strncmp(r.algorithm, "nlm", 3) == 0) /* anlm and adaptive4d have no cutoff */
-        cutoff_text(fo->nlm.cutoff, h + strlen(h), sizeof h - strlen(h));
+        cutoff_text(gpu_nlm_effective_cutoff(&fo->nlm), h + strlen(h), sizeof h - strlen(h));
     printf("series %s -> %s: %d file(s) %dx%dx%d%s, %s on %s%s%s;"
            " load %.2f s, filter %.2f s, write %.2f s\n",
            files[0].series_uid, r.series_uid, r.n, r.nx, r.ny, r.nz, times, r.algorithm, r.device,

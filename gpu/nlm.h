@@ -43,6 +43,9 @@ extern "C" {
 enum { GPU_NLM_MAX_SEARCH = 15, GPU_NLM_MAX_PATCH = 5, GPU_NLM_MAX_CUTOFF = 80 };
 /* The default cutoff (docs/NOTES-nlmq.md: measured on the quality phantom). */
 #define GPU_NLM_DEFAULT_CUTOFF 4.0f
+/* With h_auto the cutoff stays at least this many times the expected
+ * distance of two patches of the same tissue (gpu_nlm_effective_cutoff). */
+#define GPU_NLM_CUTOFF_MARGIN 2.5
 
 /* Optional timings filled by the CUDA versions (CUDA events, milliseconds). */
 typedef struct gpu_nlm_stats {
@@ -78,6 +81,16 @@ const char *gpu_nlm_weighting_name(int gaussian);
  * (median instead of mean, so edges bias it little). Returns 0 and *sigma,
  * or LDCT_EINPUT for slices smaller than 3x3. */
 int gpu_noise_sigma(const gpu_volume *in, double *sigma);
+
+/* The cutoff in units of h^2 that a call applies: p->cutoff, except with
+ * h_auto at a low strength s, where it is at least GPU_NLM_CUTOFF_MARGIN /
+ * s^2 (and at most GPU_NLM_MAX_CUTOFF). Two patches of the same tissue are
+ * 2 sigma^2 apart on average, which is 1 / s^2 in units of h^2 = 2 s^2
+ * sigma^2; below s = 0.8 a fixed cutoff of 4 would come within 2.5 times of
+ * that and drop similar patches too (nlm3d at s = 0.5: 40.6 dB instead of
+ * 46.6 dB without a cutoff, docs/NOTES-nlmq.md). Callers that resolve h
+ * themselves and clear h_auto pass this value as the cutoff. 0 stays 0. */
+float gpu_nlm_effective_cutoff(const gpu_nlm_params *p);
 
 /* The h actually used for `in` (resolves h_auto); returns 0 or an error. */
 int gpu_nlm_resolve_h(const gpu_nlm_params *p, const gpu_volume *in, float *h);

@@ -54,9 +54,20 @@ void gpu__nlm_patch_weights(int patch_radius, int gaussian, float *g)
         g[k] = (float)(w[k] / sum);
 }
 
+float gpu_nlm_effective_cutoff(const gpu_nlm_params *p)
+{
+    double c = p->cutoff;
+    if (c > 0 && p->h_auto) {
+        double floor = GPU_NLM_CUTOFF_MARGIN / ((double)p->strength * p->strength);
+        c = c > floor ? c : floor;
+    }
+    return (float)(c < GPU_NLM_MAX_CUTOFF ? c : GPU_NLM_MAX_CUTOFF);
+}
+
 float gpu__nlm_cut_exponent(const gpu_nlm_params *p)
 {
-    return p->cutoff > 0 ? (float)(p->cutoff * 1.4426950408889634) : INFINITY;
+    float c = gpu_nlm_effective_cutoff(p);
+    return c > 0 ? (float)(c * 1.4426950408889634) : INFINITY;
 }
 
 void gpu_nlm_params_default(gpu_nlm_params *p)

@@ -342,6 +342,7 @@ static int denoise(const asm_series *s, const process_opts *o, int algo, gpu_vol
         return snprintf(err, err_len, "cannot estimate the noise of the series"), rc;
     (void)gpu_noise_sigma(&s->vol, &r->noise_sigma);
     p.h = r->h;
+    p.cutoff = gpu_nlm_effective_cutoff(&p); /* before h_auto goes */
     p.h_auto = 0;
     gpu_device_name(dev, r->device, sizeof r->device);
     rc = run_filter(algo, &p, o, s, out, dev);
@@ -405,7 +406,7 @@ static void derivation_text(const process_result *r, const process_opts *o, int 
     /* Uniform weighting keeps the text it always had. */
     const char *weights = p.gaussian ? " (Gaussian patch weights)" : "";
     char cut[48];
-    cutoff_text(p.cutoff, cut, sizeof cut);
+    cutoff_text(gpu_nlm_effective_cutoff(&p), cut, sizeof cut); /* what the filter applied */
     if (o->nlm.h_auto)
         snprintf(out, len,
                  "ldct-node %s: non-local means %s, search radius %d, patch radius %d%s%s, h %.1f"

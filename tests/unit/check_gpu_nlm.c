@@ -211,6 +211,54 @@ START_TEST(ref_cutoff_matches_naive_and_changes_the_result)
 }
 END_TEST
 
+/* With h from the noise the cutoff never comes within 2.5 times of the
+ * expected distance of similar patches (1 / s^2 in units of h^2). */
+START_TEST(effective_cutoff_keeps_a_margin_at_low_strength)
+{
+    gpu_nlm_params p;
+    gpu_nlm_params_default(&p);
+    ck_assert_float_eq_tol(gpu_nlm_effective_cutoff(&p), 4.0f, 1e-6f);
+    p.strength = 0.8f; /* 2.5 / 0.64 = 3.9 < 4 */
+    ck_assert_float_eq_tol(gpu_nlm_effective_cutoff(&p), 4.0f, 1e-6f);
+    p.strength = 0.5f;
+    ck_assert_float_eq_tol(gpu_nlm_effective_cutoff(&p), 10.0f, 1e-5f);
+    p.strength = 0.1f;
+    ck_assert_float_eq_tol(gpu_nlm_effective_cutoff(&p), (float)GPU_NLM_MAX_CUTOFF, 1e-5f);
+    p.cutoff = 0; /* off stays off */
+    ck_assert_float_eq(gpu_nlm_effective_cutoff(&p), 0.0f);
+    p.cutoff = 4;
+    p.h_auto = 0; /* an explicit h has no strength: the cutoff as given */
+    p.h = 10;
+    ck_assert_float_eq_tol(gpu_nlm_effective_cutoff(&p), 4.0f, 1e-6f);
+    /* And the reference applies it: at strength 0.5 the result equals the
+     * one with the effective cutoff given explicitly for the same h. */
+    gpu_volume in, a, b;
+    ck_assert_int_eq(gpu_volume_init(&in, 17, 15, 9, 1), 0);
+    ck_assert_int_eq(gpu_volume_init(&a, 17, 15, 9, 1), 0);
+    ck_assert_int_eq(gpu_volume_init(&b, 17, 15, 9, 1), 0);
+    fill_phantom(&in, 10.0);
+    gpu_nlm_params q;
+    gpu_nlm_params_default(&q);
+    q.search_radius = 2;
+    q.patch_radius = 1;
+    q.strength = 0.5f;
+    ck_assert_int_eq(gpu_nlm3d_ref(&q, &in, &a, NULL), 0);
+    float h;
+    ck_assert_int_eq(gpu_nlm_resolve_h(&q, &in, &h), 0);
+    q.cutoff = gpu_nlm_effective_cutoff(&q);
+    q.h_auto = 0;
+    q.h = h;
+    ck_assert_int_eq(gpu_nlm3d_ref(&q, &in, &b, NULL), 0);
+    ck_assert_float_eq(rel_l2_vol(&a, &b, NULL, NULL), 0.0);
+    q.cutoff = 4; /* the plain cutoff at that h differs */
+    ck_assert_int_eq(gpu_nlm3d_ref(&q, &in, &b, NULL), 0);
+    ck_assert_double_gt(rel_l2_vol(&a, &b, NULL, NULL), 1e-4);
+    gpu_volume_close(&in);
+    gpu_volume_close(&a);
+    gpu_volume_close(&b);
+}
+END_TEST
+
 START_TEST(ref3d_same_result_with_any_thread_count)
 {
     gpu_volume in, a, b;
@@ -608,6 +656,7 @@ static Suite *nlm_suite(void)
     tcase_add_test(tc, ref2d_matches_naive_for_several_radii_and_odd_sizes);
     tcase_add_test(tc, ref3d_matches_naive_for_several_radii_and_odd_sizes);
     tcase_add_test(tc, ref_cutoff_matches_naive_and_changes_the_result);
+    tcase_add_test(tc, effective_cutoff_keeps_a_margin_at_low_strength);
     tcase_add_test(tc, ref3d_same_result_with_any_thread_count);
     tcase_add_test(tc, nlm_rejects_bad_parameters);
     tcase_add_test(tc, noise_sigma_within_5_percent_on_gaussian_noise);
