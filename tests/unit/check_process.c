@@ -515,8 +515,9 @@ START_TEST(gaussian_patch_weighting_reaches_the_filter)
     o.nlm.gaussian = 1;
     process_ok(&o, &rg);
     derivation_of(&rg, d, sizeof d);
-    ck_assert_msg(strstr(d, "patch radius 2 (Gaussian patch weights), h 40.0"),
-                  "DerivationDescription: %s", d);
+    ck_assert_msg(
+        strstr(d, "patch radius 2 (Gaussian patch weights), distance cutoff 4 h^2, h 40.0"),
+        "DerivationDescription: %s", d);
     double diff = 0;
     for (int i = 0; i < ru.n; i++) {
         float *u = read_hu(ru.paths[i], 24 * 24), *g = read_hu(rg.paths[i], 24 * 24);
