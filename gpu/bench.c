@@ -187,14 +187,16 @@ static int run_one(const opts *o, int dim, const int *size, int S, int P, const 
     p.gaussian = o->gaussian;
     p.cutoff = (float)o->cutoff;
     p.strength = (float)o->strength;
+    if (o->h > 0) {
+        p.h_auto = 0;
+        p.h = (float)o->h;
+    }
     /* Resolve h once, so the timings measure the filter, not the estimate. */
-    float h = (float)o->h;
-    if (!(h > 0) && (rc = gpu_nlm_resolve_h(&p, &in, &h)) != 0) {
+    if ((rc = gpu_nlm_fix_h(&p, &in)) != 0) {
         fprintf(stderr, "bench: noise estimate: %s\n", ldct_strerror(rc));
         goto done;
     }
-    p.h_auto = 0;
-    p.h = h;
+    const float h = p.h;
     gpu_nlm_stats st;
     p.stats = &st;
     int n = o->repeat;
@@ -238,9 +240,9 @@ static int run_one(const opts *o, int dim, const int *size, int S, int P, const 
                    "\"repeat\":%d,\"seconds_median\":%.6f,\"seconds_min\":%.6f,"
                    "\"kernel_seconds_median\":%.6f,\"voxel_offsets_per_s\":%.4e,"
                    "\"kernel_voxel_offsets_per_s\":%.4e,\"slabs\":%d,\"sample\":%.4f}\n",
-                   o->algo, size[0], size[1], size[2], dname, gname, S, P, o->gaussian, o->cutoff,
-                   (double)h, n, wmed, wmin, kmed, vo / wmed, kmed > 0 ? vo / kmed : 0.0, slabs,
-                   sample);
+                   o->algo, size[0], size[1], size[2], dname, gname, S, P, o->gaussian,
+                   (double)p.cutoff, (double)h, n, wmed, wmin, kmed, vo / wmed,
+                   kmed > 0 ? vo / kmed : 0.0, slabs, sample);
         } else {
             printf("%s %dx%dx%d S=%d P=%d %s: median %.4f s (min %.4f, kernels %.4f s), "
                    "%.3g voxel-offsets/s\n",

@@ -43,9 +43,9 @@ extern "C" {
 enum { GPU_NLM_MAX_SEARCH = 15, GPU_NLM_MAX_PATCH = 5, GPU_NLM_MAX_CUTOFF = 80 };
 /* The default cutoff (docs/NOTES-nlmq.md: measured on the quality phantom). */
 #define GPU_NLM_DEFAULT_CUTOFF 4.0f
-/* With h_auto the cutoff stays at least this many times the expected
- * distance of two patches of the same tissue (gpu_nlm_effective_cutoff). */
-#define GPU_NLM_CUTOFF_MARGIN 2.5
+/* With h_auto, below this strength the cutoff grows as 1 / strength^2
+ * (gpu_nlm_effective_cutoff). */
+#define GPU_NLM_CUTOFF_FULL_STRENGTH 0.8
 
 /* Optional timings filled by the CUDA versions (CUDA events, milliseconds). */
 typedef struct gpu_nlm_stats {
@@ -82,18 +82,25 @@ const char *gpu_nlm_weighting_name(int gaussian);
  * or LDCT_EINPUT for slices smaller than 3x3. */
 int gpu_noise_sigma(const gpu_volume *in, double *sigma);
 
-/* The cutoff in units of h^2 that a call applies: p->cutoff, except with
- * h_auto at a low strength s, where it is at least GPU_NLM_CUTOFF_MARGIN /
- * s^2 (and at most GPU_NLM_MAX_CUTOFF). Two patches of the same tissue are
- * 2 sigma^2 apart on average, which is 1 / s^2 in units of h^2 = 2 s^2
- * sigma^2; below s = 0.8 a fixed cutoff of 4 would come within 2.5 times of
- * that and drop similar patches too (nlm3d at s = 0.5: 40.6 dB instead of
- * 46.6 dB without a cutoff, docs/NOTES-nlmq.md). Callers that resolve h
- * themselves and clear h_auto pass this value as the cutoff. 0 stays 0. */
+/* The cutoff in units of h^2 that a call applies: p->cutoff c, except with
+ * h_auto at a strength s below s0 = GPU_NLM_CUTOFF_FULL_STRENGTH, where it
+ * is c (s0 / s)^2 (at most GPU_NLM_MAX_CUTOFF): the cut then stays at the
+ * same multiple of the noise as at s0. Two patches of the same tissue are
+ * 2 sigma^2 apart on average, 1 / s^2 in units of h^2 = 2 s^2 sigma^2, so a
+ * fixed 4 h^2 would come down to them at low strengths and drop similar
+ * patches too (nlm3d at s = 0.5: 40.6 dB instead of 46.6 dB without a
+ * cutoff, docs/NOTES-nlmq.md). At s >= s0, and with an explicit h, the
+ * cutoff is c as given; 0 stays 0. */
 float gpu_nlm_effective_cutoff(const gpu_nlm_params *p);
 
 /* The h actually used for `in` (resolves h_auto); returns 0 or an error. */
 int gpu_nlm_resolve_h(const gpu_nlm_params *p, const gpu_volume *in, float *h);
+
+/* Turns h_auto into the explicit parameters that give the same result on
+ * `in`: p->h = the resolved h, p->cutoff = gpu_nlm_effective_cutoff(p),
+ * h_auto = 0. For callers that estimate the noise once and run many times
+ * or report h. Returns 0 or an error of gpu_nlm_resolve_h (p unchanged). */
+int gpu_nlm_fix_h(gpu_nlm_params *p, const gpu_volume *in);
 
 int gpu_nlm2d_ref(const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *out,
                   const gpu_device *dev);

@@ -57,9 +57,9 @@ void gpu__nlm_patch_weights(int patch_radius, int gaussian, float *g)
 float gpu_nlm_effective_cutoff(const gpu_nlm_params *p)
 {
     double c = p->cutoff;
-    if (c > 0 && p->h_auto) {
-        double floor = GPU_NLM_CUTOFF_MARGIN / ((double)p->strength * p->strength);
-        c = c > floor ? c : floor;
+    if (c > 0 && p->h_auto && p->strength < GPU_NLM_CUTOFF_FULL_STRENGTH) {
+        double r = GPU_NLM_CUTOFF_FULL_STRENGTH / p->strength;
+        c *= r * r;
     }
     return (float)(c < GPU_NLM_MAX_CUTOFF ? c : GPU_NLM_MAX_CUTOFF);
 }
@@ -188,6 +188,18 @@ int gpu_nlm_resolve_h(const gpu_nlm_params *p, const gpu_volume *in, float *h)
         v = 1e-3;
     }
     *h = (float)v;
+    return 0;
+}
+
+int gpu_nlm_fix_h(gpu_nlm_params *p, const gpu_volume *in)
+{
+    float h;
+    int rc = gpu_nlm_resolve_h(p, in, &h);
+    if (rc)
+        return rc;
+    p->cutoff = gpu_nlm_effective_cutoff(p); /* while h_auto and strength still apply */
+    p->h = h;
+    p->h_auto = 0;
     return 0;
 }
 

@@ -337,13 +337,11 @@ static int denoise(const asm_series *s, const process_opts *o, int algo, gpu_vol
     const gpu_device cpu = {.kind = GPU_DEVICE_CPU};
     const gpu_device *dev = o->dev ? o->dev : &cpu;
     gpu_nlm_params p = radii_resolved(&o->nlm, algo);
-    int rc = gpu_nlm_resolve_h(&p, &s->vol, &r->h);
+    int rc = gpu_nlm_fix_h(&p, &s->vol);
     if (rc)
         return snprintf(err, err_len, "cannot estimate the noise of the series"), rc;
+    r->h = p.h;
     (void)gpu_noise_sigma(&s->vol, &r->noise_sigma);
-    p.h = r->h;
-    p.cutoff = gpu_nlm_effective_cutoff(&p); /* before h_auto goes */
-    p.h_auto = 0;
     gpu_device_name(dev, r->device, sizeof r->device);
     rc = run_filter(algo, &p, o, s, out, dev);
     if (rc && dev->kind == GPU_DEVICE_CUDA && gpu_failure(rc)) {

@@ -27,12 +27,16 @@ check nlm3d voxel_offsets_per_s --size 24x20x12 --search-radius 2 --patch-radius
 grep -q '"gaussian":1' "$T/nlm3d.json" || fail "--patch-weighting gaussian: $(cat "$T/nlm3d.json")"
 "$LDCT" bench nlm3d --patch-weighting box --json > /dev/null 2> "$T/err"; rc=$?
 [ $rc = 2 ] || fail "a bad patch weighting exits $rc, not 2"
-# --distance-cutoff: the JSON line says which (default 4); a bad one exits 2.
+# --distance-cutoff: the JSON line says the applied one (default 4); a bad one exits 2.
 check nlm3d voxel_offsets_per_s --size 24x20x12 --search-radius 2 --patch-radius 1
 grep -q '"cutoff":4,' "$T/nlm3d.json" || fail "default cutoff: $(cat "$T/nlm3d.json")"
 check nlm3d voxel_offsets_per_s --size 24x20x12 --search-radius 2 --patch-radius 1 \
     --distance-cutoff 0.5
 grep -q '"cutoff":0.5,' "$T/nlm3d.json" || fail "--distance-cutoff 0.5: $(cat "$T/nlm3d.json")"
+# At strength 0.5 with h from the noise the applied cutoff is 4 (0.8 /
+# 0.5)^2 = 10.24 (gpu_nlm_effective_cutoff), as in the daemon.
+check nlm3d voxel_offsets_per_s --size 24x20x12 --search-radius 2 --patch-radius 1 --strength 0.5
+grep -q '"cutoff":10.24,' "$T/nlm3d.json" || fail "strength 0.5: $(cat "$T/nlm3d.json")"
 for c in -1 81 nan abc; do
     "$LDCT" bench nlm3d --distance-cutoff "$c" --json > /dev/null 2> "$T/err"; rc=$?
     [ $rc = 2 ] || fail "--distance-cutoff $c exits $rc, not 2"

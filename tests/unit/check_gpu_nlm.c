@@ -211,17 +211,22 @@ START_TEST(ref_cutoff_matches_naive_and_changes_the_result)
 }
 END_TEST
 
-/* With h from the noise the cutoff never comes within 2.5 times of the
- * expected distance of similar patches (1 / s^2 in units of h^2). */
+/* With h from the noise, below strength 0.8 the cutoff grows as (0.8 /
+ * s)^2, so it stays the same multiple of the expected distance of similar
+ * patches (1 / s^2 in units of h^2); at 0.8 and above it is as given. */
 START_TEST(effective_cutoff_keeps_a_margin_at_low_strength)
 {
     gpu_nlm_params p;
     gpu_nlm_params_default(&p);
     ck_assert_float_eq_tol(gpu_nlm_effective_cutoff(&p), 4.0f, 1e-6f);
-    p.strength = 0.8f; /* 2.5 / 0.64 = 3.9 < 4 */
+    p.strength = 0.8f;
     ck_assert_float_eq_tol(gpu_nlm_effective_cutoff(&p), 4.0f, 1e-6f);
     p.strength = 0.5f;
-    ck_assert_float_eq_tol(gpu_nlm_effective_cutoff(&p), 10.0f, 1e-5f);
+    ck_assert_float_eq_tol(gpu_nlm_effective_cutoff(&p), 10.24f, 1e-5f);
+    p.cutoff = 0.5f; /* a small cutoff of the user's stays as given at strength 1 */
+    p.strength = 1;
+    ck_assert_float_eq_tol(gpu_nlm_effective_cutoff(&p), 0.5f, 1e-6f);
+    p.cutoff = 4;
     p.strength = 0.1f;
     ck_assert_float_eq_tol(gpu_nlm_effective_cutoff(&p), (float)GPU_NLM_MAX_CUTOFF, 1e-5f);
     p.cutoff = 0; /* off stays off */
@@ -231,7 +236,7 @@ START_TEST(effective_cutoff_keeps_a_margin_at_low_strength)
     p.h = 10;
     ck_assert_float_eq_tol(gpu_nlm_effective_cutoff(&p), 4.0f, 1e-6f);
     /* And the reference applies it: at strength 0.5 the result equals the
-     * one with the effective cutoff given explicitly for the same h. */
+     * one with h and the cutoff made explicit by gpu_nlm_fix_h. */
     gpu_volume in, a, b;
     ck_assert_int_eq(gpu_volume_init(&in, 17, 15, 9, 1), 0);
     ck_assert_int_eq(gpu_volume_init(&a, 17, 15, 9, 1), 0);
@@ -243,11 +248,9 @@ START_TEST(effective_cutoff_keeps_a_margin_at_low_strength)
     q.patch_radius = 1;
     q.strength = 0.5f;
     ck_assert_int_eq(gpu_nlm3d_ref(&q, &in, &a, NULL), 0);
-    float h;
-    ck_assert_int_eq(gpu_nlm_resolve_h(&q, &in, &h), 0);
-    q.cutoff = gpu_nlm_effective_cutoff(&q);
-    q.h_auto = 0;
-    q.h = h;
+    ck_assert_int_eq(gpu_nlm_fix_h(&q, &in), 0); /* explicit h, cutoff 10.24 */
+    ck_assert(!q.h_auto && q.h > 0);
+    ck_assert_float_eq_tol(q.cutoff, 10.24f, 1e-5f);
     ck_assert_int_eq(gpu_nlm3d_ref(&q, &in, &b, NULL), 0);
     ck_assert_float_eq(rel_l2_vol(&a, &b, NULL, NULL), 0.0);
     q.cutoff = 4; /* the plain cutoff at that h differs */
