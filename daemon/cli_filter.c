@@ -122,15 +122,6 @@ static int by_series(const void *a, const void *b)
     return c ? c : strcmp(x->path, y->path);
 }
 
-/* ", cutoff 4 h^2" or ", cutoff off" (0) for the summary line. */
-static void cutoff_text(float cutoff, char *out, size_t len)
-{
-    if (cutoff > 0)
-        snprintf(out, len, ", cutoff %g h^2", (double)cutoff);
-    else
-        snprintf(out, len, ", cutoff off");
-}
-
 static int run_series(const filter_opts *fo, const gpu_device *dev, input_file *files, int n)
 {
     const char **paths = malloc((size_t)n * sizeof *paths);
@@ -162,7 +153,7 @@ static int run_series(const filter_opts *fo, const gpu_device *dev, input_file *
     if (strcmp(r.algorithm, "fdk") != 0)
         snprintf(h, sizeof h, ", h %.1f (noise %.1f)", r.h, r.noise_sigma);
     if (strncmp(r.algorithm, "nlm", 3) == 0) /* anlm and adaptive4d have no cutoff */
-        cutoff_text(gpu_nlm_effective_cutoff(&fo->nlm), h + strlen(h), sizeof h - strlen(h));
+        process_cutoff_text(r.cutoff, h + strlen(h), sizeof h - strlen(h));
     printf("series %s -> %s: %d file(s) %dx%dx%d%s, %s on %s%s%s;"
            " load %.2f s, filter %.2f s, write %.2f s\n",
            files[0].series_uid, r.series_uid, r.n, r.nx, r.ny, r.nz, times, r.algorithm, r.device,

@@ -341,6 +341,7 @@ static int denoise(const asm_series *s, const process_opts *o, int algo, gpu_vol
     if (rc)
         return snprintf(err, err_len, "cannot estimate the noise of the series"), rc;
     r->h = p.h;
+    r->cutoff = p.cutoff;
     (void)gpu_noise_sigma(&s->vol, &r->noise_sigma);
     gpu_device_name(dev, r->device, sizeof r->device);
     rc = run_filter(algo, &p, o, s, out, dev);
@@ -372,9 +373,9 @@ static void derivation_anlm(const process_opts *o, const char *modality, char *o
              a.noise == GPU_ANLM_RICIAN ? "Rician" : "Gaussian");
 }
 
-/* ", distance cutoff 4 h^2" or ", no distance cutoff": always stated, so
- * a reader of the derived series knows which definition made it. */
-static void cutoff_text(float cutoff, char *out, size_t len)
+/* Always stated, so a reader of the derived series knows which definition
+ * made it. */
+void process_cutoff_text(float cutoff, char *out, size_t len)
 {
     if (cutoff == 0)
         snprintf(out, len, ", no distance cutoff");
@@ -404,7 +405,7 @@ static void derivation_text(const process_result *r, const process_opts *o, int 
     /* Uniform weighting keeps the text it always had. */
     const char *weights = p.gaussian ? " (Gaussian patch weights)" : "";
     char cut[48];
-    cutoff_text(gpu_nlm_effective_cutoff(&p), cut, sizeof cut); /* what the filter applied */
+    process_cutoff_text(r->cutoff, cut, sizeof cut);
     if (o->nlm.h_auto)
         snprintf(out, len,
                  "ldct-node %s: non-local means %s, search radius %d, patch radius %d%s%s, h %.1f"

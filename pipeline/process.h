@@ -79,6 +79,7 @@ typedef struct process_result {
     char algorithm[16], device[16]; /* what ran, where ("cpu" after a fallback) */
     int nx, ny, nz, nt;             /* nt: time points (1 for a 3D series) */
     float h;                        /* the filtering parameter used (HU) */
+    float cutoff;                   /* nlm2d/nlm3d: distance cutoff applied (h^2; 0 = none) */
     double noise_sigma;             /* estimated noise of the input (HU) */
     int gpu_fallback;               /* 1 when the GPU failed and the CPU did the work */
     double load_s, filter_s, write_s;
@@ -111,6 +112,10 @@ int process_params_parse(const char *params, process_opts *o);
 
 /* "nlm2d" / "nlm3d" / "auto". */
 const char *process_algorithm_name(int algorithm);
+
+/* ", distance cutoff 4 h^2" or ", no distance cutoff" (cutoff 0): how the
+ * DerivationDescription and `ldct filter` name process_result.cutoff. */
+void process_cutoff_text(float cutoff, char *out, size_t len);
 
 /* Parses an algorithm name; -1 if unknown. */
 int process_algorithm_parse(const char *name);

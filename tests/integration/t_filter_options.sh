@@ -55,7 +55,7 @@ for c in 0 4 default; do
     [ "$c" = default ] && opt=()
     "$LDCT" filter --algo nlm3d --in "$T/in" --out "$T/cut-$c" --device cpu "${opt[@]}" > "$T/o" \
         2> "$T/e" || fail "--distance-cutoff $c: $(cat "$T/e")"
-    grep -q "cutoff $([ "$c" = 0 ] && echo off || echo '4 h^2');" "$T/o" ||
+    grep -q "$([ "$c" = 0 ] && echo 'no distance cutoff' || echo 'distance cutoff 4 h^2');" "$T/o" ||
         fail "cutoff $c not in the summary: $(cat "$T/o")"
 done
 [ "$(pixels "$T/cut-0")" != "$(pixels "$T/cut-4")" ] || fail "cutoffs 0 and 4 gave the same pixels"
