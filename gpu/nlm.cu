@@ -20,11 +20,12 @@
  * barrier per plane step) and handles NDX = 4 consecutive dx offsets per
  * sweep, loading the shared U rows once: 2x faster than nlm3d_kernel. The
  * default for uniform patch weights and P <= 2 is the v3 kernel of
- * gpu/nlm_cuda_v3.cu (z box before the exchange, running sums): 1.4x
- * faster than v2. All visit the full window: symmetric pairs (each pair's
- * weight computed once, applied at o and o+d) are not ruled out, only not
- * implemented yet; in this z sweep they need a ring of weight planes and a
- * halo of |d| around the tile (plan in docs/NOTES-gpu.md).
+ * gpu/nlm_cuda_v3.cu (z box before the exchange, running sums; cfg 27:
+ * no branches in the sweep): 1.8x faster than v2. All visit the full
+ * window: symmetric pairs (each pair's weight computed once, applied at o
+ * and o+d) are not ruled out, only not implemented yet; in this z sweep
+ * they need a ring of weight planes and a halo of |d| around the tile (plan
+ * in docs/NOTES-gpu.md).
  *
  * Callers: any host thread; work is queued on dev->stream and waited for.
  */
@@ -424,10 +425,13 @@ const cfg3 k_cfg3[] = {{4, 8},  {2, 16}, {2, 8}, {4, 4}, {4, 8}, {4, 8}, {2, 8},
 constexpr int k_nv12 = sizeof k_cfg3 / sizeof k_cfg3[0];
 constexpr int k_ncfg3 = k_nv12 + GPU__NLM3D_V3_N;
 /* 7: nlm3d_v2_kernel RY 4, LZ 8, RS 8, NDX 4 (fastest v2, 2026-11-21);
- * 18: v3 variant 3 (LZ 6, RS 4, NDX 4, offsets split over two threads),
- * fastest measured (H200, 512^3 S=5 P=2: 0.492 s against 0.697 s). */
+ * 18: v3 variant 3 (LZ 6, RS 4, NDX 4, offsets split over two threads);
+ * 27: variant 12, variant 3 with slots past S masked instead of branched
+ * around and no branch around phase A, fastest measured (H200, 512^3 S=5
+ * P=2, 2026-11-21: kernel 0.382 s against 0.475 s for 18 and 0.697 s for
+ * 7). */
 constexpr int k_cfg3_fallback = 7;
-constexpr int k_cfg3_default = 18;
+constexpr int k_cfg3_default = 27;
 
 int cfg3_pick(void)
 {

@@ -17,14 +17,16 @@
  * Uniform patch weights only: the (2P+1)^3 normalisation is folded into
  * kh3, so D here is the plain sum of squared differences. The centre offset
  * is computed like any other (its differences are exactly 0, so its weight
- * is exactly 1), and slots past S are skipped with block-uniform branches.
+ * is exactly 1), and slots past S are skipped with block-uniform branches
+ * or, in MASK variants, computed and given weight 0 (see v3_group).
  * Running sums in x and y start at fixed tile positions and the z box adds
  * its planes in an order fixed relative to the output plane, so a voxel's
  * arithmetic does not depend on where a slab starts (slabbed and
  * single-slab runs agree bit for bit).
  *
  * Measured (H200, 512^3, S=5, P=2, kernel time; docs/NOTES-gpu.md): v3
- * variant 3 0.49 s, v2 0.70 s. What limits it: 8 warps per SM (about 250
+ * variant 12 (MASK, and no branch around phase A: no branch in the sweep)
+ * 0.382 s, variant 3 0.475 s, v2 0.70 s. What limits it: 8 warps per SM (about 250
  * registers: LZ x RYB x 2 accumulators and the z rings), so the schedulers
  * idle on dependency and L1 latency (issue slots about 45% busy).
  *
@@ -161,99 +163,124 @@ __device__ __forceinline__ void accumulate(const float *col, int XW, const float
     }
 }
 
-template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT, int MINB>
-__global__ void __launch_bounds__(32 * NG * NSPLIT, MINB)
-    nlm3d_v3_kernel(const float *__restrict__ pad, float *__restrict__ out, int nx, int ny, int nzs,
-                    int PXp, int PY, int S, float kh3, float ycut)
+/* Per-thread roles of a v3 block and the parameters every offset group
+ * shares (phase A: row ar, segment aseg; phase B: row group bg, half bh). */
+struct v3ctx {
+    const float *arow, *brow;
+    ptrdiff_t pp;
+    int PXp, ar, aseg, bg, bh, lane;
+    bool aact;
+    float kh3, ycut;
+};
+
+/* Phase B for one offset slot with the cutoff as a predicate on the
+ * accumulation (the weight is computed unconditionally; nothing is added
+ * above the cutoff). Same sums as accumulate(). */
+template <int RYB, int P, int LZ>
+__device__ __forceinline__ void accumulate_pred(const float *col, int XW, const float *u, int PXp,
+                                                float kh3, float ycut, int z, float (&aw)[RYB][LZ],
+                                                float (&av)[RYB][LZ])
 {
-    using G = geom3<P, NG, NSPLIT, RS>;
-    constexpr int TX = G::TX, TY = G::TY, XH = G::XH, RYB = G::RYB, NSEG = G::NSEG;
-    constexpr int NDXB = NDX / NSPLIT;
-    constexpr int XW = TX + 4; /* row stride: conflict-free float4 stores for RS 8 */
-    static_assert(NDX % NSPLIT == 0 && NSPLIT <= 2, "offset split");
-    static_assert(LZ % 2 == 0, "buffer parity must alternate across offset groups");
-    static_assert(RS % 4 == 0 && TX % RS == 0, "float4 stores");
-    static_assert(RYB >= 1, "tile too small for this patch radius");
-    static_assert(2 * TY * 32 <= 2 * NDX * XH * XW, "reduction buffer");
-    __shared__ __align__(16) float XZ[2][NDX][XH][XW];
-
-    const int R = S + P;
-    const ptrdiff_t pp = (ptrdiff_t)PY * PXp;
-    const int x0 = blockIdx.x * TX, y0 = blockIdx.y * TY, z0 = blockIdx.z * LZ;
-    /* Padded coordinates of voxel (x, y, z) are (x + R, y + R, z + R). */
-    const float *orig = pad + (ptrdiff_t)(z0 + R) * pp + (ptrdiff_t)(y0 + R) * PXp + (x0 + R);
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int ar = tid / NSEG, aseg = tid % NSEG;
-    const bool aact = ar < XH;
-    const float *arow = orig + (ptrdiff_t)(ar - P) * PXp + (aseg * RS - P);
-    const int bg = warp % NG, bh = NSPLIT == 1 ? 0 : warp / NG;
-    const float *brow = orig + (ptrdiff_t)(bg * RYB) * PXp + lane;
-
-    float aw[RYB][LZ], av[RYB][LZ];
+    float uv[RYB], xv[RYB + 2 * P], ys[RYB];
 #pragma unroll
     for (int i = 0; i < RYB; i++)
+        uv[i] = __ldg(u + (ptrdiff_t)i * PXp);
 #pragma unroll
-        for (int z = 0; z < LZ; z++) {
-            aw[i][z] = 0.0f;
-            av[i][z] = 0.0f;
+    for (int k = 0; k < RYB + 2 * P; k++)
+        xv[k] = col[k * XW];
+    ybox<RYB, P>(xv, ys);
+#pragma unroll
+    for (int i = 0; i < RYB; i++) {
+        const float y = ys[i] * kh3;
+        const float w = ex2_ftz(-y);
+        if (y <= ycut) { /* the distance cutoff (nlm.h) */
+            aw[i][z] += w;
+            av[i][z] = fmaf(w, uv[i], av[i][z]);
         }
+    }
+}
 
-    for (int dz = -S; dz <= S; dz++)
-        for (int dy = -S; dy <= S; dy++)
-            for (int dx0 = -S; dx0 <= S; dx0 += NDX) {
-                const ptrdiff_t doff = (ptrdiff_t)dz * pp + (ptrdiff_t)dy * PXp + dx0;
-                const int nval = S - dx0 + 1; /* slots j < nval are offsets of the window */
-                zring<P> zr[NDX][RS];
+/* One offset group: NDX consecutive dx of one (dy, dz) swept over the
+ * block's LZ + 2P planes. Slots j >= nval lie past S: without MASK they are
+ * skipped (block-uniform branches per slot); with MASK every slot is
+ * computed (its reads land in the padded spare columns) and phase B gives
+ * the invalid ones a cutoff below any distance, so they add nothing: no
+ * branch in the sweep, at the price of the invalid slots' arithmetic. */
+template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT, bool MASK, bool AFULL, typename XZT,
+          int RYB>
+__device__ __forceinline__ void v3_group(const v3ctx &c, ptrdiff_t doff, int nval, XZT &XZ,
+                                         float (&aw)[RYB][LZ], float (&av)[RYB][LZ])
+{
+    constexpr int NDXB = NDX / NSPLIT, XW = 36; /* the kernel's XZ row stride */
+    float ycutj[NDXB];
 #pragma unroll
-                for (int s = 0; s < LZ + 2 * P; s++) {
-                    /* Phase A: x box sums of plane z0 - P + s, z box sums. */
-                    if (aact) {
-                        const float *a = arow + (ptrdiff_t)(s - P) * pp;
-                        const float *b = a + doff;
-                        float ua[RS + 2 * P], ub[RS + 2 * P + NDX - 1];
+    for (int jj = 0; jj < NDXB; jj++)
+        ycutj[jj] = c.bh * NDXB + jj < nval ? c.ycut : -1.0f;
+    zring<P> zr[NDX][RS];
 #pragma unroll
-                        for (int k = 0; k < RS + 2 * P; k++)
-                            ua[k] = __ldg(a + k);
+    for (int s = 0; s < LZ + 2 * P; s++) {
+        /* Phase A: x box sums of plane z0 - P + s, z box sums (AFULL: every
+         * thread owns a segment, no branch). */
+        if (AFULL || c.aact) {
+            const float *a = c.arow + (ptrdiff_t)(s - P) * c.pp;
+            const float *b = a + doff;
+            float ua[RS + 2 * P], ub[RS + 2 * P + NDX - 1];
 #pragma unroll
-                        for (int k = 0; k < RS + 2 * P + NDX - 1; k++)
-                            ub[k] = __ldg(b + k);
+            for (int k = 0; k < RS + 2 * P; k++)
+                ua[k] = __ldg(a + k);
 #pragma unroll
-                        for (int j = 0; j < NDX; j++) {
-                            if (j >= nval)
-                                continue;
-                            float xs[RS], v[RS];
-                            xbox<RS, P>(ua, ub + j, xs);
+            for (int k = 0; k < RS + 2 * P + NDX - 1; k++)
+                ub[k] = __ldg(b + k);
 #pragma unroll
-                            for (int m = 0; m < RS; m++)
-                                v[m] = zr[j][m].step(xs[m], s);
-                            if (s >= 2 * P) {
-                                float *dst = &XZ[(s - 2 * P) & 1][j][ar][aseg * RS];
+            for (int j = 0; j < NDX; j++) {
+                if (!MASK && j >= nval)
+                    continue;
+                float xs[RS], v[RS];
+                xbox<RS, P>(ua, ub + j, xs);
 #pragma unroll
-                                for (int m = 0; m < RS; m += 4)
-                                    *reinterpret_cast<float4 *>(dst + m) =
-                                        make_float4(v[m], v[m + 1], v[m + 2], v[m + 3]);
-                            }
-                        }
-                    }
-                    if (s < 2 * P)
-                        continue; /* ring still filling: nothing shared yet */
-                    /* Phase B: y box sums, weights, accumulation for plane z. */
-                    const int z = s - 2 * P, buf = z & 1;
-                    __syncthreads();
+                for (int m = 0; m < RS; m++)
+                    v[m] = zr[j][m].step(xs[m], s);
+                if (s >= 2 * P) {
+                    float *dst = &XZ[(s - 2 * P) & 1][j][c.ar][c.aseg * RS];
 #pragma unroll
-                    for (int jj = 0; jj < NDXB; jj++) {
-                        const int j = bh * NDXB + jj;
-                        if (j >= nval)
-                            continue;
-                        accumulate<RYB, P, LZ>(&XZ[buf][j][bg * RYB][lane], XW,
-                                               brow + (ptrdiff_t)z * pp + doff + j, PXp, kh3, ycut,
-                                               z, aw, av);
-                    }
-                    /* The next phase A writes the other buffer; this one is
-                     * rewritten only after the next barrier. */
+                    for (int m = 0; m < RS; m += 4)
+                        *reinterpret_cast<float4 *>(dst + m) =
+                            make_float4(v[m], v[m + 1], v[m + 2], v[m + 3]);
                 }
             }
+        }
+        if (s < 2 * P)
+            continue; /* ring still filling: nothing shared yet */
+        /* Phase B: y box sums, weights, accumulation for plane z. */
+        const int z = s - 2 * P, buf = z & 1;
+        __syncthreads();
+#pragma unroll
+        for (int jj = 0; jj < NDXB; jj++) {
+            const int j = c.bh * NDXB + jj;
+            if (MASK) {
+                accumulate_pred<RYB, P, LZ>(&XZ[buf][j][c.bg * RYB][c.lane], XW,
+                                            c.brow + (ptrdiff_t)z * c.pp + doff + j, c.PXp, c.kh3,
+                                            ycutj[jj], z, aw, av);
+            } else {
+                if (j >= nval)
+                    continue;
+                accumulate<RYB, P, LZ>(&XZ[buf][j][c.bg * RYB][c.lane], XW,
+                                       c.brow + (ptrdiff_t)z * c.pp + doff + j, c.PXp, c.kh3,
+                                       c.ycut, z, aw, av);
+            }
+        }
+        /* The next phase A writes the other buffer; this one is rewritten
+         * only after the next barrier. */
+    }
+}
 
+/* Writes out = av / aw for the block's voxels; with NSPLIT 2 the two halves'
+ * partial sums are added through shared memory (red: 2 TY x 32 floats). */
+template <int NG, int NSPLIT, int LZ, int RYB, int TY>
+__device__ __forceinline__ void v3_store(float *out, float *red, int nx, int ny, int nzs, int x0,
+                                         int y0, int z0, int bg, int bh, int lane,
+                                         float (&aw)[RYB][LZ], float (&av)[RYB][LZ])
+{
     const int x = x0 + lane;
     if (NSPLIT == 1) {
 #pragma unroll
@@ -266,8 +293,6 @@ __global__ void __launch_bounds__(32 * NG * NSPLIT, MINB)
             }
         return;
     }
-    /* Two threads hold partial sums of each voxel: add through shared memory. */
-    float *red = &XZ[0][0][0][0];
     __syncthreads();
 #pragma unroll
     for (int z = 0; z < LZ; z++) {
@@ -289,6 +314,63 @@ __global__ void __launch_bounds__(32 * NG * NSPLIT, MINB)
             }
         __syncthreads();
     }
+}
+
+template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT, int MINB, bool MASK>
+__global__ void __launch_bounds__(32 * NG * NSPLIT, MINB)
+    nlm3d_v3_kernel(const float *__restrict__ pad, float *__restrict__ out, int nx, int ny, int nzs,
+                    int PXp, int PY, int S, float kh3, float ycut)
+{
+    using G = geom3<P, NG, NSPLIT, RS>;
+    constexpr int TX = G::TX, TY = G::TY, XH = G::XH, RYB = G::RYB, NSEG = G::NSEG;
+    constexpr int XW = TX + 4; /* row stride: conflict-free float4 stores for RS 8 */
+    static_assert(NDX % NSPLIT == 0 && NSPLIT <= 2, "offset split");
+    static_assert(LZ % 2 == 0, "buffer parity must alternate across offset groups");
+    static_assert(RS % 4 == 0 && TX % RS == 0, "float4 stores");
+    static_assert(RYB >= 1, "tile too small for this patch radius");
+    static_assert(2 * TY * 32 <= 2 * NDX * XH * XW, "reduction buffer");
+    static_assert(XW == 36, "v3_group's row stride");
+    __shared__ __align__(16) float XZ[2][NDX][XH][XW];
+
+    const int R = S + P;
+    v3ctx c;
+    c.pp = (ptrdiff_t)PY * PXp;
+    c.PXp = PXp;
+    c.kh3 = kh3;
+    c.ycut = ycut;
+    const int x0 = blockIdx.x * TX, y0 = blockIdx.y * TY, z0 = blockIdx.z * LZ;
+    /* Padded coordinates of voxel (x, y, z) are (x + R, y + R, z + R). */
+    const float *orig = pad + (ptrdiff_t)(z0 + R) * c.pp + (ptrdiff_t)(y0 + R) * PXp + (x0 + R);
+    const int tid = threadIdx.x, warp = tid >> 5;
+    c.lane = tid & 31;
+    c.ar = tid / NSEG;
+    c.aseg = tid % NSEG;
+    c.aact = c.ar < XH;
+    c.arow = orig + (ptrdiff_t)(c.ar - P) * PXp + (c.aseg * RS - P);
+    c.bg = warp % NG;
+    c.bh = NSPLIT == 1 ? 0 : warp / NG;
+    c.brow = orig + (ptrdiff_t)(c.bg * RYB) * PXp + c.lane;
+
+    float aw[RYB][LZ], av[RYB][LZ];
+#pragma unroll
+    for (int i = 0; i < RYB; i++)
+#pragma unroll
+        for (int z = 0; z < LZ; z++) {
+            aw[i][z] = 0.0f;
+            av[i][z] = 0.0f;
+        }
+
+    for (int dz = -S; dz <= S; dz++)
+        for (int dy = -S; dy <= S; dy++)
+            for (int dx0 = -S; dx0 <= S; dx0 += NDX) {
+                const ptrdiff_t doff = (ptrdiff_t)dz * c.pp + (ptrdiff_t)dy * PXp + dx0;
+                const int nval = S - dx0 + 1; /* slots j < nval are offsets of the window */
+                v3_group<P, LZ, RS, NDX, NG, NSPLIT, MASK, XH * NSEG == G::NT>(c, doff, nval, XZ,
+                                                                               aw, av);
+            }
+
+    v3_store<NG, NSPLIT, LZ, RYB, TY>(out, &XZ[0][0][0][0], nx, ny, nzs, x0, y0, z0, c.bg, c.bh,
+                                      c.lane, aw, av);
 }
 
 /* ---- v4: v3 with the U rows staged in shared memory ----------------------
@@ -493,44 +575,11 @@ __global__ void __launch_bounds__(32 * NG * NSPLIT, MINB)
         dx0 = ndx0;
     }
 
-    const int x = x0 + lane;
-    if (NSPLIT == 1) {
-#pragma unroll
-        for (int i = 0; i < RYB; i++)
-#pragma unroll
-            for (int z = 0; z < LZ; z++) {
-                const int y = y0 + bg * RYB + i, zz = z0 + z;
-                if (x < nx && y < ny && zz < nzs)
-                    out[((size_t)zz * ny + y) * nx + x] = av[i][z] / aw[i][z];
-            }
-        return;
-    }
-    /* Two threads hold partial sums of each voxel: add through shared memory. */
-    float *red = XZ;
-    __syncthreads();
-#pragma unroll
-    for (int z = 0; z < LZ; z++) {
-        if (bh != 0)
-#pragma unroll
-            for (int i = 0; i < RYB; i++) {
-                red[(bg * RYB + i) * 32 + lane] = aw[i][z];
-                red[(TY + bg * RYB + i) * 32 + lane] = av[i][z];
-            }
-        __syncthreads();
-        if (bh == 0)
-#pragma unroll
-            for (int i = 0; i < RYB; i++) {
-                const int y = y0 + bg * RYB + i, zz = z0 + z;
-                const float sw = aw[i][z] + red[(bg * RYB + i) * 32 + lane];
-                const float sv = av[i][z] + red[(TY + bg * RYB + i) * 32 + lane];
-                if (x < nx && y < ny && zz < nzs)
-                    out[((size_t)zz * ny + y) * nx + x] = sv / sw;
-            }
-        __syncthreads();
-    }
+    v3_store<NG, NSPLIT, LZ, RYB, TY>(out, XZ, nx, ny, nzs, x0, y0, z0, bg, bh, lane, aw, av);
 }
 
-/* Variants (nlm.cu's LDCT_NLM3D_CFG 15.. map to 0..): kernel (3 or 4), LZ,
+/* Variants (nlm.cu's LDCT_NLM3D_CFG 15.. map to 0..): kernel (3, 4, or 5:
+ * v3 with MASK), LZ,
  * RS, NDX, NG, NSPLIT, NSPLITA (v4 only), MINB. */
 struct v3cfg {
     int kern, lz, rs, ndx, ng, nsplit, nsplita, minb;
@@ -548,16 +597,19 @@ const v3cfg k_v3[GPU__NLM3D_V3_N] = {
     {4, 8, 8, 4, 4, 2, 2, 1},  /* 9: as 6 with 8 planes */
     {4, 8, 4, 4, 4, 2, 1, 1},  /* 10: staged 1 */
     {4, 10, 8, 4, 4, 2, 2, 1}, /* 11: as 6 with 10 planes */
+    {5, 6, 4, 4, 4, 2, 1, 1},  /* 12: as 3 with MASK (no slot branches) */
+    {5, 8, 4, 4, 4, 2, 1, 1},  /* 13: as 12 with 8 planes */
+    {5, 10, 4, 4, 4, 2, 1, 1}, /* 14: as 12 with 10 planes */
 };
 
-template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT, int MINB>
+template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT, int MINB, bool MASK = false>
 cudaError_t launch_v(const float *pad, float *out, int nx, int ny, int nzs, int PXp, int PY, int S,
                      float kh3, float ycut, cudaStream_t st)
 {
     using G = geom3<P, NG, NSPLIT, RS>;
     dim3 block(G::NT),
         grid((nx + G::TX - 1) / G::TX, (ny + G::TY - 1) / G::TY, (nzs + LZ - 1) / LZ);
-    nlm3d_v3_kernel<P, LZ, RS, NDX, NG, NSPLIT, MINB>
+    nlm3d_v3_kernel<P, LZ, RS, NDX, NG, NSPLIT, MINB, MASK>
         <<<grid, block, 0, st>>>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut);
     return cudaGetLastError();
 }
@@ -605,6 +657,15 @@ cudaError_t launch_p(int v, const float *pad, float *out, int nx, int ny, int nz
         return launch_v4<P, 8, 4, 4, 4, 2, 1, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
     case 11:
         return launch_v4<P, 10, 8, 4, 4, 2, 2, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
+    case 12:
+        return launch_v<P, 6, 4, 4, 4, 2, 1, true>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut,
+                                                   st);
+    case 13:
+        return launch_v<P, 8, 4, 4, 4, 2, 1, true>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut,
+                                                   st);
+    case 14:
+        return launch_v<P, 10, 4, 4, 4, 2, 1, true>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut,
+                                                    st);
     default:
         return launch_v<P, 8, 8, 2, 4, 1, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
     }

@@ -13,7 +13,7 @@
 #include <cuda_runtime.h>
 
 /* Number of v3 variants; variant v in [0, GPU__NLM3D_V3_N). */
-enum { GPU__NLM3D_V3_N = 12 };
+enum { GPU__NLM3D_V3_N = 15 };
 
 /* Nonzero when variant v handles patch radius P without Gaussian weights. */
 int gpu__nlm3d_v3_supported(int v, int P, int gaussian);
