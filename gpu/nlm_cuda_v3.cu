@@ -140,8 +140,10 @@ template <int RYB, int P> __device__ __forceinline__ void ybox(const float *xv, 
 }
 
 /* Phase B for one offset slot: weights of the RYB rows of this thread's
- * column and their accumulation (u: U(o+d) of the first row). */
-template <int RYB, int P, int LZ>
+ * column and their accumulation (u: U(o+d) of the first row). The distance
+ * cutoff (nlm.h) selects the weight, or with PRED predicates the
+ * accumulation (the weight is computed unconditionally): same sums. */
+template <int RYB, int P, int LZ, bool PRED = false>
 __device__ __forceinline__ void accumulate(const float *col, int XW, const float *u, int PXp,
                                            float kh3, float ycut, int z, float (&aw)[RYB][LZ],
                                            float (&av)[RYB][LZ])
@@ -157,9 +159,36 @@ __device__ __forceinline__ void accumulate(const float *col, int XW, const float
 #pragma unroll
     for (int i = 0; i < RYB; i++) {
         const float y = ys[i] * kh3;
-        const float w = y <= ycut ? ex2_ftz(-y) : 0.0f; /* the distance cutoff (nlm.h) */
-        aw[i][z] += w;
-        av[i][z] = fmaf(w, uv[i], av[i][z]);
+        if (PRED) {
+            const float w = ex2_ftz(-y);
+            if (y <= ycut) {
+                aw[i][z] += w;
+                av[i][z] = fmaf(w, uv[i], av[i][z]);
+            }
+        } else {
+            const float w = y <= ycut ? ex2_ftz(-y) : 0.0f;
+            aw[i][z] += w;
+            av[i][z] = fmaf(w, uv[i], av[i][z]);
+        }
+    }
+}
+
+/* Phase A for one offset slot: x box sums of the thread's RS columns from
+ * its U(o) and U(o+d) row segments, the z ring step, and from step 2P on
+ * the z box sums XZ stored to dst (16-byte stores). */
+template <int RS, int P>
+__device__ __forceinline__ void phase_a_slot(const float *ua, const float *ub, zring<P> (&zr)[RS],
+                                             int s, float *dst)
+{
+    float xs[RS], v[RS];
+    xbox<RS, P>(ua, ub, xs);
+#pragma unroll
+    for (int m = 0; m < RS; m++)
+        v[m] = zr[m].step(xs[m], s);
+    if (s >= 2 * P) {
+#pragma unroll
+        for (int m = 0; m < RS; m += 4)
+            *reinterpret_cast<float4 *>(dst + m) = make_float4(v[m], v[m + 1], v[m + 2], v[m + 3]);
     }
 }
 
@@ -172,33 +201,6 @@ struct v3ctx {
     bool aact;
     float kh3, ycut;
 };
-
-/* Phase B for one offset slot with the cutoff as a predicate on the
- * accumulation (the weight is computed unconditionally; nothing is added
- * above the cutoff). Same sums as accumulate(). */
-template <int RYB, int P, int LZ>
-__device__ __forceinline__ void accumulate_pred(const float *col, int XW, const float *u, int PXp,
-                                                float kh3, float ycut, int z, float (&aw)[RYB][LZ],
-                                                float (&av)[RYB][LZ])
-{
-    float uv[RYB], xv[RYB + 2 * P], ys[RYB];
-#pragma unroll
-    for (int i = 0; i < RYB; i++)
-        uv[i] = __ldg(u + (ptrdiff_t)i * PXp);
-#pragma unroll
-    for (int k = 0; k < RYB + 2 * P; k++)
-        xv[k] = col[k * XW];
-    ybox<RYB, P>(xv, ys);
-#pragma unroll
-    for (int i = 0; i < RYB; i++) {
-        const float y = ys[i] * kh3;
-        const float w = ex2_ftz(-y);
-        if (y <= ycut) { /* the distance cutoff (nlm.h) */
-            aw[i][z] += w;
-            av[i][z] = fmaf(w, uv[i], av[i][z]);
-        }
-    }
-}
 
 /* One offset group: NDX consecutive dx of one (dy, dz) swept over the
  * block's LZ + 2P planes. Slots j >= nval lie past S: without MASK they are
@@ -235,18 +237,8 @@ __device__ __forceinline__ void v3_group(const v3ctx &c, ptrdiff_t doff, int nva
             for (int j = 0; j < NDX; j++) {
                 if (!MASK && j >= nval)
                     continue;
-                float xs[RS], v[RS];
-                xbox<RS, P>(ua, ub + j, xs);
-#pragma unroll
-                for (int m = 0; m < RS; m++)
-                    v[m] = zr[j][m].step(xs[m], s);
-                if (s >= 2 * P) {
-                    float *dst = &XZ[(s - 2 * P) & 1][j][c.ar][c.aseg * RS];
-#pragma unroll
-                    for (int m = 0; m < RS; m += 4)
-                        *reinterpret_cast<float4 *>(dst + m) =
-                            make_float4(v[m], v[m + 1], v[m + 2], v[m + 3]);
-                }
+                phase_a_slot<RS, P>(ua, ub + j, zr[j], s,
+                                    &XZ[(s - 2 * P) & 1][j][c.ar][c.aseg * RS]);
             }
         }
         if (s < 2 * P)
@@ -257,17 +249,11 @@ __device__ __forceinline__ void v3_group(const v3ctx &c, ptrdiff_t doff, int nva
 #pragma unroll
         for (int jj = 0; jj < NDXB; jj++) {
             const int j = c.bh * NDXB + jj;
-            if (MASK) {
-                accumulate_pred<RYB, P, LZ>(&XZ[buf][j][c.bg * RYB][c.lane], XW,
-                                            c.brow + (ptrdiff_t)z * c.pp + doff + j, c.PXp, c.kh3,
-                                            ycutj[jj], z, aw, av);
-            } else {
-                if (j >= nval)
-                    continue;
-                accumulate<RYB, P, LZ>(&XZ[buf][j][c.bg * RYB][c.lane], XW,
-                                       c.brow + (ptrdiff_t)z * c.pp + doff + j, c.PXp, c.kh3,
-                                       c.ycut, z, aw, av);
-            }
+            if (!MASK && j >= nval)
+                continue;
+            accumulate<RYB, P, LZ, MASK>(&XZ[buf][j][c.bg * RYB][c.lane], XW,
+                                         c.brow + (ptrdiff_t)z * c.pp + doff + j, c.PXp, c.kh3,
+                                         MASK ? ycutj[jj] : c.ycut, z, aw, av);
         }
         /* The next phase A writes the other buffer; this one is rewritten
          * only after the next barrier. */
@@ -540,19 +526,9 @@ __global__ void __launch_bounds__(32 * NG * NSPLIT, MINB)
                     const int j = ah * NDXA + jj;
                     if (j >= nval)
                         continue;
-                    float xs[RS], v[RS];
-                    xbox<RS, P>(ua, ub + jj, xs);
-#pragma unroll
-                    for (int m = 0; m < RS; m++)
-                        v[m] = zr[jj][m].step(xs[m], s);
-                    if (s >= 2 * P) {
-                        float *dst =
-                            XZ + (((s - 2 * P) & 1) * NDX + j) * XH * XW + ar * XW + aseg * RS;
-#pragma unroll
-                        for (int m = 0; m < RS; m += 4)
-                            *reinterpret_cast<float4 *>(dst + m) =
-                                make_float4(v[m], v[m + 1], v[m + 2], v[m + 3]);
-                    }
+                    phase_a_slot<RS, P>(ua, ub + jj, zr[jj], s,
+                                        XZ + (((s - 2 * P) & 1) * NDX + j) * XH * XW + ar * XW +
+                                            aseg * RS);
                 }
             }
             cp_wait_all(); /* this thread's copies for the next step have landed */
