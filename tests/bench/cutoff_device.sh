@@ -4,8 +4,8 @@
 # tests (every CUDA kernel against the CPU reference, cutoffs 0 and 1.5 and
 # the default), then nlm3d 512^3 S=5 P=2 and nlm2d 512x512x500 S=10 P=3,
 # uniform and Gaussian, with the cutoff off (0) and at the default (4):
-# what skipping the exp and the accumulation of cut pairs saves. JSON lines
-# (with "cutoff") under $OUT.
+# what the cutoff costs, and what Gaussian patch weights cost against
+# uniform ones (docs/NOTES-nlmq.md). JSON lines (with "cutoff") under $OUT.
 # Usage: tests/bench/cutoff_device.sh [DIR-with-check_gpu_nlm-and-gpu_bench]
 B=${1:-build/gpucarry}
 OUT=${OUT:-/tmp/cutoff_out}
