@@ -431,6 +431,7 @@ constexpr int k_ncfg3 = k_nv12 + GPU__NLM3D_V3_N;
  * P=2, 2026-11-21: kernel 0.382 s against 0.475 s for 18 and 0.697 s for
  * 7). */
 constexpr int k_cfg3_fallback = 7;
+constexpr int k_cfg3_wide = 27; /* for windows too large for a v6 variant */
 constexpr int k_cfg3_default = 27;
 
 int cfg3_pick(void)
@@ -600,9 +601,10 @@ void plan_layout(const gpu_nlm_params *p, const gpu_volume *in, int dim, plan *p
     pl->nz = in->nz;
     pl->cfg = dim == 3 ? cfg3_pick() : 0;
     pl->v3 = pl->cfg >= k_nv12 ? pl->cfg - k_nv12 : -1;
-    if (pl->v3 >= 0 && !gpu__nlm3d_v3_supported(pl->v3, pl->P, p->gaussian)) {
-        pl->v3 = -1;
-        pl->cfg = k_cfg3_fallback;
+    if (pl->v3 >= 0 && !gpu__nlm3d_v3_supported(pl->v3, pl->P, pl->S, p->gaussian)) {
+        const int wide = k_cfg3_wide - k_nv12;
+        pl->v3 = gpu__nlm3d_v3_supported(wide, pl->P, pl->S, p->gaussian) ? wide : -1;
+        pl->cfg = pl->v3 >= 0 ? k_cfg3_wide : k_cfg3_fallback;
     }
     pl->tx = T2X;
     pl->ty = T2Y;

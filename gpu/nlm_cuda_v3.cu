@@ -48,7 +48,8 @@ __device__ __forceinline__ float ex2_ftz(float x)
 
 /* Block geometry: NG row groups x NSPLIT offset halves of warps; phase A
  * rows XH = TY + 2P fill at most the NT / NSEG items of the block. */
-template <int P, int NG, int NSPLIT, int RS> struct geom3 {
+template <int P, int NG_, int NSPLIT_, int RS> struct geom3 {
+    static constexpr int NG = NG_, NSPLIT = NSPLIT_;
     static constexpr int NW = NG * NSPLIT, NT = 32 * NW, TX = 32, NSEG = TX / RS;
     static constexpr int XHMAX = NT / NSEG;
     static constexpr int RYB = (XHMAX - 2 * P) / NG;
@@ -139,19 +140,41 @@ template <int RYB, int P> __device__ __forceinline__ void ybox(const float *xv, 
     }
 }
 
+/* Where a group reads U. src_global: the padded slab in global memory
+ * through the read-only cache, run-time strides (v3, v4). src_shared: the
+ * block's neighbourhood copied to shared memory, compile-time strides, so
+ * the rows of a step are immediate offsets from one 32-bit address (v6).
+ * arow: phase A's row segment, brow: phase B's first row, both at plane
+ * 0 and offset 0. */
+struct src_global {
+    const float *arow, *brow;
+    ptrdiff_t pp;
+    int PXp;
+    __device__ __forceinline__ float ld(const float *p) const { return __ldg(p); }
+    __device__ __forceinline__ ptrdiff_t plane() const { return pp; }
+    __device__ __forceinline__ ptrdiff_t row() const { return PXp; }
+};
+
+template <int PL, int XS> struct src_shared {
+    const float *arow, *brow;
+    __device__ __forceinline__ float ld(const float *p) const { return *p; }
+    __device__ __forceinline__ static constexpr ptrdiff_t plane() { return PL; }
+    __device__ __forceinline__ static constexpr ptrdiff_t row() { return XS; }
+};
+
 /* Phase B for one offset slot: weights of the RYB rows of this thread's
  * column and their accumulation (u: U(o+d) of the first row). The distance
  * cutoff (nlm.h) selects the weight, or with PRED predicates the
  * accumulation (the weight is computed unconditionally): same sums. */
-template <int RYB, int P, int LZ, bool PRED = false>
-__device__ __forceinline__ void accumulate(const float *col, int XW, const float *u, int PXp,
+template <int RYB, int P, int LZ, bool PRED = false, typename Src = src_global>
+__device__ __forceinline__ void accumulate(const float *col, int XW, const float *u, const Src &m,
                                            float kh3, float ycut, int z, float (&aw)[RYB][LZ],
                                            float (&av)[RYB][LZ])
 {
     float uv[RYB], xv[RYB + 2 * P], ys[RYB];
 #pragma unroll
     for (int i = 0; i < RYB; i++)
-        uv[i] = __ldg(u + (ptrdiff_t)i * PXp);
+        uv[i] = m.ld(u + (ptrdiff_t)i * m.row());
 #pragma unroll
     for (int k = 0; k < RYB + 2 * P; k++)
         xv[k] = col[k * XW];
@@ -195,9 +218,7 @@ __device__ __forceinline__ void phase_a_slot(const float *ua, const float *ub, z
 /* Per-thread roles of a v3 block and the parameters every offset group
  * shares (phase A: row ar, segment aseg; phase B: row group bg, half bh). */
 struct v3ctx {
-    const float *arow, *brow;
-    ptrdiff_t pp;
-    int PXp, ar, aseg, bg, bh, lane;
+    int ar, aseg, bg, bh, lane;
     bool aact;
     float kh3, ycut;
 };
@@ -208,10 +229,22 @@ struct v3ctx {
  * computed (its reads land in the padded spare columns) and phase B gives
  * the invalid ones a cutoff below any distance, so they add nothing: no
  * branch in the sweep, at the price of the invalid slots' arithmetic. */
+/* This thread's phase A and phase B roles in a block of geometry G. */
+template <typename G> __device__ __forceinline__ void v3_roles(v3ctx &c)
+{
+    const int tid = threadIdx.x, warp = tid >> 5;
+    c.lane = tid & 31;
+    c.ar = tid / G::NSEG;
+    c.aseg = tid % G::NSEG;
+    c.aact = c.ar < G::XH;
+    c.bg = warp % G::NG;
+    c.bh = G::NSPLIT == 1 ? 0 : warp / G::NG;
+}
+
 template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT, bool MASK, bool AFULL, typename XZT,
-          int RYB>
-__device__ __forceinline__ void v3_group(const v3ctx &c, ptrdiff_t doff, int nval, XZT &XZ,
-                                         float (&aw)[RYB][LZ], float (&av)[RYB][LZ])
+          int RYB, typename Src>
+__device__ __forceinline__ void v3_group(const v3ctx &c, const Src &m, ptrdiff_t doff, int nval,
+                                         XZT &XZ, float (&aw)[RYB][LZ], float (&av)[RYB][LZ])
 {
     constexpr int NDXB = NDX / NSPLIT, XW = 36; /* the kernel's XZ row stride */
     float ycutj[NDXB];
@@ -224,15 +257,15 @@ __device__ __forceinline__ void v3_group(const v3ctx &c, ptrdiff_t doff, int nva
         /* Phase A: x box sums of plane z0 - P + s, z box sums (AFULL: every
          * thread owns a segment, no branch). */
         if (AFULL || c.aact) {
-            const float *a = c.arow + (ptrdiff_t)(s - P) * c.pp;
+            const float *a = m.arow + (ptrdiff_t)(s - P) * m.plane();
             const float *b = a + doff;
             float ua[RS + 2 * P], ub[RS + 2 * P + NDX - 1];
 #pragma unroll
             for (int k = 0; k < RS + 2 * P; k++)
-                ua[k] = __ldg(a + k);
+                ua[k] = m.ld(a + k);
 #pragma unroll
             for (int k = 0; k < RS + 2 * P + NDX - 1; k++)
-                ub[k] = __ldg(b + k);
+                ub[k] = m.ld(b + k);
 #pragma unroll
             for (int j = 0; j < NDX; j++) {
                 if (!MASK && j >= nval)
@@ -252,7 +285,7 @@ __device__ __forceinline__ void v3_group(const v3ctx &c, ptrdiff_t doff, int nva
             if (!MASK && j >= nval)
                 continue;
             accumulate<RYB, P, LZ, MASK>(&XZ[buf][j][c.bg * RYB][c.lane], XW,
-                                         c.brow + (ptrdiff_t)z * c.pp + doff + j, c.PXp, c.kh3,
+                                         m.brow + (ptrdiff_t)z * m.plane() + doff + j, m, c.kh3,
                                          MASK ? ycutj[jj] : c.ycut, z, aw, av);
         }
         /* The next phase A writes the other buffer; this one is rewritten
@@ -320,22 +353,17 @@ __global__ void __launch_bounds__(32 * NG * NSPLIT, MINB)
 
     const int R = S + P;
     v3ctx c;
-    c.pp = (ptrdiff_t)PY * PXp;
-    c.PXp = PXp;
+    src_global m;
+    m.pp = (ptrdiff_t)PY * PXp;
+    m.PXp = PXp;
     c.kh3 = kh3;
     c.ycut = ycut;
     const int x0 = blockIdx.x * TX, y0 = blockIdx.y * TY, z0 = blockIdx.z * LZ;
     /* Padded coordinates of voxel (x, y, z) are (x + R, y + R, z + R). */
-    const float *orig = pad + (ptrdiff_t)(z0 + R) * c.pp + (ptrdiff_t)(y0 + R) * PXp + (x0 + R);
-    const int tid = threadIdx.x, warp = tid >> 5;
-    c.lane = tid & 31;
-    c.ar = tid / NSEG;
-    c.aseg = tid % NSEG;
-    c.aact = c.ar < XH;
-    c.arow = orig + (ptrdiff_t)(c.ar - P) * PXp + (c.aseg * RS - P);
-    c.bg = warp % NG;
-    c.bh = NSPLIT == 1 ? 0 : warp / NG;
-    c.brow = orig + (ptrdiff_t)(c.bg * RYB) * PXp + c.lane;
+    const float *orig = pad + (ptrdiff_t)(z0 + R) * m.pp + (ptrdiff_t)(y0 + R) * PXp + (x0 + R);
+    v3_roles<G>(c);
+    m.arow = orig + (ptrdiff_t)(c.ar - P) * PXp + (c.aseg * RS - P);
+    m.brow = orig + (ptrdiff_t)(c.bg * RYB) * PXp + c.lane;
 
     float aw[RYB][LZ], av[RYB][LZ];
 #pragma unroll
@@ -349,10 +377,10 @@ __global__ void __launch_bounds__(32 * NG * NSPLIT, MINB)
     for (int dz = -S; dz <= S; dz++)
         for (int dy = -S; dy <= S; dy++)
             for (int dx0 = -S; dx0 <= S; dx0 += NDX) {
-                const ptrdiff_t doff = (ptrdiff_t)dz * c.pp + (ptrdiff_t)dy * PXp + dx0;
+                const ptrdiff_t doff = (ptrdiff_t)dz * m.pp + (ptrdiff_t)dy * PXp + dx0;
                 const int nval = S - dx0 + 1; /* slots j < nval are offsets of the window */
-                v3_group<P, LZ, RS, NDX, NG, NSPLIT, MASK, XH * NSEG == G::NT>(c, doff, nval, XZ,
-                                                                               aw, av);
+                v3_group<P, LZ, RS, NDX, NG, NSPLIT, MASK, XH * NSEG == G::NT>(c, m, doff, nval,
+                                                                               XZ, aw, av);
             }
 
     v3_store<NG, NSPLIT, LZ, RYB, TY>(out, &XZ[0][0][0][0], nx, ny, nzs, x0, y0, z0, c.bg, c.bh,
@@ -436,6 +464,10 @@ __global__ void __launch_bounds__(32 * NG * NSPLIT, MINB)
     const bool aact = ar < XH;
     const int bg = warp % NG, bh = NSPLIT == 1 ? 0 : warp / NG;
     const float *brow = orig + (ptrdiff_t)(bg * RYB) * PXp + lane;
+    src_global gm; /* accumulate's U(o+d) loads */
+    gm.arow = gm.brow = nullptr;
+    gm.pp = pp;
+    gm.PXp = PXp;
     /* Copy source of this lane: row `warp`, column lane - P, plane -P. */
     const float *csrc = orig - P * pp + (ptrdiff_t)(warp - P) * PXp + (lane - P);
 
@@ -543,7 +575,7 @@ __global__ void __launch_bounds__(32 * NG * NSPLIT, MINB)
                 if (j >= nval)
                     continue;
                 accumulate<RYB, P, LZ>(XZ + (buf * NDX + j) * XH * XW + bg * RYB * XW + lane, XW,
-                                       brow + (ptrdiff_t)z * pp + doff + j, PXp, kh3, ycut, z, aw,
+                                       brow + (ptrdiff_t)z * pp + doff + j, gm, kh3, ycut, z, aw,
                                        av);
             }
         }
@@ -552,6 +584,99 @@ __global__ void __launch_bounds__(32 * NG * NSPLIT, MINB)
     }
 
     v3_store<NG, NSPLIT, LZ, RYB, TY>(out, XZ, nx, ny, nzs, x0, y0, z0, bg, bh, lane, aw, av);
+}
+
+/* ---- v6: v3 on a copy of the block's neighbourhood in shared memory -----
+ *
+ * v3 reads U through L1 with run-time strides, so every step forms 64-bit
+ * addresses for its rows and phase B one per row (the integer share of
+ * variant 12's SASS). v6 first copies everything the block reads for the
+ * whole window (tile + R = S + P on each side, plus the NDX - 1 spare
+ * columns of masked slots) to shared memory with cp.async, then runs v3's
+ * group body on it with compile-time strides: each row of a step is an
+ * immediate offset from one address. The copy has room for S <= SMAX;
+ * larger windows run variant 12 (nlm.cu). Row stride XS is odd, so phase
+ * A's four rows per warp fall on different banks. */
+constexpr int k_v6_smax = 5; /* largest search radius of the v6 copy */
+
+template <int P, int TY, int LZ, int NDX> struct nb6 {
+    static constexpr int RM = k_v6_smax + P, TX = 32;
+    static constexpr int XS = 2 * RM + TX + NDX - 1; /* columns x0 - RM .. */
+    static constexpr int NYS = TY + 2 * RM, NZS = LZ + 2 * RM, PL = NYS * XS;
+    static constexpr int FLOATS = NZS * PL;
+    /* Shared-memory index of voxel (x0, y0, z0) of the tile. */
+    static constexpr int ORIG = RM * PL + RM * XS + RM;
+};
+
+/* Copies the neighbourhood of the tile whose voxel (x0, y0, z0) is at
+ * `orig` in the padded slab: planes and rows -R .. LZ / TY + R - 1, columns
+ * -R .. TX + R + NDX - 2 (the reads of every slot, masked ones included). */
+template <typename N, int LZ, int TY, int NDX, int NT>
+__device__ __forceinline__ void nb6_load(float *SU, const float *orig, ptrdiff_t pp, int PXp, int R)
+{
+    const int nrow = TY + 2 * R, nrows = nrow * (LZ + 2 * R), ncol = N::TX + 2 * R + NDX - 1;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    for (int r = warp; r < nrows; r += NT / 32) {
+        const int k = r / nrow - R, j = r % nrow - R;
+        const float *src = orig + (ptrdiff_t)k * pp + (ptrdiff_t)j * PXp - R;
+        float *dst = SU + N::ORIG + k * N::PL + j * N::XS - R;
+        for (int c = lane; c < ncol; c += 32)
+            cp4(dst + c, src + c);
+    }
+    cp_commit();
+    cp_wait_all();
+    __syncthreads();
+}
+
+template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT>
+__global__ void __launch_bounds__(32 * NG * NSPLIT, 1)
+    nlm3d_v6_kernel(const float *__restrict__ pad, float *__restrict__ out, int nx, int ny, int nzs,
+                    int PXp, int PY, int S, float kh3, float ycut)
+{
+    using G = geom3<P, NG, NSPLIT, RS>;
+    constexpr int TY = G::TY, XH = G::XH, RYB = G::RYB, XW = 36; /* v3_group's XZ stride */
+    using N = nb6<P, TY, LZ, NDX>;
+    static_assert(NDX % NSPLIT == 0 && NSPLIT <= 2, "offset split");
+    static_assert(LZ % 2 == 0, "buffer parity must alternate across offset groups");
+    static_assert(RS % 4 == 0 && G::TX % RS == 0 && G::TX == N::TX, "float4 stores");
+    static_assert(2 * TY * 32 <= 2 * NDX * XH * XW, "reduction buffer");
+    extern __shared__ __align__(16) float sm6[];
+    float(*XZ)[NDX][XH][XW] = reinterpret_cast<float(*)[NDX][XH][XW]>(sm6);
+    float *SU = sm6 + 2 * NDX * XH * XW;
+
+    const int R = S + P;
+    const ptrdiff_t pp = (ptrdiff_t)PY * PXp;
+    const int x0 = blockIdx.x * G::TX, y0 = blockIdx.y * TY, z0 = blockIdx.z * LZ;
+    nb6_load<N, LZ, TY, NDX, G::NT>(
+        SU, pad + (ptrdiff_t)(z0 + R) * pp + (ptrdiff_t)(y0 + R) * PXp + (x0 + R), pp, PXp, R);
+
+    v3ctx c;
+    c.kh3 = kh3;
+    c.ycut = ycut;
+    v3_roles<G>(c);
+    src_shared<N::PL, N::XS> m;
+    m.arow = SU + N::ORIG + (c.ar - P) * N::XS + (c.aseg * RS - P);
+    m.brow = SU + N::ORIG + (c.bg * RYB) * N::XS + c.lane;
+
+    float aw[RYB][LZ], av[RYB][LZ];
+#pragma unroll
+    for (int i = 0; i < RYB; i++)
+#pragma unroll
+        for (int z = 0; z < LZ; z++) {
+            aw[i][z] = 0.0f;
+            av[i][z] = 0.0f;
+        }
+
+    for (int dz = -S; dz <= S; dz++)
+        for (int dy = -S; dy <= S; dy++)
+            for (int dx0 = -S; dx0 <= S; dx0 += NDX) {
+                const int doff = dz * N::PL + dy * N::XS + dx0;
+                v3_group<P, LZ, RS, NDX, NG, NSPLIT, true, XH * G::NSEG == G::NT>(
+                    c, m, doff, S - dx0 + 1, XZ, aw, av);
+            }
+
+    v3_store<NG, NSPLIT, LZ, RYB, TY>(out, sm6, nx, ny, nzs, x0, y0, z0, c.bg, c.bh, c.lane, aw,
+                                      av);
 }
 
 /* Variants (nlm.cu's LDCT_NLM3D_CFG 15.. map to 0..): kernel (3, 4, or 5:
@@ -576,6 +701,8 @@ const v3cfg k_v3[GPU__NLM3D_V3_N] = {
     {5, 6, 4, 4, 4, 2, 1, 1},  /* 12: as 3 with MASK (no slot branches) */
     {5, 8, 4, 4, 4, 2, 1, 1},  /* 13: as 12 with 8 planes */
     {5, 10, 4, 4, 4, 2, 1, 1}, /* 14: as 12 with 10 planes */
+    {6, 6, 4, 4, 4, 2, 1, 1},  /* 15: as 12 on the neighbourhood in shared memory (S <= 5) */
+    {6, 8, 4, 4, 4, 2, 1, 1},  /* 16: as 15 with 8 planes */
 };
 
 template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT, int MINB, bool MASK = false>
@@ -603,6 +730,23 @@ cudaError_t launch_v4(const float *pad, float *out, int nx, int ny, int nzs, int
     dim3 block(G::NT),
         grid((nx + G::TX - 1) / G::TX, (ny + G::TY - 1) / G::TY, (nzs + LZ - 1) / LZ);
     kern<<<grid, block, G::SMEM, st>>>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut);
+    return cudaGetLastError();
+}
+
+template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT>
+cudaError_t launch_v6(const float *pad, float *out, int nx, int ny, int nzs, int PXp, int PY, int S,
+                      float kh3, float ycut, cudaStream_t st)
+{
+    using G = geom3<P, NG, NSPLIT, RS>;
+    using N = nb6<P, G::TY, LZ, NDX>;
+    constexpr int smem = 4 * (2 * NDX * G::XH * 36 + N::FLOATS);
+    auto kern = nlm3d_v6_kernel<P, LZ, RS, NDX, NG, NSPLIT>;
+    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e != cudaSuccess)
+        return e;
+    dim3 block(G::NT),
+        grid((nx + G::TX - 1) / G::TX, (ny + G::TY - 1) / G::TY, (nzs + LZ - 1) / LZ);
+    kern<<<grid, block, smem, st>>>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut);
     return cudaGetLastError();
 }
 
@@ -642,6 +786,10 @@ cudaError_t launch_p(int v, const float *pad, float *out, int nx, int ny, int nz
     case 14:
         return launch_v<P, 10, 4, 4, 4, 2, 1, true>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut,
                                                     st);
+    case 15:
+        return launch_v6<P, 6, 4, 4, 4, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
+    case 16:
+        return launch_v6<P, 8, 4, 4, 4, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
     default:
         return launch_v<P, 8, 8, 2, 4, 1, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
     }
@@ -649,9 +797,11 @@ cudaError_t launch_p(int v, const float *pad, float *out, int nx, int ny, int nz
 
 } // namespace
 
-int gpu__nlm3d_v3_supported(int v, int P, int gaussian)
+int gpu__nlm3d_v3_supported(int v, int P, int S, int gaussian)
 {
-    return v >= 0 && v < GPU__NLM3D_V3_N && P >= 0 && P <= 2 && !gaussian;
+    if (v < 0 || v >= GPU__NLM3D_V3_N || P < 0 || P > 2 || gaussian)
+        return 0;
+    return k_v3[v].kern != 6 || S <= k_v6_smax; /* v6: the copy must fit */
 }
 
 void gpu__nlm3d_v3_tile(int v, int P, int *tx, int *ty, int *lz)

@@ -13,10 +13,11 @@
 #include <cuda_runtime.h>
 
 /* Number of v3 variants; variant v in [0, GPU__NLM3D_V3_N). */
-enum { GPU__NLM3D_V3_N = 15 };
+enum { GPU__NLM3D_V3_N = 17 };
 
-/* Nonzero when variant v handles patch radius P without Gaussian weights. */
-int gpu__nlm3d_v3_supported(int v, int P, int gaussian);
+/* Nonzero when variant v handles patch radius P and search radius S
+ * without Gaussian weights. */
+int gpu__nlm3d_v3_supported(int v, int P, int S, int gaussian);
 
 /* Output tile of variant v for patch radius P: tx x ty columns, lz planes. */
 void gpu__nlm3d_v3_tile(int v, int P, int *tx, int *ty, int *lz);

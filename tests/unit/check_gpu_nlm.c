@@ -494,10 +494,10 @@ START_TEST(cuda_tiny_budget_slabs_give_identical_result)
 END_TEST
 
 /* nlm3d configurations of gpu/nlm.cu selectable with LDCT_NLM3D_CFG:
- * 0-3 nlm3d_kernel, 4-14 nlm3d_v2_kernel, 15-29 the v3, v4 and v5 variants of
+ * 0-3 nlm3d_kernel, 4-14 nlm3d_v2_kernel, 15-31 the v3, v4 and v6 variants of
  * gpu/nlm_cuda_v3.cu (which fall back to cfg 7 for Gaussian weights or
- * P > 2). Keep in step with k_ncfg3 there. */
-enum { NLM3D_NCFG = 30, NLM3D_FIRST_V3 = 15 };
+ * P > 2, and v6 to cfg 27 for S > 5). Keep in step with k_ncfg3 there. */
+enum { NLM3D_NCFG = 32, NLM3D_FIRST_V3 = 15 };
 
 /* Runs nlm3d on the GPU with LDCT_NLM3D_CFG = cfg (poisoned output). */
 static void cuda3d_cfg(int cfg, const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *out,
@@ -590,6 +590,7 @@ START_TEST(cuda3d_every_configuration_matches_ref)
     check_cfgs_vs_ref(35, 29, 23, 2, 1, 1, 0);       /* Gaussian: v3 falls back to v2 */
     check_cfgs_vs_ref(33, 35, 27, 3, 2, 0, 1000000); /* slabs (2 or more for every cfg) */
     check_cfgs_vs_ref(11, 9, 7, 4, 2, 0, 0);         /* window larger than the volume */
+    check_cfgs_vs_ref(23, 19, 13, 6, 1, 0, 0);       /* S > 5: v6 falls back to cfg 27 */
 }
 END_TEST
 
