@@ -19,9 +19,10 @@
  * is unrolled). nlm3d_v2_kernel double-buffers the row differences (one
  * barrier per plane step) and handles NDX = 4 consecutive dx offsets per
  * sweep, loading the shared U rows once: 2x faster than nlm3d_kernel. The
- * default for uniform patch weights and P <= 2 is the v3 kernel of
- * gpu/nlm_cuda_v3.cu (z box before the exchange, running sums; cfg 27:
- * no branches in the sweep): 1.8x faster than v2. All visit the full
+ * default for uniform patch weights, P <= 2 and S <= 5 is the v6 kernel of
+ * gpu/nlm_cuda_v3.cu (cfg 33: v3's sweep, z box before the exchange and no
+ * branches, on a copy of the block's whole neighbourhood in shared memory):
+ * 3.5x faster than v2; larger windows run v3 (cfg 27). All visit the full
  * window: symmetric pairs (each pair's weight computed once, applied at o
  * and o+d) are not ruled out, only not implemented yet; in this z sweep
  * they need a ring of weight planes and a halo of |d| around the tile (plan
@@ -63,11 +64,12 @@ __device__ __forceinline__ int mirror_d(int i, int n)
     return i < n ? i : period - i;
 }
 
-/* Padded slab: pad[(zz * PY + yy) * PXp + xx] = in(mirror(xx-R), mirror(yy-R),
- * z) with z = mirror(zbase + zz) taken from the raw planes [lo, lo+nraw). */
+/* Padded slab: pad[(zz * PY + yy) * PXp + xx] = scale * in(mirror(xx-R),
+ * mirror(yy-R), z) with z = mirror(zbase + zz) taken from the raw planes
+ * [lo, lo+nraw); scale is 1 except for kernels that take a prescaled input. */
 __global__ void pad_kernel(const float *__restrict__ raw, float *__restrict__ pad, int nx, int ny,
                            int nz, int R, int PXp, int PY, int PZ, int zbase, int lo, int nraw,
-                           int zhalo)
+                           int zhalo, float scale)
 {
     int xx = blockIdx.x * blockDim.x + threadIdx.x;
     int yy = blockIdx.y * blockDim.y + threadIdx.y;
@@ -78,7 +80,7 @@ __global__ void pad_kernel(const float *__restrict__ raw, float *__restrict__ pa
     int lz = gz - lo;
     lz = lz < 0 ? 0 : lz >= nraw ? nraw - 1 : lz; /* planes no output reads */
     int gy = mirror_d(yy - R, ny), gx = mirror_d(xx - R, nx);
-    pad[((size_t)zz * PY + yy) * PXp + xx] = raw[((size_t)lz * ny + gy) * nx + gx];
+    pad[((size_t)zz * PY + yy) * PXp + xx] = scale * raw[((size_t)lz * ny + gy) * nx + gx];
 }
 
 /* ---- nlm2d ---------------------------------------------------------------- */
@@ -413,8 +415,10 @@ __global__ void __launch_bounds__(T3X *B3Y, MINB)
 
 /* 3D configurations (RY rows per thread, LZ planes per block); 0-3 run
  * nlm3d_kernel, 4-14 nlm3d_v2_kernel (RS, NDX and min blocks per SM in the
- * launch3_p switch), 15.. the v3/v4 variants of gpu/nlm_cuda_v3.cu (uniform
- * patch weights and P <= 2 only; other calls fall back to k_cfg3_fallback).
+ * launch3_p switch), 15.. the v3/v4/v6 variants of gpu/nlm_cuda_v3.cu (uniform
+ * patch weights and P <= 2 only, v6 also S <= 5 and ~218 KB of shared
+ * memory per block; other calls fall back to k_cfg3_wide, then to
+ * k_cfg3_fallback).
  * Chosen by measurement, see docs/PERFORMANCE.md; LDCT_NLM3D_CFG selects
  * one. */
 struct cfg3 {
@@ -427,12 +431,15 @@ constexpr int k_ncfg3 = k_nv12 + GPU__NLM3D_V3_N;
 /* 7: nlm3d_v2_kernel RY 4, LZ 8, RS 8, NDX 4 (fastest v2, 2026-11-21);
  * 18: v3 variant 3 (LZ 6, RS 4, NDX 4, offsets split over two threads);
  * 27: variant 12, variant 3 with slots past S masked instead of branched
- * around and no branch around phase A, fastest measured (H200, 512^3 S=5
- * P=2, 2026-11-21: kernel 0.382 s against 0.475 s for 18 and 0.697 s for
- * 7). */
+ * around and no branch around phase A (H200, 512^3 S=5 P=2, 2026-11-21:
+ * kernel 0.382 s against 0.475 s for 18 and 0.697 s for 7); the default
+ * for S > 5;
+ * 33: variant 18, v6 (variant 12 on the neighbourhood copied to shared
+ * memory, prescaled input, LZ 8), fastest measured (H100, same volume,
+ * 2026-11-21: 0.201 s; cfg 27 0.382 s in the same run). */
 constexpr int k_cfg3_fallback = 7;
 constexpr int k_cfg3_wide = 27; /* for windows too large for a v6 variant */
-constexpr int k_cfg3_default = 27;
+constexpr int k_cfg3_default = 33;
 
 int cfg3_pick(void)
 {
@@ -680,8 +687,9 @@ int run_slab(const plan &pl, const bufs &b, const float *src, float *dst, int zs
         return rc;
     CUDA_CHECK(cudaEventRecord(b.k0, st));
     dim3 pb(32, 8), pg((pl.PXp + 31) / 32, (pl.PY + 7) / 8, PZ);
-    pad_kernel<<<pg, pb, 0, st>>>(b.raw, b.pad, pl.nx, pl.ny, pl.nz, pl.R, pl.PXp, pl.PY, PZ,
-                                  zs - zh, lo, hi - lo, dim == 3);
+    pad_kernel<<<pg, pb, 0, st>>>(
+        b.raw, b.pad, pl.nx, pl.ny, pl.nz, pl.R, pl.PXp, pl.PY, PZ, zs - zh, lo, hi - lo, dim == 3,
+        dim == 3 && pl.v3 >= 0 ? gpu__nlm3d_v3_prescale(pl.v3, pl.kh3) : 1.0f);
     CUDA_CHECK(cudaGetLastError());
     if (dim == 3 && pl.v3 >= 0)
         CUDA_CHECK(gpu__nlm3d_v3_launch(pl.v3, pl.P, b.pad, b.out, pl.nx, pl.ny, nzs, pl.PXp, pl.PY,

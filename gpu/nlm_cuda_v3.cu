@@ -12,7 +12,9 @@
  * each thread owns one column and RYB consecutive rows (NSPLIT threads
  * share a column's offsets), sums 2P+1 XZ rows with running sums (the y
  * box), takes w = 2^(-D kh3) and accumulates w and w U(o+d) in registers
- * for its LZ planes. v4 (below) is v3 with the rows staged in shared memory.
+ * for its LZ planes. v4 (below) is v3 with the rows staged in shared memory;
+ * v6 (below) runs v3's group body on a copy of the block's whole
+ * neighbourhood in shared memory.
  *
  * Uniform patch weights only: the (2P+1)^3 normalisation is folded into
  * kh3, so D here is the plain sum of squared differences. The centre offset
@@ -24,11 +26,13 @@
  * arithmetic does not depend on where a slab starts (slabbed and
  * single-slab runs agree bit for bit).
  *
- * Measured (H200, 512^3, S=5, P=2, kernel time; docs/NOTES-gpu.md): v3
- * variant 12 (MASK, and no branch around phase A: no branch in the sweep)
- * 0.382 s, variant 3 0.475 s, v2 0.70 s. What limits it: 8 warps per SM (about 250
- * registers: LZ x RYB x 2 accumulators and the z rings), so the schedulers
- * idle on dependency and L1 latency (issue slots about 45% busy).
+ * Measured (512^3, S=5, P=2, kernel time; docs/NOTES-gpu.md): v6 variant
+ * 18 0.201 s (H100), v3 variant 12 (MASK, and no branch around phase A: no
+ * branch in the sweep) 0.382 s (H100 and H200), variant 3 0.475 s, v2
+ * 0.70 s. v3 is held back by 64-bit addressing and L1 latency of its
+ * global loads (ncu: issue slots 47% busy); v6, with neither, keeps them
+ * 70% busy with 2 warps per scheduler (registers and shared memory allow
+ * one block of 8 warps per SM), FMA pipe 49%, shared-memory pipe 69%.
  *
  * Callers: gpu/nlm.cu's host wrapper, on its stream.
  */
@@ -56,13 +60,40 @@ template <int P, int NG_, int NSPLIT_, int RS> struct geom3 {
     static constexpr int TY = NG * RYB, XH = TY + 2 * P;
 };
 
+/* xbox with one running sum per segment: 2P + 1 + 2 (RS - 1) FMAs for RS
+ * sums instead of two chains' 2 (2P + 1) + 2 (RS - 2). v6 has the
+ * independent chains across its NDX slots. */
+template <int RS, int P>
+__device__ __forceinline__ void xbox1(const float *ua, const float *ub, float *xs)
+{
+    float e[RS + 2 * P];
+#pragma unroll
+    for (int k = 0; k < RS + 2 * P; k++)
+        e[k] = ua[k] - ub[k];
+    float a = e[0] * e[0];
+#pragma unroll
+    for (int k = 1; k <= 2 * P; k++)
+        a = fmaf(e[k], e[k], a);
+    xs[0] = a;
+#pragma unroll
+    for (int m = 1; m < RS; m++) {
+        a = fmaf(e[m + 2 * P], e[m + 2 * P], a);
+        a = fmaf(-e[m - 1], e[m - 1], a);
+        xs[m] = a;
+    }
+}
+
 /* Phase A arithmetic shared by the v3 and v4 kernels. xbox: RS x box sums
  * (plain sums of squared differences over 2P+1 columns) from the U(o) and
  * U(o+d) row segments, as two independent running sums (halves of the
  * segment) so a warp has more than one dependency chain in flight. */
-template <int RS, int P>
+template <int RS, int P, bool ONE = false>
 __device__ __forceinline__ void xbox(const float *ua, const float *ub, float *xs)
 {
+    if (ONE) {
+        xbox1<RS, P>(ua, ub, xs);
+        return;
+    }
     constexpr int H = RS / 2;
     float e[RS + 2 * P];
 #pragma unroll
@@ -145,28 +176,50 @@ template <int RYB, int P> __device__ __forceinline__ void ybox(const float *xv, 
  * block's neighbourhood copied to shared memory, compile-time strides, so
  * the rows of a step are immediate offsets from one 32-bit address (v6).
  * arow: phase A's row segment, brow: phase B's first row, both at plane
- * 0 and offset 0. */
+ * 0 and offset 0. TUNED v6 variants also take their input prescaled by
+ * sqrt(kh3) (sums of squared differences are then exp2's argument, no
+ * multiply per weight) and use one x-box chain per slot. */
 struct src_global {
+    static constexpr bool one_chain = false, prescaled = false;
     const float *arow, *brow;
     ptrdiff_t pp;
     int PXp;
-    __device__ __forceinline__ float ld(const float *p) const { return __ldg(p); }
-    __device__ __forceinline__ ptrdiff_t plane() const { return pp; }
-    __device__ __forceinline__ ptrdiff_t row() const { return PXp; }
+    __device__ __forceinline__ float ld(const float *p) const
+    {
+        return __ldg(p);
+    }
+    __device__ __forceinline__ ptrdiff_t plane() const
+    {
+        return pp;
+    }
+    __device__ __forceinline__ ptrdiff_t row() const
+    {
+        return PXp;
+    }
 };
 
-template <int PL, int XS> struct src_shared {
+template <int PL, int XS, bool TUNED> struct src_shared {
+    static constexpr bool one_chain = TUNED, prescaled = TUNED;
     const float *arow, *brow;
-    __device__ __forceinline__ float ld(const float *p) const { return *p; }
-    __device__ __forceinline__ static constexpr ptrdiff_t plane() { return PL; }
-    __device__ __forceinline__ static constexpr ptrdiff_t row() { return XS; }
+    __device__ __forceinline__ float ld(const float *p) const
+    {
+        return *p;
+    }
+    __device__ __forceinline__ static constexpr ptrdiff_t plane()
+    {
+        return PL;
+    }
+    __device__ __forceinline__ static constexpr ptrdiff_t row()
+    {
+        return XS;
+    }
 };
 
 /* Phase B for one offset slot: weights of the RYB rows of this thread's
  * column and their accumulation (u: U(o+d) of the first row). The distance
  * cutoff (nlm.h) selects the weight, or with PRED predicates the
  * accumulation (the weight is computed unconditionally): same sums. */
-template <int RYB, int P, int LZ, bool PRED = false, typename Src = src_global>
+template <int RYB, int P, int LZ, bool PRED = false, typename Src = src_global, bool PRESC = false>
 __device__ __forceinline__ void accumulate(const float *col, int XW, const float *u, const Src &m,
                                            float kh3, float ycut, int z, float (&aw)[RYB][LZ],
                                            float (&av)[RYB][LZ])
@@ -181,7 +234,7 @@ __device__ __forceinline__ void accumulate(const float *col, int XW, const float
     ybox<RYB, P>(xv, ys);
 #pragma unroll
     for (int i = 0; i < RYB; i++) {
-        const float y = ys[i] * kh3;
+        const float y = PRESC ? ys[i] : ys[i] * kh3;
         if (PRED) {
             const float w = ex2_ftz(-y);
             if (y <= ycut) {
@@ -199,12 +252,12 @@ __device__ __forceinline__ void accumulate(const float *col, int XW, const float
 /* Phase A for one offset slot: x box sums of the thread's RS columns from
  * its U(o) and U(o+d) row segments, the z ring step, and from step 2P on
  * the z box sums XZ stored to dst (16-byte stores). */
-template <int RS, int P>
+template <int RS, int P, bool ONE = false>
 __device__ __forceinline__ void phase_a_slot(const float *ua, const float *ub, zring<P> (&zr)[RS],
                                              int s, float *dst)
 {
     float xs[RS], v[RS];
-    xbox<RS, P>(ua, ub, xs);
+    xbox<RS, P, ONE>(ua, ub, xs);
 #pragma unroll
     for (int m = 0; m < RS; m++)
         v[m] = zr[m].step(xs[m], s);
@@ -270,8 +323,8 @@ __device__ __forceinline__ void v3_group(const v3ctx &c, const Src &m, ptrdiff_t
             for (int j = 0; j < NDX; j++) {
                 if (!MASK && j >= nval)
                     continue;
-                phase_a_slot<RS, P>(ua, ub + j, zr[j], s,
-                                    &XZ[(s - 2 * P) & 1][j][c.ar][c.aseg * RS]);
+                phase_a_slot<RS, P, Src::one_chain>(ua, ub + j, zr[j], s,
+                                                    &XZ[(s - 2 * P) & 1][j][c.ar][c.aseg * RS]);
             }
         }
         if (s < 2 * P)
@@ -284,9 +337,9 @@ __device__ __forceinline__ void v3_group(const v3ctx &c, const Src &m, ptrdiff_t
             const int j = c.bh * NDXB + jj;
             if (!MASK && j >= nval)
                 continue;
-            accumulate<RYB, P, LZ, MASK>(&XZ[buf][j][c.bg * RYB][c.lane], XW,
-                                         m.brow + (ptrdiff_t)z * m.plane() + doff + j, m, c.kh3,
-                                         MASK ? ycutj[jj] : c.ycut, z, aw, av);
+            accumulate<RYB, P, LZ, MASK, Src, Src::prescaled>(
+                &XZ[buf][j][c.bg * RYB][c.lane], XW, m.brow + (ptrdiff_t)z * m.plane() + doff + j,
+                m, c.kh3, MASK ? ycutj[jj] : c.ycut, z, aw, av);
         }
         /* The next phase A writes the other buffer; this one is rewritten
          * only after the next barrier. */
@@ -296,9 +349,9 @@ __device__ __forceinline__ void v3_group(const v3ctx &c, const Src &m, ptrdiff_t
 /* Writes out = av / aw for the block's voxels; with NSPLIT 2 the two halves'
  * partial sums are added through shared memory (red: 2 TY x 32 floats). */
 template <int NG, int NSPLIT, int LZ, int RYB, int TY>
-__device__ __forceinline__ void v3_store(float *out, float *red, int nx, int ny, int nzs, int x0,
-                                         int y0, int z0, int bg, int bh, int lane,
-                                         float (&aw)[RYB][LZ], float (&av)[RYB][LZ])
+__device__ __forceinline__ void
+v3_store(float *out, float *red, int nx, int ny, int nzs, int x0, int y0, int z0, int bg, int bh,
+         int lane, float (&aw)[RYB][LZ], float (&av)[RYB][LZ], float oscale = 1.0f)
 {
     const int x = x0 + lane;
     if (NSPLIT == 1) {
@@ -308,7 +361,7 @@ __device__ __forceinline__ void v3_store(float *out, float *red, int nx, int ny,
             for (int z = 0; z < LZ; z++) {
                 const int y = y0 + bg * RYB + i, zz = z0 + z;
                 if (x < nx && y < ny && zz < nzs)
-                    out[((size_t)zz * ny + y) * nx + x] = av[i][z] / aw[i][z];
+                    out[((size_t)zz * ny + y) * nx + x] = oscale * (av[i][z] / aw[i][z]);
             }
         return;
     }
@@ -329,7 +382,7 @@ __device__ __forceinline__ void v3_store(float *out, float *red, int nx, int ny,
                 const float sw = aw[i][z] + red[(bg * RYB + i) * 32 + lane];
                 const float sv = av[i][z] + red[(TY + bg * RYB + i) * 32 + lane];
                 if (x < nx && y < ny && zz < nzs)
-                    out[((size_t)zz * ny + y) * nx + x] = sv / sw;
+                    out[((size_t)zz * ny + y) * nx + x] = oscale * (sv / sw);
             }
         __syncthreads();
     }
@@ -379,8 +432,8 @@ __global__ void __launch_bounds__(32 * NG * NSPLIT, MINB)
             for (int dx0 = -S; dx0 <= S; dx0 += NDX) {
                 const ptrdiff_t doff = (ptrdiff_t)dz * m.pp + (ptrdiff_t)dy * PXp + dx0;
                 const int nval = S - dx0 + 1; /* slots j < nval are offsets of the window */
-                v3_group<P, LZ, RS, NDX, NG, NSPLIT, MASK, XH * NSEG == G::NT>(c, m, doff, nval,
-                                                                               XZ, aw, av);
+                v3_group<P, LZ, RS, NDX, NG, NSPLIT, MASK, XH * NSEG == G::NT>(c, m, doff, nval, XZ,
+                                                                               aw, av);
             }
 
     v3_store<NG, NSPLIT, LZ, RYB, TY>(out, &XZ[0][0][0][0], nx, ny, nzs, x0, y0, z0, c.bg, c.bh,
@@ -608,6 +661,13 @@ template <int P, int TY, int LZ, int NDX> struct nb6 {
     static constexpr int ORIG = RM * PL + RM * XS + RM;
 };
 
+/* Dynamic shared memory of a v6 block: two XZ buffers and the copy. */
+template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT> constexpr int v6_smem_bytes()
+{
+    using G = geom3<P, NG, NSPLIT, RS>;
+    return (int)sizeof(float) * (2 * NDX * G::XH * 36 + nb6<P, G::TY, LZ, NDX>::FLOATS);
+}
+
 /* Copies the neighbourhood of the tile whose voxel (x0, y0, z0) is at
  * `orig` in the padded slab: planes and rows -R .. LZ / TY + R - 1, columns
  * -R .. TX + R + NDX - 2 (the reads of every slot, masked ones included). */
@@ -628,7 +688,7 @@ __device__ __forceinline__ void nb6_load(float *SU, const float *orig, ptrdiff_t
     __syncthreads();
 }
 
-template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT>
+template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT, bool TUNED>
 __global__ void __launch_bounds__(32 * NG * NSPLIT, 1)
     nlm3d_v6_kernel(const float *__restrict__ pad, float *__restrict__ out, int nx, int ny, int nzs,
                     int PXp, int PY, int S, float kh3, float ycut)
@@ -654,7 +714,7 @@ __global__ void __launch_bounds__(32 * NG * NSPLIT, 1)
     c.kh3 = kh3;
     c.ycut = ycut;
     v3_roles<G>(c);
-    src_shared<N::PL, N::XS> m;
+    src_shared<N::PL, N::XS, TUNED> m;
     m.arow = SU + N::ORIG + (c.ar - P) * N::XS + (c.aseg * RS - P);
     m.brow = SU + N::ORIG + (c.bg * RYB) * N::XS + c.lane;
 
@@ -675,8 +735,9 @@ __global__ void __launch_bounds__(32 * NG * NSPLIT, 1)
                     c, m, doff, S - dx0 + 1, XZ, aw, av);
             }
 
-    v3_store<NG, NSPLIT, LZ, RYB, TY>(out, sm6, nx, ny, nzs, x0, y0, z0, c.bg, c.bh, c.lane, aw,
-                                      av);
+    /* TUNED: the input was multiplied by sqrtf(kh3) (gpu__nlm3d_v3_prescale). */
+    v3_store<NG, NSPLIT, LZ, RYB, TY>(out, sm6, nx, ny, nzs, x0, y0, z0, c.bg, c.bh, c.lane, aw, av,
+                                      TUNED ? 1.0f / sqrtf(kh3) : 1.0f);
 }
 
 /* Variants (nlm.cu's LDCT_NLM3D_CFG 15.. map to 0..): kernel (3, 4, or 5:
@@ -703,6 +764,8 @@ const v3cfg k_v3[GPU__NLM3D_V3_N] = {
     {5, 10, 4, 4, 4, 2, 1, 1}, /* 14: as 12 with 10 planes */
     {6, 6, 4, 4, 4, 2, 1, 1},  /* 15: as 12 on the neighbourhood in shared memory (S <= 5) */
     {6, 8, 4, 4, 4, 2, 1, 1},  /* 16: as 15 with 8 planes */
+    {7, 6, 4, 4, 4, 2, 1, 1},  /* 17: as 15, prescaled input and one x-box chain */
+    {7, 8, 4, 4, 4, 2, 1, 1},  /* 18: as 17 with 8 planes */
 };
 
 template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT, int MINB, bool MASK = false>
@@ -733,14 +796,13 @@ cudaError_t launch_v4(const float *pad, float *out, int nx, int ny, int nzs, int
     return cudaGetLastError();
 }
 
-template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT>
+template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT, bool TUNED>
 cudaError_t launch_v6(const float *pad, float *out, int nx, int ny, int nzs, int PXp, int PY, int S,
                       float kh3, float ycut, cudaStream_t st)
 {
     using G = geom3<P, NG, NSPLIT, RS>;
-    using N = nb6<P, G::TY, LZ, NDX>;
-    constexpr int smem = 4 * (2 * NDX * G::XH * 36 + N::FLOATS);
-    auto kern = nlm3d_v6_kernel<P, LZ, RS, NDX, NG, NSPLIT>;
+    constexpr int smem = v6_smem_bytes<P, LZ, RS, NDX, NG, NSPLIT>();
+    auto kern = nlm3d_v6_kernel<P, LZ, RS, NDX, NG, NSPLIT, TUNED>;
     cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e != cudaSuccess)
         return e;
@@ -787,12 +849,38 @@ cudaError_t launch_p(int v, const float *pad, float *out, int nx, int ny, int nz
         return launch_v<P, 10, 4, 4, 4, 2, 1, true>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut,
                                                     st);
     case 15:
-        return launch_v6<P, 6, 4, 4, 4, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
+        return launch_v6<P, 6, 4, 4, 4, 2, false>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
     case 16:
-        return launch_v6<P, 8, 4, 4, 4, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
+        return launch_v6<P, 8, 4, 4, 4, 2, false>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
+    case 17:
+        return launch_v6<P, 6, 4, 4, 4, 2, true>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
+    case 18:
+        return launch_v6<P, 8, 4, 4, 4, 2, true>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
     default:
         return launch_v<P, 8, 8, 2, 4, 1, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
     }
+}
+
+/* Shared memory a v6 variant (kern 6 or 7 of k_v3) needs for patch radius P. */
+int v6_smem_needed(const v3cfg &c, int P)
+{
+    if (c.lz == 6)
+        return P == 0   ? v6_smem_bytes<0, 6, 4, 4, 4, 2>()
+               : P == 1 ? v6_smem_bytes<1, 6, 4, 4, 4, 2>()
+                        : v6_smem_bytes<2, 6, 4, 4, 4, 2>();
+    return P == 0   ? v6_smem_bytes<0, 8, 4, 4, 4, 2>()
+           : P == 1 ? v6_smem_bytes<1, 8, 4, 4, 4, 2>()
+                    : v6_smem_bytes<2, 8, 4, 4, 4, 2>();
+}
+
+/* Nonzero when the current device gives a block `bytes` of shared memory. */
+int smem_fits(int bytes)
+{
+    int dev = 0, optin = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+        return 0;
+    return bytes <= optin;
 }
 
 } // namespace
@@ -801,7 +889,13 @@ int gpu__nlm3d_v3_supported(int v, int P, int S, int gaussian)
 {
     if (v < 0 || v >= GPU__NLM3D_V3_N || P < 0 || P > 2 || gaussian)
         return 0;
-    return k_v3[v].kern != 6 || S <= k_v6_smax; /* v6: the copy must fit */
+    /* v6: the window must fit the copy and the copy the device. */
+    return k_v3[v].kern < 6 || (S <= k_v6_smax && smem_fits(v6_smem_needed(k_v3[v], P)));
+}
+
+float gpu__nlm3d_v3_prescale(int v, float kh3)
+{
+    return k_v3[v].kern == 7 ? sqrtf(kh3) : 1.0f;
 }
 
 void gpu__nlm3d_v3_tile(int v, int P, int *tx, int *ty, int *lz)

@@ -13,11 +13,16 @@
 #include <cuda_runtime.h>
 
 /* Number of v3 variants; variant v in [0, GPU__NLM3D_V3_N). */
-enum { GPU__NLM3D_V3_N = 17 };
+enum { GPU__NLM3D_V3_N = 19 };
 
 /* Nonzero when variant v handles patch radius P and search radius S
  * without Gaussian weights. */
 int gpu__nlm3d_v3_supported(int v, int P, int S, int gaussian);
+
+/* Factor variant v expects the padded input to be multiplied by (tuned v6:
+ * sqrtf(kh3), so patch sums are exp2's argument; the kernel divides its
+ * output by it again), 1 for the others. */
+float gpu__nlm3d_v3_prescale(int v, float kh3);
 
 /* Output tile of variant v for patch radius P: tx x ty columns, lz planes. */
 void gpu__nlm3d_v3_tile(int v, int P, int *tx, int *ty, int *lz);
