@@ -20,9 +20,9 @@
  * barrier per plane step) and handles NDX = 4 consecutive dx offsets per
  * sweep, loading the shared U rows once: 2x faster than nlm3d_kernel. The
  * default for uniform patch weights, P <= 2 and S <= 5 is the v6 kernel of
- * gpu/nlm_cuda_v3.cu (cfg 33: v3's sweep, z box before the exchange and no
+ * gpu/nlm_cuda_v3.cu (cfg 34: v3's sweep, z box before the exchange and no
  * branches, on a copy of the block's whole neighbourhood in shared memory):
- * 3.5x faster than v2; larger windows run v3 (cfg 27). All visit the full
+ * 3.6x faster than v2; larger windows run v3 (cfg 27). All visit the full
  * window: symmetric pairs (each pair's weight computed once, applied at o
  * and o+d) are not ruled out, only not implemented yet; in this z sweep
  * they need a ring of weight planes and a halo of |d| around the tile (plan
@@ -435,11 +435,14 @@ constexpr int k_ncfg3 = k_nv12 + GPU__NLM3D_V3_N;
  * kernel 0.382 s against 0.475 s for 18 and 0.697 s for 7); the default
  * for S > 5;
  * 33: variant 18, v6 (variant 12 on the neighbourhood copied to shared
- * memory, prescaled input, LZ 8), fastest measured (H100, same volume,
- * 2026-11-21: 0.201 s; cfg 27 0.382 s in the same run). */
+ * memory, prescaled input, LZ 8; H100, same volume, 2026-11-21: 0.200 s,
+ * cfg 27 0.382 s in the same run);
+ * 34: variant 19, 33 with phase A of a last dx group of 3 valid slots
+ * computing 3, fastest measured (H100: 0.193 s, cfg 33 0.200 s in the same
+ * run). */
 constexpr int k_cfg3_fallback = 7;
 constexpr int k_cfg3_wide = 27; /* for windows too large for a v6 variant */
-constexpr int k_cfg3_default = 33;
+constexpr int k_cfg3_default = 34;
 
 int cfg3_pick(void)
 {

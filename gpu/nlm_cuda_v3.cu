@@ -27,7 +27,7 @@
  * single-slab runs agree bit for bit).
  *
  * Measured (512^3, S=5, P=2, kernel time; docs/NOTES-gpu.md): v6 variant
- * 18 0.201 s (H100), v3 variant 12 (MASK, and no branch around phase A: no
+ * 19 0.193 s (H100), variant 18 0.200 s, v3 variant 12 (MASK, and no branch around phase A: no
  * branch in the sweep) 0.382 s (H100 and H200), variant 3 0.475 s, v2
  * 0.70 s. v3 is held back by 64-bit addressing and L1 latency of its
  * global loads (ncu: issue slots 47% busy); v6, with neither, keeps them
@@ -294,8 +294,8 @@ template <typename G> __device__ __forceinline__ void v3_roles(v3ctx &c)
     c.bh = G::NSPLIT == 1 ? 0 : warp / G::NG;
 }
 
-template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT, bool MASK, bool AFULL, typename XZT,
-          int RYB, typename Src>
+template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT, bool MASK, bool AFULL, int NDXA = NDX,
+          typename XZT, int RYB, typename Src>
 __device__ __forceinline__ void v3_group(const v3ctx &c, const Src &m, ptrdiff_t doff, int nval,
                                          XZT &XZ, float (&aw)[RYB][LZ], float (&av)[RYB][LZ])
 {
@@ -304,7 +304,7 @@ __device__ __forceinline__ void v3_group(const v3ctx &c, const Src &m, ptrdiff_t
 #pragma unroll
     for (int jj = 0; jj < NDXB; jj++)
         ycutj[jj] = c.bh * NDXB + jj < nval ? c.ycut : -1.0f;
-    zring<P> zr[NDX][RS];
+    zring<P> zr[NDXA][RS];
 #pragma unroll
     for (int s = 0; s < LZ + 2 * P; s++) {
         /* Phase A: x box sums of plane z0 - P + s, z box sums (AFULL: every
@@ -312,15 +312,15 @@ __device__ __forceinline__ void v3_group(const v3ctx &c, const Src &m, ptrdiff_t
         if (AFULL || c.aact) {
             const float *a = m.arow + (ptrdiff_t)(s - P) * m.plane();
             const float *b = a + doff;
-            float ua[RS + 2 * P], ub[RS + 2 * P + NDX - 1];
+            float ua[RS + 2 * P], ub[RS + 2 * P + NDXA - 1];
 #pragma unroll
             for (int k = 0; k < RS + 2 * P; k++)
                 ua[k] = m.ld(a + k);
 #pragma unroll
-            for (int k = 0; k < RS + 2 * P + NDX - 1; k++)
+            for (int k = 0; k < RS + 2 * P + NDXA - 1; k++)
                 ub[k] = m.ld(b + k);
 #pragma unroll
-            for (int j = 0; j < NDX; j++) {
+            for (int j = 0; j < NDXA; j++) {
                 if (!MASK && j >= nval)
                     continue;
                 phase_a_slot<RS, P, Src::one_chain>(ua, ub + j, zr[j], s,
@@ -688,7 +688,7 @@ __device__ __forceinline__ void nb6_load(float *SU, const float *orig, ptrdiff_t
     __syncthreads();
 }
 
-template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT, bool TUNED>
+template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT, bool TUNED, bool LAST3 = false>
 __global__ void __launch_bounds__(32 * NG * NSPLIT, 1)
     nlm3d_v6_kernel(const float *__restrict__ pad, float *__restrict__ out, int nx, int ny, int nzs,
                     int PXp, int PY, int S, float kh3, float ycut)
@@ -707,6 +707,10 @@ __global__ void __launch_bounds__(32 * NG * NSPLIT, 1)
     const int R = S + P;
     const ptrdiff_t pp = (ptrdiff_t)PY * PXp;
     const int x0 = blockIdx.x * G::TX, y0 = blockIdx.y * TY, z0 = blockIdx.z * LZ;
+    /* XZ starts at 0: a 3-slot group (LAST3) leaves slot 3 unwritten, and
+     * phase B's masked reads of it must see a distance >= 0. */
+    for (int i = threadIdx.x; i < 2 * NDX * XH * XW; i += G::NT)
+        sm6[i] = 0.0f;
     nb6_load<N, LZ, TY, NDX, G::NT>(
         SU, pad + (ptrdiff_t)(z0 + R) * pp + (ptrdiff_t)(y0 + R) * PXp + (x0 + R), pp, PXp, R);
 
@@ -730,9 +734,13 @@ __global__ void __launch_bounds__(32 * NG * NSPLIT, 1)
     for (int dz = -S; dz <= S; dz++)
         for (int dy = -S; dy <= S; dy++)
             for (int dx0 = -S; dx0 <= S; dx0 += NDX) {
-                const int doff = dz * N::PL + dy * N::XS + dx0;
-                v3_group<P, LZ, RS, NDX, NG, NSPLIT, true, XH * G::NSEG == G::NT>(
-                    c, m, doff, S - dx0 + 1, XZ, aw, av);
+                const int doff = dz * N::PL + dy * N::XS + dx0, nval = S - dx0 + 1;
+                constexpr bool AF = XH * G::NSEG == G::NT;
+                if (LAST3 && nval == NDX - 1) /* phase A of the valid slots only */
+                    v3_group<P, LZ, RS, NDX, NG, NSPLIT, true, AF, NDX - 1>(c, m, doff, nval, XZ,
+                                                                            aw, av);
+                else
+                    v3_group<P, LZ, RS, NDX, NG, NSPLIT, true, AF>(c, m, doff, nval, XZ, aw, av);
             }
 
     /* TUNED: the input was multiplied by sqrtf(kh3) (gpu__nlm3d_v3_prescale). */
@@ -766,6 +774,7 @@ const v3cfg k_v3[GPU__NLM3D_V3_N] = {
     {6, 8, 4, 4, 4, 2, 1, 1},  /* 16: as 15 with 8 planes */
     {7, 6, 4, 4, 4, 2, 1, 1},  /* 17: as 15, prescaled input and one x-box chain */
     {7, 8, 4, 4, 4, 2, 1, 1},  /* 18: as 17 with 8 planes */
+    {7, 8, 4, 4, 4, 2, 1, 1},  /* 19: as 18, phase A of a 3-slot last dx group has 3 slots */
 };
 
 template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT, int MINB, bool MASK = false>
@@ -796,13 +805,13 @@ cudaError_t launch_v4(const float *pad, float *out, int nx, int ny, int nzs, int
     return cudaGetLastError();
 }
 
-template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT, bool TUNED>
+template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT, bool TUNED, bool LAST3 = false>
 cudaError_t launch_v6(const float *pad, float *out, int nx, int ny, int nzs, int PXp, int PY, int S,
                       float kh3, float ycut, cudaStream_t st)
 {
     using G = geom3<P, NG, NSPLIT, RS>;
     constexpr int smem = v6_smem_bytes<P, LZ, RS, NDX, NG, NSPLIT>();
-    auto kern = nlm3d_v6_kernel<P, LZ, RS, NDX, NG, NSPLIT, TUNED>;
+    auto kern = nlm3d_v6_kernel<P, LZ, RS, NDX, NG, NSPLIT, TUNED, LAST3>;
     cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e != cudaSuccess)
         return e;
@@ -856,6 +865,9 @@ cudaError_t launch_p(int v, const float *pad, float *out, int nx, int ny, int nz
         return launch_v6<P, 6, 4, 4, 4, 2, true>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
     case 18:
         return launch_v6<P, 8, 4, 4, 4, 2, true>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
+    case 19:
+        return launch_v6<P, 8, 4, 4, 4, 2, true, true>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut,
+                                                       st);
     default:
         return launch_v<P, 8, 8, 2, 4, 1, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
     }

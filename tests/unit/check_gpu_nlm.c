@@ -494,10 +494,10 @@ START_TEST(cuda_tiny_budget_slabs_give_identical_result)
 END_TEST
 
 /* nlm3d configurations of gpu/nlm.cu selectable with LDCT_NLM3D_CFG:
- * 0-3 nlm3d_kernel, 4-14 nlm3d_v2_kernel, 15-33 the v3, v4 and v6 variants of
+ * 0-3 nlm3d_kernel, 4-14 nlm3d_v2_kernel, 15-34 the v3, v4 and v6 variants of
  * gpu/nlm_cuda_v3.cu (which fall back to cfg 7 for Gaussian weights or
  * P > 2, and v6 to cfg 27 for S > 5). Keep in step with k_ncfg3 there. */
-enum { NLM3D_NCFG = 34, NLM3D_FIRST_V3 = 15 };
+enum { NLM3D_NCFG = 35, NLM3D_FIRST_V3 = 15 };
 
 /* Runs nlm3d on the GPU with LDCT_NLM3D_CFG = cfg (poisoned output). */
 static void cuda3d_cfg(int cfg, const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *out,
