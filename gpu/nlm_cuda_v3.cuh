@@ -1,6 +1,6 @@
-/* nlm3d v3 and v4 kernels (gpu/nlm_cuda_v3.cu), called by the host wrapper in
- * gpu/nlm.cu. Internal to gpu/; plain uniform patch weights only (the
- * Gaussian weighting and P > 2 stay on nlm3d_v2_kernel).
+/* nlm3d v3, v4 and v6 kernels (gpu/nlm_cuda_v3.cu), called by the host
+ * wrapper in gpu/nlm.cu. Internal to gpu/; plain uniform patch weights only
+ * (the Gaussian weighting and P > 2 stay on nlm3d_v2_kernel).
  *
  * The padded slab layout is the one nlm.cu builds: pad[(zz * PY + yy) * PXp
  * + xx] holds voxel (xx - R, yy - R, zz - R) with R = S + P, every tile's
