@@ -346,6 +346,19 @@ __device__ __forceinline__ void v3_group(const v3ctx &c, const Src &m, ptrdiff_t
     }
 }
 
+/* Clears a thread's accumulators (weights aw, weighted values av). */
+template <int RYB, int LZ>
+__device__ __forceinline__ void zero_acc(float (&aw)[RYB][LZ], float (&av)[RYB][LZ])
+{
+#pragma unroll
+    for (int i = 0; i < RYB; i++)
+#pragma unroll
+        for (int z = 0; z < LZ; z++) {
+            aw[i][z] = 0.0f;
+            av[i][z] = 0.0f;
+        }
+}
+
 /* Writes out = av / aw for the block's voxels; with NSPLIT 2 the two halves'
  * partial sums are added through shared memory (red: 2 TY x 32 floats). */
 template <int NG, int NSPLIT, int LZ, int RYB, int TY>
@@ -419,13 +432,7 @@ __global__ void __launch_bounds__(32 * NG * NSPLIT, MINB)
     m.brow = orig + (ptrdiff_t)(c.bg * RYB) * PXp + c.lane;
 
     float aw[RYB][LZ], av[RYB][LZ];
-#pragma unroll
-    for (int i = 0; i < RYB; i++)
-#pragma unroll
-        for (int z = 0; z < LZ; z++) {
-            aw[i][z] = 0.0f;
-            av[i][z] = 0.0f;
-        }
+    zero_acc(aw, av);
 
     for (int dz = -S; dz <= S; dz++)
         for (int dy = -S; dy <= S; dy++)
@@ -545,13 +552,7 @@ __global__ void __launch_bounds__(32 * NG * NSPLIT, MINB)
     };
 
     float aw[RYB][LZ], av[RYB][LZ];
-#pragma unroll
-    for (int i = 0; i < RYB; i++)
-#pragma unroll
-        for (int z = 0; z < LZ; z++) {
-            aw[i][z] = 0.0f;
-            av[i][z] = 0.0f;
-        }
+    zero_acc(aw, av);
 
     const int W = 2 * S + 1, ngx = (W + NDX - 1) / NDX, ngroups = ngx * W * W;
     auto group_off = [&](int g, int *dx0) {
@@ -723,13 +724,7 @@ __global__ void __launch_bounds__(32 * NG * NSPLIT, 1)
     m.brow = SU + N::ORIG + (c.bg * RYB) * N::XS + c.lane;
 
     float aw[RYB][LZ], av[RYB][LZ];
-#pragma unroll
-    for (int i = 0; i < RYB; i++)
-#pragma unroll
-        for (int z = 0; z < LZ; z++) {
-            aw[i][z] = 0.0f;
-            av[i][z] = 0.0f;
-        }
+    zero_acc(aw, av);
 
     for (int dz = -S; dz <= S; dz++)
         for (int dy = -S; dy <= S; dy++)
