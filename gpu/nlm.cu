@@ -20,9 +20,9 @@
  * barrier per plane step) and handles NDX = 4 consecutive dx offsets per
  * sweep, loading the shared U rows once: 2x faster than nlm3d_kernel. The
  * default for uniform patch weights, P <= 2 and S <= 5 is the v6 kernel of
- * gpu/nlm_cuda_v3.cu (cfg 34: v3's sweep, z box before the exchange and no
+ * gpu/nlm_cuda_v3.cu (cfg 35: v3's sweep, z box before the exchange and no
  * branches, on a copy of the block's whole neighbourhood in shared memory):
- * 3.6x faster than v2; larger windows run v3 (cfg 27). All visit the full
+ * 3.8x faster than v2; larger windows run v3 (cfg 27). All visit the full
  * window: symmetric pairs (each pair's weight computed once, applied at o
  * and o+d) are not ruled out, only not implemented yet; in this z sweep
  * they need a ring of weight planes and a halo of |d| around the tile (plan
@@ -438,11 +438,13 @@ constexpr int k_ncfg3 = k_nv12 + GPU__NLM3D_V3_N;
  * memory, prescaled input, LZ 8; H100, same volume, 2026-11-21: 0.200 s,
  * cfg 27 0.382 s in the same run);
  * 34: variant 19, 33 with phase A of a last dx group of 3 valid slots
- * computing 3, fastest measured (H100: 0.193 s, cfg 33 0.200 s in the same
- * run). */
+ * computing 3 (H100: 0.193 s, cfg 33 0.200 s in the same run);
+ * 35: variant 20, 34 with the z box as one running sum and the y box as one
+ * chain, fastest measured (H100: 0.1833 s, cfg 34 0.1926 s in the same
+ * runs). */
 constexpr int k_cfg3_fallback = 7;
 constexpr int k_cfg3_wide = 27; /* for windows too large for a v6 variant */
-constexpr int k_cfg3_default = 34;
+constexpr int k_cfg3_default = 35;
 
 int cfg3_pick(void)
 {
@@ -651,8 +653,13 @@ int plan_slabs(const gpu_device *d, plan *pl)
     int slab = (int)((budget - fixed) / per);
     if (slab > pl->nz)
         slab = pl->nz;
+    /* v3 kernels: slabs start at multiples of the tile depth where the
+     * budget allows, so every block sweeps the same planes as in a single
+     * slab (the running z sums of the lean variants depend on it). */
+    const int a = pl->v3 >= 0 && slab >= pl->lz && slab < pl->nz ? pl->lz : 1;
+    slab = slab / a * a;
     pl->nslabs = (pl->nz + slab - 1) / slab;
-    pl->slab = (pl->nz + pl->nslabs - 1) / pl->nslabs; /* even slabs */
+    pl->slab = ((pl->nz + pl->nslabs - 1) / pl->nslabs + a - 1) / a * a; /* even slabs */
     pl->PZmax = pl->slab + 2 * pl->zh + pl->lz;
     pl->rawmax = pl->slab + 2 * pl->zh;
     return 0;

@@ -24,12 +24,13 @@
  * Running sums in x and y start at fixed tile positions and the z box adds
  * its planes in an order fixed relative to the output plane, so a voxel's
  * arithmetic does not depend on where a slab starts (slabbed and
- * single-slab runs agree bit for bit).
+ * single-slab runs agree bit for bit; the lean variants' running z sums
+ * need slabs to start at multiples of LZ, which nlm.cu arranges).
  *
  * Measured (512^3, S=5, P=2, kernel time; docs/NOTES-gpu.md): v6 variant
- * 19 0.193 s (H100), variant 18 0.200 s, v3 variant 12 (MASK, and no branch around phase A: no
- * branch in the sweep) 0.382 s (H100 and H200), variant 3 0.475 s, v2
- * 0.70 s. v3 is held back by 64-bit addressing and L1 latency of its
+ * 20 0.183 s (H100), 19 0.193 s, 18 0.200 s, v3 variant 12 (MASK, and no
+ * branch around phase A: no branch in the sweep) 0.382 s (H100 and H200),
+ * variant 3 0.475 s, v2 0.70 s. v3 is held back by 64-bit addressing and L1 latency of its
  * global loads (ncu: issue slots 47% busy); v6, with neither, keeps them
  * 70% busy with 2 warps per scheduler (registers and shared memory allow
  * one block of 8 warps per SM), FMA pipe 49%, shared-memory pipe 69%.
@@ -37,6 +38,8 @@
  * Callers: gpu/nlm.cu's host wrapper, on its stream.
  */
 #include <stddef.h>
+
+#include <type_traits>
 
 #include "gpu/nlm_cuda_v3.cuh"
 
@@ -146,6 +149,50 @@ template <int P> struct zring {
     }
 };
 
+/* z box as one running sum per column (LEAN v6 variants): acc holds the
+ * sum of the last 2P x box sums and zv the values themselves, so XZ(s) =
+ * acc + v_s and the next acc = XZ(s) - v_{s-2P}: 2 additions per value
+ * instead of zring's 3, one register more. The sum depends on the step the
+ * block started at, so slabs start at multiples of LZ (nlm.cu) to keep
+ * slabbed and single-slab runs identical. The centre offset's values are
+ * all 0, so its sums stay exactly 0. */
+template <int P> struct zrun {
+    static constexpr int NV = P > 0 ? 2 * P : 1;
+    float acc, zv[NV];
+    __device__ __forceinline__ float step(float v, int s)
+    {
+        if (P == 0)
+            return v;
+        float r = 0.0f;
+        if (s == 0) {
+            acc = v;
+        } else if (s < 2 * P) {
+            acc += v;
+        } else {
+            r = acc + v;
+            acc = r - zv[s % NV]; /* v_{s-2P} */
+        }
+        zv[s % NV] = v;
+        return r;
+    }
+};
+
+/* Phase B: RYB y box sums over 2P+1 rows of xv, one running sum (the
+ * thread's NDX / NSPLIT slots are the independent chains). */
+template <int RYB, int P> __device__ __forceinline__ void ybox1(const float *xv, float *ys)
+{
+    float a = xv[0];
+#pragma unroll
+    for (int k = 1; k <= 2 * P; k++)
+        a += xv[k];
+    ys[0] = a;
+#pragma unroll
+    for (int i = 1; i < RYB; i++) {
+        a = (a + xv[i + 2 * P]) - xv[i - 1];
+        ys[i] = a;
+    }
+}
+
 /* Phase B: RYB y box sums over 2P+1 rows of xv, two running sums. */
 template <int RYB, int P> __device__ __forceinline__ void ybox(const float *xv, float *ys)
 {
@@ -180,7 +227,7 @@ template <int RYB, int P> __device__ __forceinline__ void ybox(const float *xv, 
  * sqrt(kh3) (sums of squared differences are then exp2's argument, no
  * multiply per weight) and use one x-box chain per slot. */
 struct src_global {
-    static constexpr bool one_chain = false, prescaled = false;
+    static constexpr bool one_chain = false, prescaled = false, lean = false;
     const float *arow, *brow;
     ptrdiff_t pp;
     int PXp;
@@ -198,8 +245,8 @@ struct src_global {
     }
 };
 
-template <int PL, int XS, bool TUNED> struct src_shared {
-    static constexpr bool one_chain = TUNED, prescaled = TUNED;
+template <int PL, int XS, bool TUNED, bool LEAN = false> struct src_shared {
+    static constexpr bool one_chain = TUNED, prescaled = TUNED, lean = LEAN;
     const float *arow, *brow;
     __device__ __forceinline__ float ld(const float *p) const
     {
@@ -231,7 +278,10 @@ __device__ __forceinline__ void accumulate(const float *col, int XW, const float
 #pragma unroll
     for (int k = 0; k < RYB + 2 * P; k++)
         xv[k] = col[k * XW];
-    ybox<RYB, P>(xv, ys);
+    if (Src::lean)
+        ybox1<RYB, P>(xv, ys);
+    else
+        ybox<RYB, P>(xv, ys);
 #pragma unroll
     for (int i = 0; i < RYB; i++) {
         const float y = PRESC ? ys[i] : ys[i] * kh3;
@@ -252,9 +302,9 @@ __device__ __forceinline__ void accumulate(const float *col, int XW, const float
 /* Phase A for one offset slot: x box sums of the thread's RS columns from
  * its U(o) and U(o+d) row segments, the z ring step, and from step 2P on
  * the z box sums XZ stored to dst (16-byte stores). */
-template <int RS, int P, bool ONE = false>
-__device__ __forceinline__ void phase_a_slot(const float *ua, const float *ub, zring<P> (&zr)[RS],
-                                             int s, float *dst)
+template <int RS, int P, bool ONE = false, typename ZR = zring<P>>
+__device__ __forceinline__ void phase_a_slot(const float *ua, const float *ub, ZR (&zr)[RS], int s,
+                                             float *dst)
 {
     float xs[RS], v[RS];
     xbox<RS, P, ONE>(ua, ub, xs);
@@ -299,12 +349,15 @@ template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT, bool MASK, bool AF
 __device__ __forceinline__ void v3_group(const v3ctx &c, const Src &m, ptrdiff_t doff, int nval,
                                          XZT &XZ, float (&aw)[RYB][LZ], float (&av)[RYB][LZ])
 {
-    constexpr int NDXB = NDX / NSPLIT, XW = 36; /* the kernel's XZ row stride */
+    constexpr int NDXB = NDX / NSPLIT;
+    constexpr int XW = sizeof(XZ[0][0][0]) / sizeof(float); /* the kernel's XZ row stride */
+    constexpr int NUA = RS + 2 * P;
     float ycutj[NDXB];
 #pragma unroll
     for (int jj = 0; jj < NDXB; jj++)
         ycutj[jj] = c.bh * NDXB + jj < nval ? c.ycut : -1.0f;
-    zring<P> zr[NDXA][RS];
+    using ZR = std::conditional_t<Src::lean, zrun<P>, zring<P>>;
+    ZR zr[NDXA][RS];
 #pragma unroll
     for (int s = 0; s < LZ + 2 * P; s++) {
         /* Phase A: x box sums of plane z0 - P + s, z box sums (AFULL: every
@@ -312,19 +365,19 @@ __device__ __forceinline__ void v3_group(const v3ctx &c, const Src &m, ptrdiff_t
         if (AFULL || c.aact) {
             const float *a = m.arow + (ptrdiff_t)(s - P) * m.plane();
             const float *b = a + doff;
-            float ua[RS + 2 * P], ub[RS + 2 * P + NDXA - 1];
+            float ua[NUA], ub[NUA + NDXA - 1];
 #pragma unroll
-            for (int k = 0; k < RS + 2 * P; k++)
+            for (int k = 0; k < NUA; k++)
                 ua[k] = m.ld(a + k);
 #pragma unroll
-            for (int k = 0; k < RS + 2 * P + NDXA - 1; k++)
+            for (int k = 0; k < NUA + NDXA - 1; k++)
                 ub[k] = m.ld(b + k);
 #pragma unroll
             for (int j = 0; j < NDXA; j++) {
                 if (!MASK && j >= nval)
                     continue;
-                phase_a_slot<RS, P, Src::one_chain>(ua, ub + j, zr[j], s,
-                                                    &XZ[(s - 2 * P) & 1][j][c.ar][c.aseg * RS]);
+                phase_a_slot<RS, P, Src::one_chain, ZR>(ua, ub + j, zr[j], s,
+                                                        &XZ[(s - 2 * P) & 1][j][c.ar][c.aseg * RS]);
             }
         }
         if (s < 2 * P)
@@ -414,7 +467,6 @@ __global__ void __launch_bounds__(32 * NG * NSPLIT, MINB)
     static_assert(RS % 4 == 0 && TX % RS == 0, "float4 stores");
     static_assert(RYB >= 1, "tile too small for this patch radius");
     static_assert(2 * TY * 32 <= 2 * NDX * XH * XW, "reduction buffer");
-    static_assert(XW == 36, "v3_group's row stride");
     __shared__ __align__(16) float XZ[2][NDX][XH][XW];
 
     const int R = S + P;
@@ -689,13 +741,14 @@ __device__ __forceinline__ void nb6_load(float *SU, const float *orig, ptrdiff_t
     __syncthreads();
 }
 
-template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT, bool TUNED, bool LAST3 = false>
+template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT, bool TUNED, bool LAST3 = false,
+          bool LEAN = false>
 __global__ void __launch_bounds__(32 * NG * NSPLIT, 1)
     nlm3d_v6_kernel(const float *__restrict__ pad, float *__restrict__ out, int nx, int ny, int nzs,
                     int PXp, int PY, int S, float kh3, float ycut)
 {
     using G = geom3<P, NG, NSPLIT, RS>;
-    constexpr int TY = G::TY, XH = G::XH, RYB = G::RYB, XW = 36; /* v3_group's XZ stride */
+    constexpr int TY = G::TY, XH = G::XH, RYB = G::RYB, XW = 36; /* XZ row stride */
     using N = nb6<P, TY, LZ, NDX>;
     static_assert(NDX % NSPLIT == 0 && NSPLIT <= 2, "offset split");
     static_assert(LZ % 2 == 0, "buffer parity must alternate across offset groups");
@@ -719,7 +772,7 @@ __global__ void __launch_bounds__(32 * NG * NSPLIT, 1)
     c.kh3 = kh3;
     c.ycut = ycut;
     v3_roles<G>(c);
-    src_shared<N::PL, N::XS, TUNED> m;
+    src_shared<N::PL, N::XS, TUNED, LEAN> m;
     m.arow = SU + N::ORIG + (c.ar - P) * N::XS + (c.aseg * RS - P);
     m.brow = SU + N::ORIG + (c.bg * RYB) * N::XS + c.lane;
 
@@ -743,9 +796,9 @@ __global__ void __launch_bounds__(32 * NG * NSPLIT, 1)
                                       TUNED ? 1.0f / sqrtf(kh3) : 1.0f);
 }
 
-/* Variants (nlm.cu's LDCT_NLM3D_CFG 15.. map to 0..): kernel (3, 4, or 5:
- * v3 with MASK), LZ,
- * RS, NDX, NG, NSPLIT, NSPLITA (v4 only), MINB. */
+/* Variants (nlm.cu's LDCT_NLM3D_CFG 15.. map to 0..): kernel (3, 4, 5: v3
+ * with MASK, 6: v6, 7: v6 prescaled with one x chain, 8: 7 lean), LZ, RS,
+ * NDX, NG, NSPLIT, NSPLITA (v4 only), MINB. */
 struct v3cfg {
     int kern, lz, rs, ndx, ng, nsplit, nsplita, minb;
 };
@@ -770,6 +823,7 @@ const v3cfg k_v3[GPU__NLM3D_V3_N] = {
     {7, 6, 4, 4, 4, 2, 1, 1},  /* 17: as 15, prescaled input and one x-box chain */
     {7, 8, 4, 4, 4, 2, 1, 1},  /* 18: as 17 with 8 planes */
     {7, 8, 4, 4, 4, 2, 1, 1},  /* 19: as 18, phase A of a 3-slot last dx group has 3 slots */
+    {8, 8, 4, 4, 4, 2, 1, 1},  /* 20: as 19, z box as one running sum, y box one chain */
 };
 
 template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT, int MINB, bool MASK = false>
@@ -800,13 +854,14 @@ cudaError_t launch_v4(const float *pad, float *out, int nx, int ny, int nzs, int
     return cudaGetLastError();
 }
 
-template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT, bool TUNED, bool LAST3 = false>
+template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT, bool TUNED, bool LAST3 = false,
+          bool LEAN = false>
 cudaError_t launch_v6(const float *pad, float *out, int nx, int ny, int nzs, int PXp, int PY, int S,
                       float kh3, float ycut, cudaStream_t st)
 {
     using G = geom3<P, NG, NSPLIT, RS>;
     constexpr int smem = v6_smem_bytes<P, LZ, RS, NDX, NG, NSPLIT>();
-    auto kern = nlm3d_v6_kernel<P, LZ, RS, NDX, NG, NSPLIT, TUNED, LAST3>;
+    auto kern = nlm3d_v6_kernel<P, LZ, RS, NDX, NG, NSPLIT, TUNED, LAST3, LEAN>;
     cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e != cudaSuccess)
         return e;
@@ -863,12 +918,15 @@ cudaError_t launch_p(int v, const float *pad, float *out, int nx, int ny, int nz
     case 19:
         return launch_v6<P, 8, 4, 4, 4, 2, true, true>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut,
                                                        st);
+    case 20:
+        return launch_v6<P, 8, 4, 4, 4, 2, true, true, true>(pad, out, nx, ny, nzs, PXp, PY, S, kh3,
+                                                             ycut, st);
     default:
         return launch_v<P, 8, 8, 2, 4, 1, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
     }
 }
 
-/* Shared memory a v6 variant (kern 6 or 7 of k_v3) needs for patch radius P. */
+/* Shared memory a v6 variant (kern 6, 7 or 8 of k_v3) needs for patch radius P. */
 int v6_smem_needed(const v3cfg &c, int P)
 {
     if (c.lz == 6)
@@ -902,7 +960,7 @@ int gpu__nlm3d_v3_supported(int v, int P, int S, int gaussian)
 
 float gpu__nlm3d_v3_prescale(int v, float kh3)
 {
-    return k_v3[v].kern == 7 ? sqrtf(kh3) : 1.0f;
+    return k_v3[v].kern >= 7 ? sqrtf(kh3) : 1.0f;
 }
 
 void gpu__nlm3d_v3_tile(int v, int P, int *tx, int *ty, int *lz)

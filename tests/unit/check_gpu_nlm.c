@@ -467,7 +467,8 @@ static void check_slabs_identical(int dim, int S, int P)
     p.stats = &sa;
     int rc = dim == 3 ? gpu_nlm3d_cuda(&p, &in, &a, &gpu) : gpu_nlm2d_cuda(&p, &in, &a, &gpu);
     ck_assert_int_eq(rc, 0);
-    gpu.mem_budget = 1500000; /* a few planes at a time */
+    /* A few planes at a time (nlm3d: one tile depth, 8 planes, or more). */
+    gpu.mem_budget = dim == 3 ? 2000000 : 1500000;
     p.stats = &sb;
     rc = dim == 3 ? gpu_nlm3d_cuda(&p, &in, &b, &gpu) : gpu_nlm2d_cuda(&p, &in, &b, &gpu);
     ck_assert_int_eq(rc, 0);
@@ -494,10 +495,10 @@ START_TEST(cuda_tiny_budget_slabs_give_identical_result)
 END_TEST
 
 /* nlm3d configurations of gpu/nlm.cu selectable with LDCT_NLM3D_CFG:
- * 0-3 nlm3d_kernel, 4-14 nlm3d_v2_kernel, 15-34 the v3, v4 and v6 variants of
+ * 0-3 nlm3d_kernel, 4-14 nlm3d_v2_kernel, 15-35 the v3, v4 and v6 variants of
  * gpu/nlm_cuda_v3.cu (which fall back to cfg 7 for Gaussian weights or
  * P > 2, and v6 to cfg 27 for S > 5). Keep in step with k_ncfg3 there. */
-enum { NLM3D_NCFG = 35, NLM3D_FIRST_V3 = 15 };
+enum { NLM3D_NCFG = 36, NLM3D_FIRST_V3 = 15 };
 
 /* Runs nlm3d on the GPU with LDCT_NLM3D_CFG = cfg (poisoned output). */
 static void cuda3d_cfg(int cfg, const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *out,
@@ -587,6 +588,7 @@ START_TEST(cuda3d_every_configuration_matches_ref)
     check_cfgs_vs_ref(45, 37, 29, 3, 1, 0, 0);
     check_cfgs_vs_ref(71, 61, 19, 5, 2, 0, 0); /* rows and columns past one tile */
     check_cfgs_vs_ref(39, 31, 17, 2, 0, 0, 0);
+    check_cfgs_vs_ref(37, 33, 15, 1, 2, 0, 0);       /* S = 1: one dx group of 3 valid slots */
     check_cfgs_vs_ref(35, 29, 23, 2, 1, 1, 0);       /* Gaussian: v3 falls back to v2 */
     check_cfgs_vs_ref(33, 35, 27, 3, 2, 0, 1000000); /* slabs (2 or more for every cfg) */
     check_cfgs_vs_ref(11, 9, 7, 4, 2, 0, 0);         /* window larger than the volume */
