@@ -4,14 +4,15 @@
 # $OUT. Usage: tests/bench/nlm_device.sh [DIR-with-check_gpu_nlm-and-gpu_bench] [what]
 #   what: all (default) | test | test3 | bench3 | bench2 | sweep | ncu
 #         (several, comma-separated: test,bench3,bench2)
-#   CFGS: nlm3d block configurations to test and bench (default 7 and 27:
-#         the v2 kernel and the v3 default; all: 0..29, see gpu/nlm.cu;
-#         15..29 are the v3, v4 and v5 variants of gpu/nlm_cuda_v3.cu)
+#   CFGS: nlm3d block configurations to test and bench (default 7, 27 and
+#         35: the v2 kernel, the v3 kernel for S > 5 and the default; all:
+#         0..35, see gpu/nlm.cu; 15..35 are the v3, v4 and v6 variants of
+#         gpu/nlm_cuda_v3.cu)
 #   NCU_CFGS: configurations profiled by `ncu` (one nlm3d launch, 256^3)
 B=${1:-build/gpucarry}
 WHAT=${2:-all}
-CFGS=${CFGS:-7 27}
-NCU_CFGS=${NCU_CFGS:-27}
+CFGS=${CFGS:-7 27 35}
+NCU_CFGS=${NCU_CFGS:-35}
 OUT=${OUT:-/tmp/nlm_out}
 NCU=${NCU:-$(command -v ncu || echo /usr/local/cuda/bin/ncu)}
 want() { case ",$WHAT," in *",$1,"* | *",all,"*) return 0 ;; esac; return 1; }
