@@ -144,6 +144,8 @@ int d2h(lease *l, float *dst, const float *src, size_t n, cudaStream_t st)
     for (size_t o = 0; o < n; o += l->elems, c++) {
         const int b = (int)(c % 2);
         const size_t len = n - o < l->elems ? n - o : l->elems;
+        /* an h2d on another stream may still be reading buf[b] */
+        CUDA_CHECK(cudaStreamWaitEvent(st, l->ev[b], 0));
         CUDA_CHECK(
             cudaMemcpyAsync(l->buf[b], src + o, sizeof(float) * len, cudaMemcpyDeviceToHost, st));
         CUDA_CHECK(cudaEventRecord(l->ev[b], st));

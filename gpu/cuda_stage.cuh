@@ -10,7 +10,8 @@
  * takes its GPU's slot with try_lock; a concurrent run on the same GPU gets
  * buffers of its own, freed at release.
  *
- * Callers: any host thread; a lease belongs to one thread and one stream.
+ * Callers: any host thread; a lease belongs to one thread. Its h2d and d2h
+ * may run on different streams (d2h waits for the buffers' last DMA).
  */
 #ifndef LDCT_GPU_CUDA_STAGE_CUH
 #define LDCT_GPU_CUDA_STAGE_CUH

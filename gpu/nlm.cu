@@ -684,6 +684,35 @@ int copy_out(gpu_stage::lease *stg, float *dst, const float *src, size_t n, cuda
     return 0;
 }
 
+/* Pads PZ planes into pad from the raw planes [lo, lo + nraw); padded
+ * plane 0 is volume plane zbase (mirrored at the volume's ends in 3D). */
+int pad_planes(const plan &pl, const float *raw, float *pad, int PZ, int zbase, int lo, int nraw,
+               cudaStream_t st)
+{
+    dim3 pb(32, 8), pg((pl.PXp + 31) / 32, (pl.PY + 7) / 8, PZ);
+    pad_kernel<<<pg, pb, 0, st>>>(
+        raw, pad, pl.nx, pl.ny, pl.nz, pl.R, pl.PXp, pl.PY, PZ, zbase, lo, nraw, pl.dim == 3,
+        pl.dim == 3 && pl.v3 >= 0 ? gpu__nlm3d_v3_prescale(pl.v3, pl.kh3) : 1.0f);
+    CUDA_CHECK(cudaGetLastError());
+    return 0;
+}
+
+/* The call's kernel on nzs output planes; pad's plane 0 is zh planes
+ * before the first output plane. */
+int launch_filter(const plan &pl, const float *pad, float *out, int nzs, cudaStream_t st)
+{
+    if (pl.dim == 3 && pl.v3 >= 0)
+        CUDA_CHECK(gpu__nlm3d_v3_launch(pl.v3, pl.P, pad, out, pl.nx, pl.ny, nzs, pl.PXp, pl.PY,
+                                        pl.S, pl.kh3, pl.ycut, st));
+    else if (pl.dim == 3)
+        CUDA_CHECK(launch3(pl.P, pl.cfg, pad, out, pl.nx, pl.ny, nzs, pl.PXp, pl.PY, pl.S, pl.kh,
+                           pl.ycut, st));
+    else
+        CUDA_CHECK(
+            launch2(pl.P, pad, out, pl.nx, pl.ny, nzs, pl.PXp, pl.PY, pl.S, pl.kh, pl.ycut, st));
+    return 0;
+}
+
 /* Pads and filters output planes [zs, ze) of one time point (src, dst: its
  * volume); adds the pad + kernel time to *kernel_ms. */
 int run_slab(const plan &pl, const bufs &b, const float *src, float *dst, int zs, int ze,
@@ -696,25 +725,154 @@ int run_slab(const plan &pl, const bufs &b, const float *src, float *dst, int zs
     if (rc)
         return rc;
     CUDA_CHECK(cudaEventRecord(b.k0, st));
-    dim3 pb(32, 8), pg((pl.PXp + 31) / 32, (pl.PY + 7) / 8, PZ);
-    pad_kernel<<<pg, pb, 0, st>>>(
-        b.raw, b.pad, pl.nx, pl.ny, pl.nz, pl.R, pl.PXp, pl.PY, PZ, zs - zh, lo, hi - lo, dim == 3,
-        dim == 3 && pl.v3 >= 0 ? gpu__nlm3d_v3_prescale(pl.v3, pl.kh3) : 1.0f);
-    CUDA_CHECK(cudaGetLastError());
-    if (dim == 3 && pl.v3 >= 0)
-        CUDA_CHECK(gpu__nlm3d_v3_launch(pl.v3, pl.P, b.pad, b.out, pl.nx, pl.ny, nzs, pl.PXp, pl.PY,
-                                        pl.S, pl.kh3, pl.ycut, st));
-    else if (dim == 3)
-        CUDA_CHECK(launch3(pl.P, pl.cfg, b.pad, b.out, pl.nx, pl.ny, nzs, pl.PXp, pl.PY, pl.S,
-                           pl.kh, pl.ycut, st));
-    else
-        CUDA_CHECK(launch2(pl.P, b.pad, b.out, pl.nx, pl.ny, nzs, pl.PXp, pl.PY, pl.S, pl.kh,
-                           pl.ycut, st));
+    if ((rc = pad_planes(pl, b.raw, b.pad, PZ, zs - zh, lo, hi - lo, st)) != 0 ||
+        (rc = launch_filter(pl, b.pad, b.out, nzs, st)) != 0)
+        return rc;
     CUDA_CHECK(cudaEventRecord(b.k1, st));
     if ((rc = copy_out(stg, dst + (size_t)zs * pl.oplane, b.out, pl.oplane * nzs, st)) != 0)
         return rc;
     float kms = 0;
     CUDA_CHECK(cudaEventElapsedTime(&kms, b.k0, b.k1));
+    *kernel_ms += kms;
+    return 0;
+}
+
+/* ---- single-slab calls in overlapping chunks ------------------------------
+ * When the whole volume fits the budget, a time point runs in up to
+ * k_max_chunks chunks of planes (starts at multiples of the tile depth, so
+ * the result is bit for bit the one-launch result): chunk c's raw planes are
+ * uploaded on stream cin while chunk c - 1 computes, chunk c - 1's output is
+ * downloaded on cout while chunk c computes, and consecutive chunks' pads
+ * and kernels alternate between two streams so a chunk's blocks fill the
+ * SMs that the previous chunk's last wave leaves idle. The call then costs
+ * about the first chunk's upload + the kernels + the last chunk's download
+ * instead of all three in a row. LDCT_NLM_CHUNK_MB sets the chunk size
+ * (default 32 MB of input; 0: one chunk). */
+constexpr int k_max_chunks = 16;
+
+struct pipe {
+    cudaStream_t cin, cout, cs[2];
+    cudaEvent_t up[k_max_chunks], padded[k_max_chunks], done[k_max_chunks], kend;
+    int nch, chunk;
+};
+
+/* Chunk count and height for a single-slab plan. */
+void plan_chunks(const plan &pl, pipe *q)
+{
+    const char *e = getenv("LDCT_NLM_CHUNK_MB");
+    const double mb = e ? atof(e) : 32.0;
+    const double vol = sizeof(float) * (double)pl.oplane * pl.nz / 1048576.0;
+    int n = mb > 0 ? (int)(vol / mb) : 1;
+    n = n < 1 ? 1 : n > k_max_chunks ? k_max_chunks : n;
+    const int a = pl.dim == 3 ? pl.lz : 1;
+    q->chunk = ((pl.nz + n - 1) / n + a - 1) / a * a;
+    q->nch = (pl.nz + q->chunk - 1) / q->chunk;
+}
+
+/* Waits for everything queued on the pipe's streams, then frees them. */
+void pipe_release(pipe *q, cudaStream_t st)
+{
+    const cudaStream_t s[3] = {q->cin, q->cout, q->cs[1]};
+    for (int i = 0; i < 3; i++)
+        if (s[i]) {
+            cudaStreamSynchronize(s[i]);
+            cudaStreamDestroy(s[i]);
+        }
+    cudaStreamSynchronize(st);
+    cudaEvent_t *ev[3] = {q->up, q->padded, q->done};
+    for (int k = 0; k < 3; k++)
+        for (int c = 0; c < k_max_chunks; c++)
+            if (ev[k][c])
+                cudaEventDestroy(ev[k][c]);
+    if (q->kend)
+        cudaEventDestroy(q->kend);
+    memset(q, 0, sizeof *q);
+}
+
+int pipe_setup(pipe *q, cudaStream_t st)
+{
+    CUDA_CHECK(cudaStreamCreateWithFlags(&q->cin, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&q->cout, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&q->cs[1], cudaStreamNonBlocking));
+    q->cs[0] = st;
+    for (int c = 0; c < q->nch; c++) {
+        CUDA_CHECK(cudaEventCreateWithFlags(&q->up[c], cudaEventDisableTiming));
+        CUDA_CHECK(cudaEventCreateWithFlags(&q->padded[c], cudaEventDisableTiming));
+        CUDA_CHECK(cudaEventCreate(&q->done[c]));
+    }
+    CUDA_CHECK(cudaEventCreate(&q->kend));
+    return 0;
+}
+
+/* Uploads what chunk c needs beyond *up_hi, pads its planes and queues its
+ * kernel (after chunk c - 1's pad, whose planes it reads). */
+int pipe_chunk(const plan &pl, const bufs &b, const pipe &q, const float *src, int c, int *up_hi,
+               int *pad_hi, gpu_stage::lease *stg)
+{
+    const int zs = c * q.chunk, ze = zs + q.chunk < pl.nz ? zs + q.chunk : pl.nz;
+    const bool last = ze == pl.nz;
+    const int need = last || ze + pl.zh > pl.nz ? pl.nz : ze + pl.zh;
+    if (need > *up_hi) {
+        int rc = copy_in(stg, b.raw + (size_t)*up_hi * pl.oplane, src + (size_t)*up_hi * pl.oplane,
+                         pl.oplane * (need - *up_hi), q.cin);
+        if (rc)
+            return rc;
+        *up_hi = need;
+    }
+    CUDA_CHECK(cudaEventRecord(q.up[c], q.cin));
+    const cudaStream_t s = q.cs[c % 2];
+    CUDA_CHECK(cudaStreamWaitEvent(s, q.up[c], 0));
+    if (c == 0)
+        CUDA_CHECK(cudaEventRecord(b.k0, s));
+    else
+        CUDA_CHECK(cudaStreamWaitEvent(s, q.padded[c - 1], 0));
+    /* padded plane p is volume plane p - zh; the last chunk pads the spare
+     * planes the last tile row reads */
+    const int phi = last ? pl.nz + 2 * pl.zh + (pl.dim == 3 ? pl.lz : 0) : ze + 2 * pl.zh;
+    int rc = pad_planes(pl, b.raw, b.pad + (size_t)*pad_hi * pl.pplane, phi - *pad_hi,
+                        *pad_hi - pl.zh, 0, pl.nz, s);
+    if (rc)
+        return rc;
+    *pad_hi = phi;
+    CUDA_CHECK(cudaEventRecord(q.padded[c], s));
+    if ((rc = launch_filter(pl, b.pad + (size_t)zs * pl.pplane, b.out + (size_t)zs * pl.oplane,
+                            ze - zs, s)) != 0)
+        return rc;
+    CUDA_CHECK(cudaEventRecord(q.done[c], s));
+    return 0;
+}
+
+/* Downloads chunk c's output once its kernel is done. */
+int pipe_download(const plan &pl, const bufs &b, const pipe &q, float *dst, int c,
+                  gpu_stage::lease *stg)
+{
+    const int zs = c * q.chunk, ze = zs + q.chunk < pl.nz ? zs + q.chunk : pl.nz;
+    CUDA_CHECK(cudaStreamWaitEvent(q.cout, q.done[c], 0));
+    return copy_out(stg, dst + (size_t)zs * pl.oplane, b.out + (size_t)zs * pl.oplane,
+                    pl.oplane * (ze - zs), q.cout);
+}
+
+/* One time point of a single-slab call in chunks; adds the time from the
+ * first pad to the last kernel's end to *kernel_ms. */
+int run_chunks(const plan &pl, const bufs &b, const pipe &q, const float *src, float *dst,
+               gpu_stage::lease *stg, double *kernel_ms)
+{
+    int up_hi = 0, pad_hi = 0, rc = 0;
+    for (int c = 0; c < q.nch && rc == 0; c++) {
+        rc = pipe_chunk(pl, b, q, src, c, &up_hi, &pad_hi, stg);
+        if (rc == 0 && c > 0)
+            rc = pipe_download(pl, b, q, dst, c - 1, stg);
+    }
+    if (rc == 0)
+        rc = pipe_download(pl, b, q, dst, q.nch - 1, stg);
+    if (rc)
+        return rc;
+    for (int c = 0; c < q.nch; c++)
+        CUDA_CHECK(cudaStreamWaitEvent(q.cs[0], q.done[c], 0));
+    CUDA_CHECK(cudaEventRecord(q.kend, q.cs[0]));
+    CUDA_CHECK(cudaEventSynchronize(q.kend));
+    float kms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&kms, b.k0, q.kend));
     *kernel_ms += kms;
     return 0;
 }
@@ -745,14 +903,28 @@ int run_all(const gpu_nlm_params *p, const plan &pl, const gpu_volume *in, gpu_v
 {
     double ksum = 0;
     const size_t vol = pl.oplane * pl.nz;
-    for (int t = 0; t < in->nt; t++)
-        for (int zs = 0; zs < pl.nz; zs += pl.slab) {
-            const int ze = zs + pl.slab > pl.nz ? pl.nz : zs + pl.slab;
-            int rc = run_slab(pl, b, in->data + (size_t)t * vol, out->data + (size_t)t * vol, zs,
-                              ze, stg, st, &ksum);
-            if (rc)
-                return rc;
-        }
+    pipe q;
+    memset(&q, 0, sizeof q);
+    plan_chunks(pl, &q);
+    const int nch = pl.nslabs == 1 ? q.nch : 1;
+    if (nch > 1) {
+        int rc = pipe_setup(&q, st);
+        for (int t = 0; t < in->nt && rc == 0; t++)
+            rc = run_chunks(pl, b, q, in->data + (size_t)t * vol, out->data + (size_t)t * vol, stg,
+                            &ksum);
+        pipe_release(&q, st);
+        if (rc)
+            return rc;
+    } else {
+        for (int t = 0; t < in->nt; t++)
+            for (int zs = 0; zs < pl.nz; zs += pl.slab) {
+                const int ze = zs + pl.slab > pl.nz ? pl.nz : zs + pl.slab;
+                int rc = run_slab(pl, b, in->data + (size_t)t * vol, out->data + (size_t)t * vol,
+                                  zs, ze, stg, st, &ksum);
+                if (rc)
+                    return rc;
+            }
+    }
     float tms = 0;
     CUDA_CHECK(cudaEventRecord(b.e1, st));
     CUDA_CHECK(cudaEventSynchronize(b.e1));
@@ -761,10 +933,11 @@ int run_all(const gpu_nlm_params *p, const plan &pl, const gpu_volume *in, gpu_v
         p->stats->kernel_ms = ksum;
         p->stats->total_ms = tms;
         p->stats->slabs = pl.nslabs * in->nt;
+        p->stats->chunks = nch;
     }
-    log_debug("nlm%dd %dx%dx%dx%d S=%d P=%d on gpu:%d (cfg %d): %d slab(s)%s, kernels %.3f ms, "
-              "total %.3f ms",
-              pl.dim, pl.nx, pl.ny, pl.nz, in->nt, pl.S, pl.P, dev_index, pl.cfg, pl.nslabs,
+    log_debug("nlm%dd %dx%dx%dx%d S=%d P=%d on gpu:%d (cfg %d): %d slab(s), %d chunk(s)%s, "
+              "kernels %.3f ms, total %.3f ms",
+              pl.dim, pl.nx, pl.ny, pl.nz, in->nt, pl.S, pl.P, dev_index, pl.cfg, pl.nslabs, nch,
               stg ? " via pinned staging" : "", ksum, (double)tms);
     return 0;
 }

@@ -49,9 +49,10 @@ enum { GPU_NLM_MAX_SEARCH = 15, GPU_NLM_MAX_PATCH = 5, GPU_NLM_MAX_CUTOFF = 80 }
 
 /* Optional timings filled by the CUDA versions (CUDA events, milliseconds). */
 typedef struct gpu_nlm_stats {
-    double kernel_ms; /* padding + NLM kernels, summed over slabs */
+    double kernel_ms; /* padding + NLM kernels, summed over slabs (chunks: first pad to last end) */
     double total_ms;  /* whole call including transfers and allocation */
     int slabs;        /* number of slabs the volume was cut into */
+    int chunks;       /* single slab: chunks whose copies overlap the kernels (1: none) */
 } gpu_nlm_stats;
 
 typedef struct gpu_nlm_params {

@@ -596,6 +596,70 @@ START_TEST(cuda3d_every_configuration_matches_ref)
 }
 END_TEST
 
+/* One call with LDCT_NLM_CHUNK_MB = mb (cfg: LDCT_NLM3D_CFG, < 0: default). */
+static void cuda_chunked(int dim, int cfg, const char *mb, const gpu_nlm_params *p,
+                         const gpu_volume *in, gpu_volume *out, gpu_nlm_stats *st)
+{
+    ck_assert_int_eq(setenv("LDCT_NLM_CHUNK_MB", mb, 1), 0);
+    if (cfg >= 0) {
+        cuda3d_cfg(cfg, p, in, out, 0, st);
+    } else {
+        gpu_device gpu;
+        ck_assert_int_eq(gpu_device_parse("gpu:0", &gpu), 0);
+        gpu_nlm_params q = *p;
+        q.stats = st;
+        poison(out);
+        ck_assert_int_eq(
+            dim == 3 ? gpu_nlm3d_cuda(&q, in, out, &gpu) : gpu_nlm2d_cuda(&q, in, out, &gpu), 0);
+    }
+    unsetenv("LDCT_NLM_CHUNK_MB");
+}
+
+/* A single-slab call in overlapping chunks (uploads, kernels on two
+ * streams, downloads) gives the one-chunk result bit for bit, for every
+ * time point of a 4D volume. */
+static void check_chunks_identical(int dim, int cfg, int S, int P, int nt)
+{
+    const int nx = 83, ny = 61, nz = 47;
+    gpu_volume in, a, b;
+    ck_assert_int_eq(gpu_volume_init(&in, nx, ny, nz, nt), 0);
+    ck_assert_int_eq(gpu_volume_init(&a, nx, ny, nz, nt), 0);
+    ck_assert_int_eq(gpu_volume_init(&b, nx, ny, nz, nt), 0);
+    fill_phantom(&in, 12.0);
+    gpu_nlm_params p;
+    gpu_nlm_params_default(&p);
+    p.search_radius = S;
+    p.patch_radius = P;
+    gpu_nlm_stats sa = {0}, sb = {0};
+    cuda_chunked(dim, cfg, "0", &p, &in, &a, &sa);
+    cuda_chunked(dim, cfg, "0.1", &p, &in, &b, &sb); /* 0.95 MB per time point: 5-9 chunks */
+    printf("chunks nlm%dd cfg %d nt %d: %d vs %d chunks\n", dim, cfg, nt, sa.chunks, sb.chunks);
+    ck_assert_int_eq(sa.slabs, nt);
+    ck_assert_int_eq(sb.slabs, nt);
+    ck_assert_int_eq(sa.chunks, 1);
+    ck_assert_int_gt(sb.chunks, 2);
+    double maxabs = 0;
+    int nans = 0;
+    rel_l2_vol(&a, &b, &maxabs, &nans);
+    ck_assert_int_eq(nans, 0);
+    ck_assert_msg(maxabs == 0.0, "nlm%dd cfg %d: max abs diff %.3g", dim, cfg, maxabs);
+    gpu_volume_close(&in);
+    gpu_volume_close(&a);
+    gpu_volume_close(&b);
+}
+
+START_TEST(cuda_overlapped_chunks_give_identical_result)
+{
+    if (!have_gpu())
+        return;
+    check_chunks_identical(3, -1, 5, 2, 1); /* the default (v6) kernel */
+    check_chunks_identical(3, -1, 3, 1, 2); /* two time points */
+    check_chunks_identical(3, 7, 2, 1, 1);  /* the v2 kernel (Gaussian-capable path) */
+    check_chunks_identical(3, 27, 6, 1, 1); /* v3 for S > 5 */
+    check_chunks_identical(2, -1, 5, 2, 2);
+}
+END_TEST
+
 /* Slabbed and single-slab runs agree bit for bit for every v3 variant. */
 START_TEST(cuda3d_v3_slabs_give_identical_result)
 {
@@ -678,6 +742,7 @@ static Suite *nlm_suite(void)
     tcase_add_test(tg, cuda3d_every_configuration_matches_ref);
     tcase_add_test(tg, cuda_cutoff_off_and_strong_match_ref);
     tcase_add_test(tg, cuda3d_v3_slabs_give_identical_result);
+    tcase_add_test(tg, cuda_overlapped_chunks_give_identical_result);
     suite_add_tcase(s, tg);
     return s;
 }
