@@ -25,6 +25,18 @@ extern "C" int gpu__cuda_mem_info(int index, size_t *free_bytes, size_t *total_b
     return 0;
 }
 
+extern "C" int gpu__cuda_host_register(void *p, size_t bytes)
+{
+    CUDA_CHECK(cudaHostRegister(p, bytes, cudaHostRegisterDefault));
+    return 0;
+}
+
+extern "C" int gpu__cuda_host_unregister(void *p)
+{
+    CUDA_CHECK(cudaHostUnregister(p));
+    return 0;
+}
+
 extern "C" int gpu__cuda_device_name(int index, char *buf, size_t len)
 {
     cudaDeviceProp prop;

@@ -18,6 +18,12 @@ int gpu__cuda_mem_info(int index, size_t *free_bytes, size_t *total_bytes);
 /* Name of device `index` into buf; returns 0 or LDCT_ECUDA. */
 int gpu__cuda_device_name(int index, char *buf, size_t len);
 
+/* Page-locks (registers with CUDA) the host memory [p, p + bytes), so
+ * copies from and to it skip the pinned staging; unregister before
+ * freeing it. Return 0 or LDCT_ECUDA. */
+int gpu__cuda_host_register(void *p, size_t bytes);
+int gpu__cuda_host_unregister(void *p);
+
 #ifdef __cplusplus
 }
 #endif

@@ -752,7 +752,7 @@ constexpr int k_max_chunks = 16;
 
 struct pipe {
     cudaStream_t cin, cout, cs[2];
-    cudaEvent_t up[k_max_chunks], padded[k_max_chunks], done[k_max_chunks], kend;
+    cudaEvent_t up[k_max_chunks], padded[k_max_chunks], done[k_max_chunks], kend, start;
     int nch, chunk;
 };
 
@@ -762,8 +762,8 @@ void plan_chunks(const plan &pl, pipe *q)
     const char *e = getenv("LDCT_NLM_CHUNK_MB");
     const double mb = e ? atof(e) : 32.0;
     const double vol = sizeof(float) * (double)pl.oplane * pl.nz / 1048576.0;
-    int n = mb > 0 ? (int)(vol / mb) : 1;
-    n = n < 1 ? 1 : n > k_max_chunks ? k_max_chunks : n;
+    const double want = mb > 0 ? vol / mb : 1.0;
+    const int n = want < 1.0 ? 1 : want > k_max_chunks ? k_max_chunks : (int)want;
     const int a = pl.dim == 3 ? pl.lz : 1;
     q->chunk = ((pl.nz + n - 1) / n + a - 1) / a * a;
     q->nch = (pl.nz + q->chunk - 1) / q->chunk;
@@ -786,6 +786,8 @@ void pipe_release(pipe *q, cudaStream_t st)
                 cudaEventDestroy(ev[k][c]);
     if (q->kend)
         cudaEventDestroy(q->kend);
+    if (q->start)
+        cudaEventDestroy(q->start);
     memset(q, 0, sizeof *q);
 }
 
@@ -795,6 +797,10 @@ int pipe_setup(pipe *q, cudaStream_t st)
     CUDA_CHECK(cudaStreamCreateWithFlags(&q->cout, cudaStreamNonBlocking));
     CUDA_CHECK(cudaStreamCreateWithFlags(&q->cs[1], cudaStreamNonBlocking));
     q->cs[0] = st;
+    /* uploads start after what the caller queued on st (and setup()) */
+    CUDA_CHECK(cudaEventCreateWithFlags(&q->start, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventRecord(q->start, st));
+    CUDA_CHECK(cudaStreamWaitEvent(q->cin, q->start, 0));
     for (int c = 0; c < q->nch; c++) {
         CUDA_CHECK(cudaEventCreateWithFlags(&q->up[c], cudaEventDisableTiming));
         CUDA_CHECK(cudaEventCreateWithFlags(&q->padded[c], cudaEventDisableTiming));
