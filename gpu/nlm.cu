@@ -753,20 +753,37 @@ constexpr int k_max_chunks = 16;
 struct pipe {
     cudaStream_t cin, cout, cs[2];
     cudaEvent_t up[k_max_chunks], padded[k_max_chunks], done[k_max_chunks], kend, start;
-    int nch, chunk;
+    int nch, zb[k_max_chunks + 1]; /* chunk c: output planes [zb[c], zb[c + 1]) */
 };
 
-/* Chunk count and height for a single-slab plan. */
+/* Chunk boundaries for a single-slab plan: starts at multiples of the tile
+ * depth a; with three or more chunks the first and the last are about an
+ * eighth of the others (one tile depth at least), since their upload and
+ * download are the part of the copies that nothing overlaps. */
 void plan_chunks(const plan &pl, pipe *q)
 {
     const char *e = getenv("LDCT_NLM_CHUNK_MB");
     const double mb = e ? atof(e) : 32.0;
     const double vol = sizeof(float) * (double)pl.oplane * pl.nz / 1048576.0;
     const double want = mb > 0 ? vol / mb : 1.0;
-    const int n = want < 1.0 ? 1 : want > k_max_chunks ? k_max_chunks : (int)want;
-    const int a = pl.dim == 3 ? pl.lz : 1;
-    q->chunk = ((pl.nz + n - 1) / n + a - 1) / a * a;
-    q->nch = (pl.nz + q->chunk - 1) / q->chunk;
+    const int n = want < 1.0 ? 1 : want > k_max_chunks - 2 ? k_max_chunks - 2 : (int)want;
+    const int a = pl.dim == 3 ? pl.lz : 1, nz = pl.nz;
+    const int chunk = ((nz + n - 1) / n + a - 1) / a * a;
+    const int edge = ((chunk + 7) / 8 + a - 1) / a * a;
+    const int last = (nz - edge) / a * a; /* start of a short last chunk */
+    int c = 0;
+    q->zb[c++] = 0;
+    if (n >= 3 && last > edge) {
+        q->zb[c++] = edge;
+        for (int z = edge + chunk; z < last; z += chunk)
+            q->zb[c++] = z;
+        q->zb[c++] = last;
+    } else {
+        for (int z = chunk; z < nz; z += chunk)
+            q->zb[c++] = z;
+    }
+    q->zb[c] = nz;
+    q->nch = c;
 }
 
 /* Waits for everything queued on the pipe's streams, then frees them. */
@@ -815,7 +832,7 @@ int pipe_setup(pipe *q, cudaStream_t st)
 int pipe_chunk(const plan &pl, const bufs &b, const pipe &q, const float *src, int c, int *up_hi,
                int *pad_hi, gpu_stage::lease *stg)
 {
-    const int zs = c * q.chunk, ze = zs + q.chunk < pl.nz ? zs + q.chunk : pl.nz;
+    const int zs = q.zb[c], ze = q.zb[c + 1];
     const bool last = ze == pl.nz;
     const int need = last || ze + pl.zh > pl.nz ? pl.nz : ze + pl.zh;
     if (need > *up_hi) {
@@ -852,7 +869,7 @@ int pipe_chunk(const plan &pl, const bufs &b, const pipe &q, const float *src, i
 int pipe_download(const plan &pl, const bufs &b, const pipe &q, float *dst, int c,
                   gpu_stage::lease *stg)
 {
-    const int zs = c * q.chunk, ze = zs + q.chunk < pl.nz ? zs + q.chunk : pl.nz;
+    const int zs = q.zb[c], ze = q.zb[c + 1];
     CUDA_CHECK(cudaStreamWaitEvent(q.cout, q.done[c], 0));
     return copy_out(stg, dst + (size_t)zs * pl.oplane, b.out + (size_t)zs * pl.oplane,
                     pl.oplane * (ze - zs), q.cout);
