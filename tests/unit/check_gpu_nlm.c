@@ -73,6 +73,16 @@ static double rel_l2_vol(const gpu_volume *a, const gpu_volume *b, double *maxab
     return sqrt(num / den);
 }
 
+/* Asserts that a and b agree bit for bit, without NaN (what: the case). */
+static void assert_identical(const gpu_volume *a, const gpu_volume *b, const char *what)
+{
+    double maxabs = 0;
+    int nans = 0;
+    rel_l2_vol(a, b, &maxabs, &nans);
+    ck_assert_msg(nans == 0, "%s: %d NaN", what, nans);
+    ck_assert_msg(maxabs == 0.0, "%s: max abs diff %.3g", what, maxabs);
+}
+
 /* Naive NLM straight from the definition in nlm.h, in double. */
 static void naive_nlm(const gpu_nlm_params *p, float h, const gpu_volume *in, double *out, int dim)
 {
@@ -478,11 +488,7 @@ static void check_slabs_identical(int dim, int S, int P)
     printf("slabs nlm%dd: %d slab(s) vs %d slabs\n", dim, sa.slabs, sb.slabs);
     ck_assert_int_eq(sa.slabs, 1);
     ck_assert_int_gt(sb.slabs, 1);
-    double maxabs = 0;
-    int nans = 0;
-    rel_l2_vol(&a, &b, &maxabs, &nans);
-    ck_assert_int_eq(nans, 0);
-    ck_assert_msg(maxabs == 0.0, "max abs diff %.3g", maxabs); /* same work per voxel */
+    assert_identical(&a, &b, dim == 3 ? "nlm3d slabs" : "nlm2d slabs"); /* same work per voxel */
     gpu_volume_close(&in);
     gpu_volume_close(&a);
     gpu_volume_close(&b);
@@ -666,11 +672,9 @@ static void check_chunks_identical(int dim, int cfg, int S, int P, int nt, int p
     ck_assert_int_eq(sb.slabs, nt);
     ck_assert_int_eq(sa.chunks, 1);
     ck_assert_int_gt(sb.chunks, 2);
-    double maxabs = 0;
-    int nans = 0;
-    rel_l2_vol(&a, &b, &maxabs, &nans);
-    ck_assert_int_eq(nans, 0);
-    ck_assert_msg(maxabs == 0.0, "nlm%dd cfg %d: max abs diff %.3g", dim, cfg, maxabs);
+    char what[64];
+    snprintf(what, sizeof what, "nlm%dd cfg %d nt %d pinned %d chunks", dim, cfg, nt, pinned);
+    assert_identical(&a, &b, what);
     gpu_volume_close(&in);
     gpu_volume_close(&a);
     gpu_volume_close(&b);
@@ -710,11 +714,9 @@ START_TEST(cuda3d_v3_slabs_give_identical_result)
         cuda3d_cfg(cfg, &p, &in, &b, 2500000, &sb); /* above one plane for 56-row tiles */
         ck_assert_int_eq(sa.slabs, 1);
         ck_assert_int_gt(sb.slabs, 1);
-        double maxabs = 0;
-        int nans = 0;
-        rel_l2_vol(&a, &b, &maxabs, &nans);
-        ck_assert_int_eq(nans, 0);
-        ck_assert_msg(maxabs == 0.0, "cfg %d: max abs diff %.3g", cfg, maxabs);
+        char what[32];
+        snprintf(what, sizeof what, "cfg %d slabs", cfg);
+        assert_identical(&a, &b, what);
     }
     gpu_volume_close(&in);
     gpu_volume_close(&a);
