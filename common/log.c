@@ -2,34 +2,84 @@
 #include "common/log.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 int log_level = LOG_LVL_INFO;
 
+static const char *const k_level_names[] = {"error", "warning", "notice", "info", "debug"};
+
 int log_level_parse(const char *name)
 {
-    static const char *const names[] = {"error", "warning", "notice", "info", "debug"};
     for (int i = 0; i < 5; i++)
-        if (strcasecmp(name, names[i]) == 0)
+        if (strcasecmp(name, k_level_names[i]) == 0)
             return LOG_LVL_ERR + i;
     return -1;
+}
+
+int log_style_detect(void)
+{
+    return isatty(STDERR_FILENO) && !getenv("JOURNAL_STREAM") ? LOG_STYLE_TERMINAL
+                                                              : LOG_STYLE_JOURNAL;
+}
+
+/* The line's head: "<3>" for the journal, "18:53:01.123 error: " on a
+ * terminal (local time). */
+static int format_head(char *buf, size_t cap, int style, long long now_ms, int prio)
+{
+    if (style != LOG_STYLE_TERMINAL)
+        return snprintf(buf, cap, "<%d>", prio);
+    const time_t sec = (time_t)(now_ms / 1000);
+    struct tm tm;
+    localtime_r(&sec, &tm);
+    const int lvl = prio >= LOG_LVL_ERR && prio <= LOG_LVL_DEBUG ? prio - LOG_LVL_ERR : 0;
+    return snprintf(buf, cap, "%02d:%02d:%02d.%03d %s: ", tm.tm_hour, tm.tm_min, tm.tm_sec,
+                    (int)(now_ms % 1000), k_level_names[lvl]);
+}
+
+size_t log_vformat(char *buf, size_t cap, int style, long long now_ms, int prio, const char *fmt,
+                   va_list ap)
+{
+    if (cap < 2)
+        return 0;
+    int n = format_head(buf, cap, style, now_ms, prio);
+    size_t len = n < 0 ? 0 : (size_t)n < cap - 1 ? (size_t)n : cap - 2;
+    int m = vsnprintf(buf + len, cap - len - 1, fmt, ap);
+    len += m < 0 ? 0 : (size_t)m;
+    if (len > cap - 2)
+        len = cap - 2;
+    buf[len++] = '\n';
+    buf[len] = '\0';
+    return len;
+}
+
+/* The style of this process's stderr, found on the first line logged. */
+static int current_style(void)
+{
+    static atomic_int style = -1;
+    int s = atomic_load(&style);
+    if (s < 0) {
+        s = log_style_detect();
+        atomic_store(&style, s);
+    }
+    return s;
 }
 
 void log_write(int prio, const char *fmt, ...)
 {
     char line[2048];
-    int n = snprintf(line, sizeof line, "<%d>", prio);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
     va_list ap;
     va_start(ap, fmt);
-    int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+    size_t len = log_vformat(line, sizeof line, current_style(),
+                             (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, prio, fmt, ap);
     va_end(ap);
-    size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
-    if (len > sizeof line - 2)
-        len = sizeof line - 2;
-    line[len++] = '\n';
     ssize_t w = write(STDERR_FILENO, line, len);
     (void)w; /* nowhere to report a failed log write */
 }

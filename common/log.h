@@ -1,5 +1,7 @@
 /* Logging to stderr with syslog priority prefixes ("<3>" ... "<7>") so
- * journald classifies each line; no timestamps (journald adds them).
+ * journald classifies each line; no timestamps (journald adds them). On a
+ * terminal outside the journal (`make run`, `ldct` by hand) each line starts
+ * with the local time and the level instead ("18:53:01.123 notice: ...").
  *
  * The level macros do not evaluate their arguments when the level is off.
  * Never log patient data: UIDs and AE titles only. Any thread may log; each
@@ -7,6 +9,9 @@
  */
 #ifndef LDCT_COMMON_LOG_H
 #define LDCT_COMMON_LOG_H
+
+#include <stdarg.h>
+#include <stddef.h>
 
 enum {
     LOG_LVL_ERR = 3,
@@ -20,6 +25,17 @@ extern int log_level; /* messages with a priority above this are dropped */
 
 /* Parses "error", "warning", "notice", "info" or "debug"; -1 if unknown. */
 int log_level_parse(const char *name);
+
+enum { LOG_STYLE_JOURNAL, LOG_STYLE_TERMINAL };
+
+/* LOG_STYLE_TERMINAL when stderr is a terminal and JOURNAL_STREAM is unset
+ * (systemd sets it when stderr goes to the journal). */
+int log_style_detect(void);
+
+/* Formats one line in `style` (now_ms: the time, ms since the epoch) into
+ * buf, newline included, truncated to fit; returns its length. */
+size_t log_vformat(char *buf, size_t cap, int style, long long now_ms, int prio, const char *fmt,
+                   va_list ap);
 
 void log_write(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

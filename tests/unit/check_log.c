@@ -1,0 +1,107 @@
+/* Unit tests for common/log: journal and terminal line formats, truncation. */
+#include "common/log.h"
+#include "tests/unit/testutil.h"
+
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+static size_t fmt(char *buf, size_t cap, int style, long long ms, int prio, const char *f, ...)
+{
+    va_list ap;
+    va_start(ap, f);
+    size_t n = log_vformat(buf, cap, style, ms, prio, f, ap);
+    va_end(ap);
+    return n;
+}
+
+/* 2026-11-21 18:53:01.123 UTC */
+static const long long k_ms = 1795287181123LL;
+
+START_TEST(journal_lines_carry_the_syslog_priority)
+{
+    char buf[128];
+    size_t n = fmt(buf, sizeof buf, LOG_STYLE_JOURNAL, k_ms, LOG_LVL_NOTICE, "scp: port %d", 11112);
+    ck_assert_str_eq(buf, "<5>scp: port 11112\n");
+    ck_assert_uint_eq(n, strlen(buf));
+}
+END_TEST
+
+START_TEST(terminal_lines_carry_time_and_level)
+{
+    setenv("TZ", "UTC", 1);
+    tzset();
+    char buf[128];
+    fmt(buf, sizeof buf, LOG_STYLE_TERMINAL, k_ms, LOG_LVL_ERR, "job %d failed", 7);
+    ck_assert_str_eq(buf, "18:53:01.123 error: job 7 failed\n");
+    fmt(buf, sizeof buf, LOG_STYLE_TERMINAL, k_ms + 5, LOG_LVL_DEBUG, "x");
+    ck_assert_str_eq(buf, "18:53:01.128 debug: x\n");
+    fmt(buf, sizeof buf, LOG_STYLE_TERMINAL, k_ms, LOG_LVL_INFO, "started");
+    ck_assert_str_eq(buf, "18:53:01.123 info: started\n");
+}
+END_TEST
+
+START_TEST(long_lines_are_cut_and_still_end_with_a_newline)
+{
+    char buf[16];
+    size_t n = fmt(buf, sizeof buf, LOG_STYLE_JOURNAL, k_ms, LOG_LVL_WARNING, "%s",
+                   "a message far longer than the buffer");
+    ck_assert_uint_eq(n, sizeof buf - 1);
+    ck_assert_int_eq(buf[n - 1], '\n');
+    ck_assert_int_eq(buf[n], '\0');
+    ck_assert(strncmp(buf, "<4>a message", 12) == 0);
+}
+END_TEST
+
+/* log_style_detect() with fd 2 replaced by `fd` for the call. */
+static int style_with_stderr(int fd)
+{
+    int saved = dup(2);
+    ck_assert_int_ge(saved, 0);
+    ck_assert_int_eq(dup2(fd, 2), 2);
+    int style = log_style_detect();
+    dup2(saved, 2);
+    close(saved);
+    return style;
+}
+
+START_TEST(the_style_follows_stderr_and_the_journal)
+{
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
+    unsetenv("JOURNAL_STREAM");
+    ck_assert_int_eq(style_with_stderr(p[1]), LOG_STYLE_JOURNAL);
+    close(p[0]);
+    close(p[1]);
+
+    int master = posix_openpt(O_RDWR | O_NOCTTY);
+    if (master < 0) { /* a container without /dev/pts */
+        printf("SKIP the_style_follows_stderr_and_the_journal: no pseudo-terminal\n");
+        return;
+    }
+    ck_assert_int_eq(grantpt(master), 0);
+    ck_assert_int_eq(unlockpt(master), 0);
+    int tty = open(ptsname(master), O_RDWR | O_NOCTTY);
+    ck_assert_int_ge(tty, 0);
+    ck_assert_int_eq(style_with_stderr(tty), LOG_STYLE_TERMINAL);
+    setenv("JOURNAL_STREAM", "8:12345", 1);
+    ck_assert_int_eq(style_with_stderr(tty), LOG_STYLE_JOURNAL);
+    unsetenv("JOURNAL_STREAM");
+    close(tty);
+    close(master);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("log");
+    TCase *tc = tcase_create("log");
+    tcase_add_test(tc, journal_lines_carry_the_syslog_priority);
+    tcase_add_test(tc, terminal_lines_carry_time_and_level);
+    tcase_add_test(tc, long_lines_are_cut_and_still_end_with_a_newline);
+    tcase_add_test(tc, the_style_follows_stderr_and_the_journal);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}
