@@ -8,6 +8,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 int cli_state_dir(const cli_opts *o, char *out, size_t len)
 {
@@ -35,6 +36,13 @@ int cli_open_db(const cli_opts *o, int readonly, db **d)
     if (rc)
         return rc;
     ingest_db_path(dir, path, sizeof path);
+    if (readonly && access(path, F_OK) != 0) { /* say why once, not as a database error */
+        fprintf(stderr,
+                "ldct: cannot open %s: no such file (has ldctd run with state directory %s? "
+                "choose it with --config FILE or --state-dir DIR)\n",
+                path, dir);
+        return LDCT_ENOTFOUND;
+    }
     rc = db_open(path, readonly, d);
     if (rc)
         fprintf(stderr, "ldct: cannot open %s: %s\n", path, ldct_strerror(rc));

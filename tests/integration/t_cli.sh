@@ -19,7 +19,9 @@ grep -q "dc.conf:3: distance_cutoff = -1: out of range (0 to 80)" "$T/err" &&
     grep -q "dc.conf:4: distance_cutoff = nan: out of range" "$T/err" ||
     fail "distance_cutoff: $(cat "$T/err")"
 "$LDCT" --state-dir "$T/nothing" status 2> "$T/err" && fail "status without a database succeeded"
-grep -q "cannot open" "$T/err" || fail "no clear error: $(cat "$T/err")"
+grep -q "cannot open $T/nothing/ldct.db: no such file (has ldctd run with state directory $T/nothing?" "$T/err" ||
+    fail "no clear error: $(cat "$T/err")"
+[ "$(wc -l < "$T/err")" = 1 ] || fail "the missing database reported more than once: $(cat "$T/err")"
 "$LDCT" frobnicate 2>/dev/null; [ $? = 2 ] || fail "unknown command must exit 2"
 "$LDCTD" --bogus 2>/dev/null; [ $? = 2 ] || fail "ldctd: unknown argument must exit 2"
 "$LDCTD" --config "$T/missing.conf" 2> "$T/err"; rc=$?
