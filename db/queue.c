@@ -36,7 +36,11 @@ enum {
     Q_SERIES_AFTER_FAIL,
     Q_PENDING_OF_SERIES,
     Q_SERIES_REQUEUE,
-    Q_DERIVED_EARLIER,
+    Q_JOB_SAME_RUN,
+    Q_DERIVED_HAS,
+    Q_JOB_HAS_DERIVED,
+    Q_JOB_ADOPT_SERIES,
+    Q_JOB_SERIES_UID,
     Q_SERIES_OF_JOB,
     Q_JOB_FAILED,
     Q_JOB_EXISTS,
@@ -345,15 +349,13 @@ static int sends_for_list(db *d, int64_t job_id, int64_t series_id, const char *
 
 static int job_insert(db *d, const db_job_spec *j, int64_t now_ms, int64_t *job_id)
 {
-    sqlite3_stmt *s = db__stmt(
-        d, Q_JOB_INSERT,
-        "INSERT INTO jobs (series_id, rule, action, algorithm, params, priority, state,"
-        " derived_series_uid, destinations, description_suffix, created_ms, finished_ms)"
-        " SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, CASE WHEN ?8 IS NULL THEN NULL ELSE coalesce("
-        "  (SELECT derived_series_uid FROM jobs WHERE series_id = ?1 AND derived_series_uid"
-        "   IS NOT NULL ORDER BY id DESC LIMIT 1), ?8) END, ?9, ?10, ?11, ?12"
-        " WHERE EXISTS (SELECT 1 FROM series WHERE id = ?1 AND state = 'stable')"
-        " RETURNING id");
+    sqlite3_stmt *s =
+        db__stmt(d, Q_JOB_INSERT,
+                 "INSERT INTO jobs (series_id, rule, action, algorithm, params, priority, state,"
+                 " derived_series_uid, destinations, description_suffix, created_ms, finished_ms)"
+                 " SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12"
+                 " WHERE EXISTS (SELECT 1 FROM series WHERE id = ?1 AND state = 'stable')"
+                 " RETURNING id");
     if (!s)
         return LDCT_EDB;
     sqlite3_bind_int64(s, 1, j->series_id);
@@ -481,31 +483,92 @@ int db_job_claim(db *d, const char *worker, int64_t now_ms, db_job *out)
     return end(d, job_series_uids(d, out));
 }
 
-/* The derived UID an earlier job of the same series gave this source, if any. */
-static int derived_earlier(db *d, int64_t job_id, const char *src, char *uid)
+/* The latest other job of the same series that ran the same algorithm with
+ * the same parameters on exactly these n sources, so its result is this
+ * job's result and its UIDs may be sent again; 0 when there is none. Never
+ * for fdk: its keys name output slices, not the projections it read. */
+static int same_run_earlier(db *d, int64_t job_id, int n, const char *const *src, int64_t *match)
 {
-    sqlite3_stmt *s = db__stmt(d, Q_DERIVED_EARLIER,
-                               "SELECT di.derived_sop_uid FROM derived_instances di"
-                               " JOIN jobs j ON j.id = di.job_id"
-                               " WHERE di.source_sop_uid = ?2 AND j.id <> ?1 AND j.series_id ="
-                               " (SELECT series_id FROM jobs WHERE id = ?1)"
-                               " ORDER BY di.job_id DESC LIMIT 1");
+    *match = 0;
+    sqlite3_stmt *s =
+        db__stmt(d, Q_JOB_SAME_RUN,
+                 "SELECT e.id FROM jobs e JOIN jobs j ON j.id = ?1"
+                 " WHERE e.series_id = j.series_id AND e.id <> j.id AND e.algorithm = j.algorithm"
+                 " AND e.params = j.params AND j.algorithm <> 'fdk'"
+                 " AND (SELECT count(*) FROM derived_instances WHERE job_id = e.id) = ?2"
+                 " ORDER BY e.id DESC");
+    sqlite3_stmt *has = db__stmt(d, Q_DERIVED_HAS,
+                                 "SELECT 1 FROM derived_instances WHERE job_id = ?1"
+                                 " AND source_sop_uid = ?2");
+    if (!s || !has)
+        return LDCT_EDB;
+    sqlite3_bind_int64(s, 1, job_id);
+    sqlite3_bind_int(s, 2, n);
+    int rc;
+    while (!*match && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+        int64_t e = sqlite3_column_int64(s, 0);
+        int all = 1;
+        for (int i = 0; i < n && all; i++) {
+            sqlite3_bind_int64(has, 1, e);
+            db__bind_text(has, 2, src[i]);
+            all = sqlite3_step(has) == SQLITE_ROW;
+            sqlite3_reset(has);
+        }
+        if (all)
+            *match = e;
+    }
+    sqlite3_reset(s);
+    return *match || rc == SQLITE_DONE ? 0 : db__fail(d, "earlier job with the same run");
+}
+
+/* Nonzero when the job has fixed its derived UIDs already (a redone job). */
+static int has_derived(db *d, int64_t job_id, int *has)
+{
+    sqlite3_stmt *s = db__stmt(d, Q_JOB_HAS_DERIVED,
+                               "SELECT EXISTS (SELECT 1 FROM derived_instances WHERE job_id = ?1)");
     if (!s)
         return LDCT_EDB;
     sqlite3_bind_int64(s, 1, job_id);
+    int rc = sqlite3_step(s);
+    *has = rc == SQLITE_ROW && sqlite3_column_int(s, 0);
+    sqlite3_reset(s);
+    return rc == SQLITE_ROW ? 0 : db__fail(d, "derived uids of job");
+}
+
+/* The job takes the derived series UID of `from` (a run with the same result). */
+static int adopt_series_uid(db *d, int64_t job_id, int64_t from)
+{
+    sqlite3_stmt *s =
+        db__stmt(d, Q_JOB_ADOPT_SERIES,
+                 "UPDATE jobs SET derived_series_uid ="
+                 " (SELECT derived_series_uid FROM jobs WHERE id = ?2) WHERE id = ?1");
+    if (!s)
+        return LDCT_EDB;
+    sqlite3_bind_int64(s, 1, job_id);
+    sqlite3_bind_int64(s, 2, from);
+    return run(d, s, "adopt derived series uid");
+}
+
+/* The derived UID job `from` gave source `src` (uid unchanged if none). */
+static int derived_of(db *d, int64_t from, const char *src, char *uid)
+{
+    sqlite3_stmt *s = db__stmt(d, Q_DERIVED_GET,
+                               "SELECT derived_sop_uid FROM derived_instances WHERE job_id = ?1"
+                               " AND source_sop_uid = ?2");
+    if (!s)
+        return LDCT_EDB;
+    sqlite3_bind_int64(s, 1, from);
     db__bind_text(s, 2, src);
     int rc = sqlite3_step(s);
     if (rc == SQLITE_ROW)
         copy(uid, DB_UID_LEN, db__col_text(s, 0));
     sqlite3_reset(s);
-    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : db__fail(d, "earlier derived uid");
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : db__fail(d, "derived uid get");
 }
 
+/* Stores uid for src unless the job has one already; uid becomes the stored one. */
 static int derived_uid_one(db *d, int64_t job_id, const char *src, char *uid)
 {
-    int erc = derived_earlier(d, job_id, src, uid);
-    if (erc)
-        return erc;
     sqlite3_stmt *s = db__stmt(d, Q_DERIVED_INSERT,
                                "INSERT INTO derived_instances (job_id, source_sop_uid,"
                                " derived_sop_uid) VALUES (?1, ?2, ?3)"
@@ -516,28 +579,43 @@ static int derived_uid_one(db *d, int64_t job_id, const char *src, char *uid)
     db__bind_text(s, 2, src);
     db__bind_text(s, 3, uid);
     int rc = run(d, s, "derived uid insert");
-    if (rc)
-        return rc;
-    s = db__stmt(d, Q_DERIVED_GET,
-                 "SELECT derived_sop_uid FROM derived_instances WHERE job_id = ?1"
-                 " AND source_sop_uid = ?2");
+    return rc ? rc : derived_of(d, job_id, src, uid);
+}
+
+/* The job's derived series UID into out (DB_UID_LEN). */
+static int job_series_uid(db *d, int64_t job_id, char *out)
+{
+    sqlite3_stmt *s = db__stmt(d, Q_JOB_SERIES_UID,
+                               "SELECT coalesce(derived_series_uid, '') FROM jobs WHERE id = ?1");
     if (!s)
         return LDCT_EDB;
     sqlite3_bind_int64(s, 1, job_id);
-    db__bind_text(s, 2, src);
-    rc = sqlite3_step(s);
+    int rc = sqlite3_step(s);
     if (rc == SQLITE_ROW)
-        copy(uid, DB_UID_LEN, db__col_text(s, 0));
+        copy(out, DB_UID_LEN, db__col_text(s, 0));
     sqlite3_reset(s);
-    return rc == SQLITE_ROW ? 0 : db__fail(d, "derived uid get");
+    return rc == SQLITE_ROW ? 0 : db__fail(d, "job series uid");
 }
 
 int db_job_derived_uids(db *d, int64_t job_id, int n, const char *const *source_sops,
-                        char (*uids)[DB_UID_LEN])
+                        char (*uids)[DB_UID_LEN], char *series_uid)
 {
-    int rc = begin(d);
-    for (int i = 0; i < n && !rc; i++)
-        rc = derived_uid_one(d, job_id, source_sops[i], uids[i]);
+    int rc = begin(d), redone = 0;
+    int64_t same = 0;
+    if (!rc)
+        rc = has_derived(d, job_id, &redone);
+    if (!rc && !redone)
+        rc = same_run_earlier(d, job_id, n, source_sops, &same);
+    if (!rc && same)
+        rc = adopt_series_uid(d, job_id, same);
+    for (int i = 0; i < n && !rc; i++) {
+        if (same)
+            rc = derived_of(d, same, source_sops[i], uids[i]);
+        if (!rc)
+            rc = derived_uid_one(d, job_id, source_sops[i], uids[i]);
+    }
+    if (!rc && series_uid)
+        rc = job_series_uid(d, job_id, series_uid);
     return end(d, rc);
 }
 

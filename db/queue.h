@@ -107,9 +107,15 @@ int db_job_claim(db *d, const char *worker, int64_t now_ms, db_job *out);
 /* Derived SOP Instance UIDs of a job, made once: for each of the n source
  * SOP Instance UIDs, uids[i] holds a fresh candidate on input and, on
  * output, the UID stored for that source (the candidate the first time,
- * the earlier one when the job is redone). One transaction. */
+ * the stored one when the job is redone). A job whose result is an earlier
+ * job's result (same series, algorithm, parameters and exactly the same
+ * sources; not fdk) takes that job's UIDs and derived series UID, so a
+ * series sent twice is not stored twice; any other job keeps its own fresh
+ * UIDs, since an instance's content never changes under its UID (DICOM).
+ * series_uid (DB_UID_LEN, may be NULL) receives the job's derived series
+ * UID. One transaction. */
 int db_job_derived_uids(db *d, int64_t job_id, int n, const char *const *source_sops,
-                        char (*uids)[DB_UID_LEN]);
+                        char (*uids)[DB_UID_LEN], char *series_uid);
 
 /* Finishes a job: records the derived files' paths, creates one derived
  * send per destination, job and series done. One transaction. */

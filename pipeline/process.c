@@ -246,7 +246,7 @@ static int make_uids(const asm_series *s, const process_opts *o, process_result 
         return -ENOMEM;
     for (int i = 0; i < s->nsrc; i++)
         src[i] = r->source_sops[i];
-    rc = o->uids(o->uids_ctx, s->nsrc, src, r->derived_sops);
+    rc = o->uids(o->uids_ctx, s->nsrc, src, r->derived_sops, r->series_uid);
     free(src);
     return rc;
 }

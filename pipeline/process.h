@@ -15,11 +15,13 @@
 #include "gpu/nlm.h"
 #include "pipeline/derive.h"
 
-/* Fixes the derived SOP Instance UIDs: uids[i] holds a fresh candidate for
- * source_sops[i] on input and must hold the UID to use on output (the
- * daemon stores them once per job). Returns 0 or an error. */
+/* Fixes the derived UIDs: uids[i] holds a fresh candidate for
+ * source_sops[i] and series_uid (DERIVE_UID_LEN) the derived series UID on
+ * input; both must hold the UIDs to use on output (the daemon stores them
+ * once per job, and reuses an earlier job's only for the same result).
+ * Returns 0 or an error. */
 typedef int (*process_uids_fn)(void *ctx, int n, const char *const *source_sops,
-                               char (*uids)[DERIVE_UID_LEN]);
+                               char (*uids)[DERIVE_UID_LEN], char *series_uid);
 
 /* Reconstruction of projection data (algorithm fdk; pipeline/recon.h).
  * Zero fields take the defaults: matrix 512, field of view what the fan

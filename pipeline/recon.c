@@ -142,7 +142,7 @@ static int make_uids(const process_opts *o, int slices, process_result *r,
     if (!keys || !names)
         rc = -ENOMEM;
     if (!rc && o->uids)
-        rc = o->uids(o->uids_ctx, slices + 1, keys, uids);
+        rc = o->uids(o->uids_ctx, slices + 1, keys, uids, r->series_uid);
     for (int i = 0; !rc && i < slices; i++) {
         snprintf(r->source_sops[i], DERIVE_UID_LEN, "%s", names[i]);
         snprintf(r->derived_sops[i], DERIVE_UID_LEN, "%s", uids[i]);

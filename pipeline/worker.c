@@ -92,14 +92,21 @@ static void set_busy(worker_pool *p, int delta)
 typedef struct uid_ctx {
     db *db;
     int64_t job_id;
+    const char *results_dir; /* non-NULL: output goes to results_dir/<series UID> */
+    char *out_dir;
+    size_t out_len;
 } uid_ctx;
 
-/* The derived UIDs of a job are made once and stored (process_uids_fn). */
+/* The derived UIDs of a job are made once and stored (process_uids_fn); an
+ * output folder named after the derived series follows its UID. */
 static int store_uids(void *ctx, int n, const char *const *source_sops,
-                      char (*uids)[DERIVE_UID_LEN])
+                      char (*uids)[DERIVE_UID_LEN], char *series_uid)
 {
     const uid_ctx *u = ctx;
-    return db_job_derived_uids(u->db, u->job_id, n, source_sops, uids);
+    int rc = db_job_derived_uids(u->db, u->job_id, n, source_sops, uids, series_uid);
+    if (!rc && u->results_dir)
+        snprintf(u->out_dir, u->out_len, "%s/%s", u->results_dir, series_uid);
+    return rc;
 }
 
 static void out_dir_of(const worker *w, const db_job *j, const worker_settings *st, char *out,
@@ -171,7 +178,8 @@ static int run_paths(worker *w, const db_job *j, const db_strings *paths, const 
 {
     char out_dir[1200];
     out_dir_of(w, j, st, out_dir, sizeof out_dir);
-    uid_ctx uctx = {w->db, j->id};
+    uid_ctx uctx = {w->db, j->id, j->destinations[0] ? NULL : st->results_dir, out_dir,
+                    sizeof out_dir};
     process_opts o = {.algorithm = process_algorithm_parse(j->algorithm),
                       .dev = &w->dev,
                       .uid_root = st->uid_root,

@@ -354,13 +354,16 @@ END_TEST
 typedef struct uid_table {
     int n, calls;
     char source[MAXF][DERIVE_UID_LEN], derived[MAXF][DERIVE_UID_LEN];
+    char series[DERIVE_UID_LEN]; /* non-empty: the derived series UID to use */
 } uid_table;
 
 static int stored_uids(void *ctx, int n, const char *const *source_sops,
-                       char (*uids)[DERIVE_UID_LEN])
+                       char (*uids)[DERIVE_UID_LEN], char *series_uid)
 {
     uid_table *t = ctx;
     t->calls++;
+    if (t->series[0])
+        snprintf(series_uid, DERIVE_UID_LEN, "%s", t->series);
     for (int i = 0; i < n; i++) {
         int j = 0;
         while (j < t->n && strcmp(t->source[j], source_sops[i]) != 0)
@@ -413,8 +416,18 @@ START_TEST(redone_job_reuses_the_stored_uids)
         ck_assert_str_eq(info.series_uid, FIXED_SERIES);
         scp_slice_info_free(&info);
     }
+    /* The store gives the job an earlier job's series UID (same result). */
+    snprintf(t.series, sizeof t.series, UID_ROOT ".8.1");
+    process_result r3;
+    process_ok(&o, &r3);
+    ck_assert_str_eq(r3.series_uid, UID_ROOT ".8.1");
+    scp_slice_info info;
+    read_info(r3.paths[0], &info);
+    ck_assert_str_eq(info.series_uid, UID_ROOT ".8.1");
+    scp_slice_info_free(&info);
     process_result_free(&r1);
     process_result_free(&r2);
+    process_result_free(&r3);
 }
 END_TEST
 

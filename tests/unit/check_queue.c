@@ -121,9 +121,9 @@ START_TEST(derived_uids_are_made_once_per_job)
     ck_assert_int_eq(db_job_claim(d, "w", 3000, &j), 0);
     const char *src[2] = {"1.1.1", "1.1.2"};
     char uids[2][DB_UID_LEN] = {"7.1", "7.2"};
-    ck_assert_int_eq(db_job_derived_uids(d, j.id, 2, src, uids), 0);
+    ck_assert_int_eq(db_job_derived_uids(d, j.id, 2, src, uids, NULL), 0);
     char again[2][DB_UID_LEN] = {"8.1", "8.2"};
-    ck_assert_int_eq(db_job_derived_uids(d, j.id, 2, src, again), 0);
+    ck_assert_int_eq(db_job_derived_uids(d, j.id, 2, src, again, NULL), 0);
     ck_assert_str_eq(again[0], "7.1");
     ck_assert_str_eq(again[1], "7.2");
     db_close(d);
@@ -163,7 +163,7 @@ START_TEST(done_creates_one_send_per_destination_and_both_sends_the_original)
     ck_assert_int_eq(db_job_claim(d, "w", 3000, &j), 0);
     const char *src[1] = {"1.1.1"}, *paths[1] = {"/outbox/1/7.1.dcm"};
     char uids[1][DB_UID_LEN] = {"7.1"};
-    ck_assert_int_eq(db_job_derived_uids(d, j.id, 1, src, uids), 0);
+    ck_assert_int_eq(db_job_derived_uids(d, j.id, 1, src, uids, NULL), 0);
     ck_assert_int_eq(db_job_done(d, j.id, 4000, 1, src, paths), 0);
     memset(&v, 0, sizeof v);
     ck_assert_int_eq(db_jobs_list(d, 0, on_job, on_send, &v), 0);
@@ -377,7 +377,7 @@ static int64_t processed_series(db *d, const char *dests)
     ck_assert_int_eq(db_job_claim(d, "w", 3000, &j), 0);
     const char *src[2] = {"1.1.1", "1.1.2"}, *paths[2] = {"/outbox/1/7.1.dcm", "/outbox/1/7.2.dcm"};
     char uids[2][DB_UID_LEN] = {"7.1", "7.2"};
-    ck_assert_int_eq(db_job_derived_uids(d, j.id, 2, src, uids), 0);
+    ck_assert_int_eq(db_job_derived_uids(d, j.id, 2, src, uids, NULL), 0);
     ck_assert_int_eq(db_job_done(d, j.id, 4000, 2, src, paths), 0);
     return s;
 }
@@ -415,16 +415,19 @@ START_TEST(delivered_series_expire_with_their_outbox_files_but_not_before)
     ck_assert(has_path(&removed, "/outbox/1/7.2.dcm"));
     db_strings_free(&removed);
     ck_assert_int_eq(db_series_remove(d, s, &removed), LDCT_ENOTFOUND);
-    /* Sent again later: processed again under the same derived UIDs. */
+    /* Sent again later, the same instances under the same rule: the same
+     * result, so the same derived UIDs. */
     put_instance(d, "1.1", 1, 9000);
+    put_instance(d, "1.1", 2, 9000);
     ck_assert_int_ge(db_series_mark_stable(d, 20000, NULL, NULL), 1);
     job(d, s, 0, "pacs", 0);
     db_job j;
     ck_assert_int_eq(db_job_claim(d, "w", 21000, &j), 0);
-    const char *src[1] = {"1.1.1"};
-    char uids[1][DB_UID_LEN] = {"8.1"};
-    ck_assert_int_eq(db_job_derived_uids(d, j.id, 1, src, uids), 0);
-    ck_assert_str_eq(uids[0], "7.1");
+    const char *src[2] = {"1.1.2", "1.1.1"}; /* any order */
+    char uids[2][DB_UID_LEN] = {"8.2", "8.1"};
+    ck_assert_int_eq(db_job_derived_uids(d, j.id, 2, src, uids, NULL), 0);
+    ck_assert_str_eq(uids[0], "7.2");
+    ck_assert_str_eq(uids[1], "7.1");
     db_close(d);
 }
 END_TEST
@@ -461,7 +464,7 @@ START_TEST(defer_sends_a_stable_series_back_to_receiving)
 }
 END_TEST
 
-START_TEST(late_instance_during_a_job_is_processed_again_under_the_same_uids)
+START_TEST(late_instance_during_a_job_is_processed_again_under_new_uids)
 {
     char p[128];
     db *d = open_fresh(p, sizeof p);
@@ -471,7 +474,7 @@ START_TEST(late_instance_during_a_job_is_processed_again_under_the_same_uids)
     ck_assert_int_eq(db_job_claim(d, "w", 3000, &j), 0);
     const char *src[2] = {"1.1.1", "1.1.2"}, *paths[2] = {"/o/a.dcm", "/o/b.dcm"};
     char uids[2][DB_UID_LEN] = {"7.1", "7.2"};
-    ck_assert_int_eq(db_job_derived_uids(d, j.id, 1, src, uids), 0);
+    ck_assert_int_eq(db_job_derived_uids(d, j.id, 1, src, uids, NULL), 0);
     put_instance(d, "1.1", 2, 20000); /* while job 1 runs */
     ck_assert_int_eq(db_job_done(d, j.id, 21000, 1, src, paths), 0);
     db_series_info si;
@@ -491,11 +494,80 @@ START_TEST(late_instance_during_a_job_is_processed_again_under_the_same_uids)
     ck_assert_int_ne(id2, j.id);
     db_job j2;
     ck_assert_int_eq(db_job_claim(d, "w", 32000, &j2), 0);
-    ck_assert_str_eq(j2.derived_series_uid, "9.9.1"); /* the series' first derived UID */
-    char again_uids[2][DB_UID_LEN] = {"8.1", "8.2"};
-    ck_assert_int_eq(db_job_derived_uids(d, j2.id, 2, src, again_uids), 0);
-    ck_assert_str_eq(again_uids[0], "7.1"); /* same instance in the PACS, replaced */
-    ck_assert_str_eq(again_uids[1], "8.2"); /* the new one gets a new UID */
+    ck_assert_str_eq(j2.derived_series_uid, "9.9.2");
+    /* Two sources instead of one: every slice's neighbourhood and so its
+     * pixels may differ, and an instance never changes under its UID. */
+    char again_uids[2][DB_UID_LEN] = {"8.1", "8.2"}, series[DB_UID_LEN] = "";
+    ck_assert_int_eq(db_job_derived_uids(d, j2.id, 2, src, again_uids, series), 0);
+    ck_assert_str_eq(again_uids[0], "8.1");
+    ck_assert_str_eq(again_uids[1], "8.2");
+    ck_assert_str_eq(series, "9.9.2");
+    db_close(d);
+}
+END_TEST
+
+/* Finishes job `id` of the series with derived UIDs uids for src[0..n). */
+static void finish_job(db *d, int64_t id, int n, const char *const *src, char (*uids)[DB_UID_LEN],
+                       char *series)
+{
+    db_job j;
+    ck_assert_int_eq(db_job_claim(d, "w", 3000, &j), 0);
+    ck_assert_int_eq(j.id, id);
+    const char *paths[2] = {"/o/a.dcm", "/o/b.dcm"};
+    ck_assert_int_eq(db_job_derived_uids(d, id, n, src, uids, series), 0);
+    ck_assert_int_eq(db_job_done(d, id, 4000, n, src, paths), 0);
+}
+
+/* The series is sent again and a job of `algorithm` with `params` runs. */
+static int64_t rerun(db *d, int64_t s, const char *algorithm, const char *params,
+                     const char *series_uid, int64_t t)
+{
+    put_instance(d, "1.1", 1, t);
+    put_instance(d, "1.1", 2, t);
+    ck_assert_int_ge(db_series_mark_stable(d, t + 10000, NULL, NULL), 1);
+    db_job_spec spec = {.series_id = s,
+                        .rule = "r",
+                        .action = "process",
+                        .algorithm = algorithm,
+                        .params = params,
+                        .derived_series_uid = series_uid,
+                        .destinations = "pacs",
+                        .process = 1};
+    int64_t id = 0;
+    ck_assert_int_eq(db_job_create(d, &spec, t + 11000, &id), 0);
+    return id;
+}
+
+START_TEST(a_rerun_reuses_uids_only_for_the_same_result)
+{
+    char p[128];
+    db *d = open_fresh(p, sizeof p);
+    const char *src[2] = {"1.1.1", "1.1.2"};
+    char series[DB_UID_LEN];
+    int64_t s = stable_series(d, "1.1", 2);
+    char u1[2][DB_UID_LEN] = {"7.1", "7.2"};
+    finish_job(d, job(d, s, 0, "pacs", 0), 2, src, u1, series); /* nlm3d, search_radius=5 */
+    ck_assert_str_eq(series, "9.9.1");
+    /* Another strength: other pixels, so other UIDs and another series. */
+    char u2[2][DB_UID_LEN] = {"8.1", "8.2"};
+    finish_job(d, rerun(d, s, "nlm3d", "search_radius=5 strength=3", "9.9.2", 20000), 2, src, u2,
+               series);
+    ck_assert_str_eq(u2[0], "8.1");
+    ck_assert_str_eq(u2[1], "8.2");
+    ck_assert_str_eq(series, "9.9.2");
+    /* Back to the first rule: the first result again, under its UIDs. */
+    char u3[2][DB_UID_LEN] = {"9.1", "9.2"};
+    finish_job(d, rerun(d, s, "nlm3d", "search_radius=5", "9.9.3", 40000), 2, src, u3, series);
+    ck_assert_str_eq(u3[0], "7.1");
+    ck_assert_str_eq(u3[1], "7.2");
+    ck_assert_str_eq(series, "9.9.1");
+    /* fdk keys name output slices, not inputs: never reused across jobs. */
+    const char *keys[2] = {"fdk-slice-1", "fdk-frame-of-reference"};
+    char f1[2][DB_UID_LEN] = {"5.1", "5.2"}, f2[2][DB_UID_LEN] = {"6.1", "6.2"};
+    finish_job(d, rerun(d, s, "fdk", "", "9.9.4", 60000), 2, keys, f1, series);
+    finish_job(d, rerun(d, s, "fdk", "", "9.9.5", 80000), 2, keys, f2, series);
+    ck_assert_str_eq(f2[0], "6.1");
+    ck_assert_str_eq(series, "9.9.5");
     db_close(d);
 }
 END_TEST
@@ -591,7 +663,8 @@ int main(void)
     tcase_add_test(tc, delivered_series_expire_with_their_outbox_files_but_not_before);
     tcase_add_test(tc, results_folder_output_stays_when_its_series_expires);
     tcase_add_test(tc, defer_sends_a_stable_series_back_to_receiving);
-    tcase_add_test(tc, late_instance_during_a_job_is_processed_again_under_the_same_uids);
+    tcase_add_test(tc, late_instance_during_a_job_is_processed_again_under_new_uids);
+    tcase_add_test(tc, a_rerun_reuses_uids_only_for_the_same_result);
     tcase_add_test(tc, series_stable_again_before_its_job_ran_keeps_one_job);
     tcase_add_test(tc, resend_before_removal_keeps_the_series);
     tcase_add_test(tc, totals_count_every_series_state);

@@ -125,8 +125,10 @@ typedef struct store {
     char key[32][DERIVE_UID_LEN], uid[32][DERIVE_UID_LEN];
 } store;
 
-static int stored_uids(void *ctx, int n, const char *const *keys, char (*uids)[DERIVE_UID_LEN])
+static int stored_uids(void *ctx, int n, const char *const *keys, char (*uids)[DERIVE_UID_LEN],
+                       char *series_uid)
 {
+    (void)series_uid; /* kept: the job's own */
     store *s = ctx;
     for (int i = 0; i < n; i++) {
         int j = 0;
