@@ -152,11 +152,11 @@ int http_start(const http_opts *o, http_server **out)
         free(h);
         return rc;
     }
-    h->mhd =
-        MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR,
-                         (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT, k_max_connections,
-                         MHD_OPTION_CONNECTION_TIMEOUT, k_idle_timeout_s,
-                         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
+    /* The logger first: libmicrohttpd warns about options before it. */
+    h->mhd = MHD_start_daemon(
+        flags, (uint16_t)o->port, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
+        NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT,
+        k_max_connections, MHD_OPTION_CONNECTION_TIMEOUT, k_idle_timeout_s, MHD_OPTION_END);
     if (!h->mhd) {
         log_err("cannot listen for HTTP on %s port %d", o->bind, o->port);
         db_close(h->db);

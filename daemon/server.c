@@ -267,13 +267,14 @@ static void live_status(void *ctx, status_snapshot *st)
     st->workers = s->nworkers;
 }
 
-/* Monitoring is not worth refusing DICOM over: a listener that cannot
- * start is logged and the daemon runs without it. */
-static void start_http(server *s)
+/* The status listener, when http_port is set. One that cannot listen stops
+ * the start, as the DICOM port does: monitoring that silently reaches
+ * whatever else holds the port would report the wrong node as healthy. */
+static int start_http(server *s)
 {
     const cfg_node *n = &s->cfg->node;
     if (n->http_port <= 0)
-        return;
+        return 0;
     char db_path[1100];
     ingest_db_path(n->state_dir, db_path, sizeof db_path);
     http_opts o = {.bind = n->http_bind,
@@ -283,10 +284,13 @@ static void start_http(server *s)
                    .ctx = s};
     int rc = http_start(&o, &s->http);
     if (rc)
-        log_err("status over HTTP is off: %s", ldct_strerror(rc));
+        log_err("cannot start the status listener (http_port = %d): %s; free the port, choose "
+                "another, or set http_port = 0",
+                n->http_port, ldct_strerror(rc));
     else
         log_info("status over HTTP on %s port %d (/status, /metrics, /healthz)", n->http_bind,
                  n->http_port);
+    return rc;
 }
 
 static void start_loop_handles(server *s)
@@ -465,13 +469,14 @@ int server_run(const char *config_path)
     if (!rc)
         rc = start_pipeline(&s);
     if (!rc)
+        rc = start_http(&s);
+    if (!rc)
         rc = start_dicom(&s);
     if (rc) {
         shutdown_all(&s);
         return 1;
     }
     start_loop_handles(&s);
-    start_http(&s);
     const cfg_node *n = &s.cfg->node;
     log_notice("ldctd ready: AE %s on port %d, state in %s%s%s", n->ae_title, n->port, n->state_dir,
                config_path ? ", config " : ", embedded defaults", config_path ? config_path : "");

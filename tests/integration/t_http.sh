@@ -4,7 +4,9 @@
 # Prometheus text whose counts follow what was received; unknown paths get
 # 404 and other methods 405; no UIDs or patient data in either; 20 idle
 # connections (more than the old limit of 16) do not lock monitoring out,
-# and the idle ones are dropped after the 5 s idle timeout.
+# and the idle ones are dropped after the 5 s idle timeout. A second node
+# whose http_port is taken does not start (monitoring would reach the first
+# node): exit 1 with the reason, its DICOM port never opened.
 . "$(dirname "$0")/lib.sh"
 command -v curl > /dev/null || skip "no curl"
 HTTP=$(free_port)
@@ -47,4 +49,15 @@ PY
 if command -v ss > /dev/null; then
     ss -ltn | grep -q "127.0.0.1:$HTTP " || fail "not on 127.0.0.1: $(ss -ltn | grep ":$HTTP ")"
 fi
+grep -q "MHD_OPTION" "$T/ldctd.log" && fail "libmicrohttpd option warning: $(grep MHD_OPTION "$T/ldctd.log")"
+PORT2=$(free_port)
+printf '[node]\nport = %s\nstate_dir = %s\nmin_free_mb = 0\nhttp_port = %s\n' "$PORT2" "$T/state2" \
+    "$HTTP" > "$T/second.conf"
+timeout 20 "$LDCTD" --config "$T/second.conf" > "$T/second.log" 2>&1
+rc=$?
+[ $rc = 1 ] || fail "second node with a taken http_port exited $rc, not 1: $(cat "$T/second.log")"
+grep -q "cannot start the status listener (http_port = $HTTP)" "$T/second.log" ||
+    fail "no reason: $(cat "$T/second.log")"
+grep -q "ldctd ready" "$T/second.log" && fail "the second node said it was ready"
+[ "$(curl -s "$url/healthz")" = ok ] || fail "the first node's monitoring was disturbed"
 stop_daemon || fail "exit code $?"
