@@ -24,8 +24,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: ldct [--config FILE | --state-dir DIR] COMMAND [ARGS]\n"
             "commands:\n"
-            "  status                 totals of the node's queue\n"
-            "  series [--json]        received series with instance counts and state\n"
+            "  status [--json]        totals of the node's queue\n"
+            "  series [--json]        received series: instance counts, state, delivery\n"
             "  jobs [--json] [--limit N]  jobs with their sends, attempts, errors and times\n"
             "  retry JOB              requeue a failed job and its dead sends\n"
             "  filter --algo A --in DIR --out DIR [OPTIONS]  process a folder offline\n"
@@ -84,21 +84,25 @@ static void print_series_json(void *ctx, const db_series_row *r)
     json_write_string(stdout, r->modality);
     printf(",\"calling_ae\":");
     json_write_string(stdout, r->calling_ae);
+    char delivery[32];
+    db_series_delivery(r, delivery, sizeof delivery);
     printf(",\"state\":\"%s\",\"instances\":%d,\"first_received_ms\":%lld,"
-           "\"last_received_ms\":%lld,\"stable_ms\":%lld}",
+           "\"last_received_ms\":%lld,\"stable_ms\":%lld,\"delivery\":\"%s\","
+           "\"sends\":{\"total\":%d,\"done\":%d,\"dead\":%d}}",
            r->state, r->instances, (long long)r->first_received_ms, (long long)r->last_received_ms,
-           (long long)r->stable_ms);
+           (long long)r->stable_ms, delivery, r->sends, r->sends_done, r->sends_dead);
     *first = 0;
 }
 
 static void print_series_text(void *ctx, const db_series_row *r)
 {
     (void)ctx;
-    char first[32], last[32];
+    char first[32], last[32], delivery[32];
     ldct_time_format(r->first_received_ms, first, sizeof first);
     ldct_time_format(r->last_received_ms, last, sizeof last);
-    printf("%-64s %-4s %-16s %-10s %6d  %s  %s\n", r->series_uid, r->modality, r->calling_ae,
-           r->state, r->instances, first, last);
+    db_series_delivery(r, delivery, sizeof delivery);
+    printf("%-64s %-4s %-16s %-10s %-12s %6d  %s  %s\n", r->series_uid, r->modality, r->calling_ae,
+           r->state, delivery, r->instances, first, last);
 }
 
 static int cmd_series(cli_opts *o)
@@ -112,8 +116,8 @@ static int cmd_series(cli_opts *o)
         rc = db_series_list(d, print_series_json, &first);
         printf("]\n");
     } else {
-        printf("%-64s %-4s %-16s %-10s %6s  %-19s  %s\n", "SERIES UID", "MOD", "FROM AE", "STATE",
-               "COUNT", "FIRST RECEIVED", "LAST RECEIVED");
+        printf("%-64s %-4s %-16s %-10s %-12s %6s  %-19s  %s\n", "SERIES UID", "MOD", "FROM AE",
+               "STATE", "DELIVERY", "COUNT", "FIRST RECEIVED", "LAST RECEIVED");
         rc = db_series_list(d, print_series_text, NULL);
     }
     db_close(d);

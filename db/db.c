@@ -49,9 +49,14 @@ static const char *const SQL[ST_COUNT] = {
     [ST_STABLE] = "UPDATE series SET state = 'stable', stable_ms = ?1"
                   " WHERE state = 'receiving' AND last_received_ms + stable_seconds * 1000 <= ?1"
                   " RETURNING series_uid, instance_count",
-    [ST_SERIES_LIST] = "SELECT id, study_uid, series_uid, modality, state, calling_ae,"
-                       " instance_count, first_received_ms, last_received_ms,"
-                       " coalesce(stable_ms, 0) FROM series ORDER BY last_received_ms DESC",
+    [ST_SERIES_LIST] =
+        "SELECT id, study_uid, series_uid, modality, state, calling_ae,"
+        " instance_count, first_received_ms, last_received_ms,"
+        " coalesce(stable_ms, 0),"
+        " (SELECT count(*) FROM sends WHERE series_id = series.id),"
+        " (SELECT count(*) FROM sends WHERE series_id = series.id AND state = 'done'),"
+        " (SELECT count(*) FROM sends WHERE series_id = series.id AND state = 'dead')"
+        " FROM series ORDER BY last_received_ms DESC",
     /* The per-state counts follow db_totals.by_state (DB_SERIES_STATES). */
     [ST_TOTALS] = "SELECT (SELECT count(*) FROM series),"
                   " (SELECT count(*) FROM instances),"
@@ -337,11 +342,26 @@ int db_series_list(db *d, void (*cb)(void *ctx, const db_series_row *row), void 
             .first_received_ms = sqlite3_column_int64(s, 7),
             .last_received_ms = sqlite3_column_int64(s, 8),
             .stable_ms = sqlite3_column_int64(s, 9),
+            .sends = sqlite3_column_int(s, 10),
+            .sends_done = sqlite3_column_int(s, 11),
+            .sends_dead = sqlite3_column_int(s, 12),
         };
         cb(ctx, &row);
     }
     sqlite3_reset(s);
     return rc == SQLITE_DONE ? 0 : db__fail(d, "series list");
+}
+
+void db_series_delivery(const db_series_row *r, char *out, size_t len)
+{
+    if (r->sends == 0)
+        snprintf(out, len, "-");
+    else if (r->sends_dead > 0)
+        snprintf(out, len, "%d dead", r->sends_dead);
+    else if (r->sends_done == r->sends)
+        snprintf(out, len, "delivered");
+    else
+        snprintf(out, len, "sending %d/%d", r->sends_done, r->sends);
 }
 
 const char *const db_series_states[DB_SERIES_NSTATES] = {

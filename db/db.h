@@ -64,7 +64,12 @@ typedef struct db_series_row {
     const char *study_uid, *series_uid, *modality, *state, *calling_ae;
     int instances;
     int64_t first_received_ms, last_received_ms, stable_ms; /* stable_ms 0 if never */
+    int sends, sends_done, sends_dead;                      /* its sends (originals and derived) */
 } db_series_row;
+
+/* What became of a series' sends, for people: "-" (none), "delivered",
+ * "N dead" or "sending D/N" (D done). Written into out. */
+void db_series_delivery(const db_series_row *r, char *out, size_t len);
 
 /* Calls cb for each series, newest activity first. */
 int db_series_list(db *d, void (*cb)(void *ctx, const db_series_row *row), void *ctx);

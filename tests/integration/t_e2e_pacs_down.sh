@@ -36,6 +36,11 @@ sql "SELECT last_error FROM sends WHERE destination = 'pacs'" | grep -qi "connec
     fail "ldct jobs does not show the retry: $("$LDCT" --config "$T/ldctd.conf" jobs)"
 dead() { [ "$(sql "SELECT state FROM sends WHERE destination = 'nowhere'")" = dead ]; }
 wait_until 30 "the send to a destination that stays down ends dead" dead
+# The series is processed ("done") but not delivered: ldct series says so.
+"$LDCT" --config "$T/ldctd.conf" series | grep -Eq " done +1 dead " ||
+    fail "ldct series hides the dead send: $("$LDCT" --config "$T/ldctd.conf" series)"
+"$LDCT" --config "$T/ldctd.conf" series --json | grep -q '"delivery":"1 dead"' ||
+    fail "ldct series --json: $("$LDCT" --config "$T/ldctd.conf" series --json)"
 restart_orthanc
 pacs_done() { [ "$(sql "SELECT state FROM sends WHERE destination = 'pacs'")" = done ]; }
 wait_until 30 "delivery once the PACS is back" pacs_done

@@ -167,6 +167,24 @@ START_TEST(series_becomes_stable_after_quiet_and_reopens)
 }
 END_TEST
 
+START_TEST(delivery_says_what_became_of_the_sends)
+{
+    char out[32];
+    db_series_row r = {.sends = 0};
+    db_series_delivery(&r, out, sizeof out);
+    ck_assert_str_eq(out, "-");
+    r = (db_series_row){.sends = 3, .sends_done = 3};
+    db_series_delivery(&r, out, sizeof out);
+    ck_assert_str_eq(out, "delivered");
+    r = (db_series_row){.sends = 3, .sends_done = 1};
+    db_series_delivery(&r, out, sizeof out);
+    ck_assert_str_eq(out, "sending 1/3");
+    r = (db_series_row){.sends = 3, .sends_done = 2, .sends_dead = 1};
+    db_series_delivery(&r, out, sizeof out);
+    ck_assert_str_eq(out, "1 dead");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("db");
@@ -177,6 +195,7 @@ int main(void)
     tcase_add_test(tc, resend_keeps_one_row);
     tcase_add_test(tc, resend_into_another_series_moves_the_instance);
     tcase_add_test(tc, series_becomes_stable_after_quiet_and_reopens);
+    tcase_add_test(tc, delivery_says_what_became_of_the_sends);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
