@@ -164,18 +164,41 @@ static void log_config_errors(const ldct_config *cfg)
         log_err("... and %d more error(s)", cfg->nerr - CFG_ERR_MAX);
 }
 
-/* Settings that only a restart applies: say so instead of pretending. */
-static void warn_restart_needed(const cfg_node *old, const cfg_node *new)
+/* Settings that only a restart applies: the reloaded configuration keeps
+ * the running values (so everything that reads it tells the truth), and
+ * each option the file changes is named with both values. */
+#define KEEP_RUNNING_INT(f)                                                                        \
+    do {                                                                                           \
+        if (next->f != run->f) {                                                                   \
+            log_warn("reload: " #f " = %d takes effect after a restart (running with %d)",         \
+                     next->f, run->f);                                                             \
+            next->f = run->f;                                                                      \
+        }                                                                                          \
+    } while (0)
+#define KEEP_RUNNING_STR(f)                                                                        \
+    do {                                                                                           \
+        if (strcmp(next->f, run->f) != 0) {                                                        \
+            log_warn("reload: " #f " = %s takes effect after a restart (running with %s)",         \
+                     next->f, run->f);                                                             \
+            snprintf(next->f, sizeof next->f, "%s", run->f);                                       \
+        }                                                                                          \
+    } while (0)
+static void keep_restart_only(const cfg_node *run, cfg_node *next)
 {
-    if (old->port != new->port || strcmp(old->state_dir, new->state_dir) != 0 ||
-        old->max_associations != new->max_associations || old->max_pdu != new->max_pdu ||
-        old->acse_timeout != new->acse_timeout || old->dimse_timeout != new->dimse_timeout ||
-        strcmp(old->ae_title, new->ae_title) != 0 || strcmp(old->devices, new->devices) != 0 ||
-        old->sender_threads != new->sender_threads || old->http_port != new->http_port ||
-        strcmp(old->http_bind, new->http_bind) != 0)
-        log_warn("reload: port, ae_title, state_dir, max_associations, max_pdu, timeouts, "
-                 "devices, sender_threads, http_port and http_bind take effect after a restart");
+    KEEP_RUNNING_INT(port);
+    KEEP_RUNNING_STR(ae_title);
+    KEEP_RUNNING_STR(state_dir);
+    KEEP_RUNNING_INT(max_associations);
+    KEEP_RUNNING_INT(max_pdu);
+    KEEP_RUNNING_INT(acse_timeout);
+    KEEP_RUNNING_INT(dimse_timeout);
+    KEEP_RUNNING_STR(devices);
+    KEEP_RUNNING_INT(sender_threads);
+    KEEP_RUNNING_INT(http_port);
+    KEEP_RUNNING_STR(http_bind);
 }
+#undef KEEP_RUNNING_INT
+#undef KEEP_RUNNING_STR
 
 static void reload(server *s)
 {
@@ -194,7 +217,7 @@ static void reload(server *s)
         config_free(cfg);
         return;
     }
-    warn_restart_needed(&s->cfg->node, &cfg->node);
+    keep_restart_only(&s->cfg->node, &cfg->node);
     pthread_mutex_lock(&s->cfg_lock);
     ldct_config *old = s->cfg;
     s->cfg = cfg;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Calling-AE and peer-host allow lists: a refused calling AE gets "calling AE
 # title not recognized", a refused host "no reason given"; SIGHUP reloads
-# the lists without a restart.
+# the lists without a restart, and names each option that needs one, with
+# the running value (compared with what runs, not with the last file read).
 . "$(dirname "$0")/lib.sh"
 write_config "allowed_calling_aes = CT1, CT2"
 start_daemon
@@ -16,6 +17,22 @@ kill -HUP "$DAEMON_PID"
 for _ in $(seq 1 50); do grep -q "configuration reloaded" "$T/ldctd.log" && break; sleep 0.1; done
 out=$(echoscu -aet CT9 -aec LDCTNODE 127.0.0.1 "$PORT" 2>&1) && fail "host allow list not applied"
 echo "$out" | grep -q "No Reason" || fail "wrong reason for host: $out"
+
+# A changed port is named once with the running one; back to the running
+# value, nothing is said.
+write_config "allowed_hosts = 10.9.9.9" "max_associations = 3"
+sed -i "s/^port = .*/port = 1/" "$T/ldctd.conf"
+kill -HUP "$DAEMON_PID"
+wait_until 10 "second reload" [ "$(grep -c "configuration reloaded" "$T/ldctd.log")" = 2 ]
+grep -q "reload: port = 1 takes effect after a restart (running with $PORT)" "$T/ldctd.log" ||
+    fail "port change not named: $(grep reload: "$T/ldctd.log")"
+grep -q "reload: max_associations = 3 takes effect after a restart (running with 16)" "$T/ldctd.log" ||
+    fail "max_associations change not named: $(grep reload: "$T/ldctd.log")"
+write_config "allowed_hosts = 10.9.9.9"
+kill -HUP "$DAEMON_PID"
+wait_until 10 "third reload" [ "$(grep -c "configuration reloaded" "$T/ldctd.log")" = 3 ]
+[ "$(grep -c "takes effect after a restart" "$T/ldctd.log")" = 2 ] ||
+    fail "restart warning without a change: $(grep reload: "$T/ldctd.log")"
 
 # A broken config on SIGHUP keeps the running one and says why, with the line.
 printf '[node]\nport = nope\n' > "$T/ldctd.conf"
