@@ -184,7 +184,9 @@ int gpu_nlm_resolve_h(const gpu_nlm_params *p, const gpu_volume *in, float *h)
         return rc;
     double v = p->strength * sqrt(2.0) * sigma;
     if (!(v > 1e-6)) {
-        log_debug("nlm: estimated noise %.3g is ~0; using h = 1e-3", sigma);
+        log_warn("nlm: estimated noise %.3g: nothing to remove (a noise-free, synthetic or "
+                 "already filtered series?); the result equals the input (h = 1e-3)",
+                 sigma);
         v = 1e-3;
     }
     *h = (float)v;

@@ -409,7 +409,7 @@ static void derivation_text(const process_result *r, const process_opts *o, int 
     if (o->nlm.h_auto)
         snprintf(out, len,
                  "ldct-node %s: non-local means %s, search radius %d, patch radius %d%s%s, h %.1f"
-                 " (noise %.1f x strength %.2f)",
+                 " (1.41 x noise %.1f x strength %.2f)",
                  r->algorithm, dims, p.search_radius, p.patch_radius, weights, cut, r->h,
                  r->noise_sigma, p.strength);
     else

@@ -6,6 +6,8 @@
 # unfiltered "derived" series with exit 0). --h 0 means "from the noise",
 # as in a rule. --help prints the usage on stdout and exits 0.
 # --distance-cutoff (0..80, default 4) changes the pixels and is reported.
+# A series without noise (h from the noise would be 0) is said to be left
+# as it is.
 . "$(dirname "$0")/lib.sh"
 DCMSTAT="$ROOT/$BUILD/tools/dcmstat"
 "$MKSERIES" --out "$T/in" --rows 32 --cols 32 --slices 4 --thickness 1 --noise 20 > /dev/null ||
@@ -64,6 +66,10 @@ derivation "$T/cut-0" | grep -q "no distance cutoff" ||
     fail "DerivationDescription without the cutoff: $(derivation "$T/cut-0")"
 derivation "$T/cut-4" | grep -q "distance cutoff 4 h^2" ||
     fail "default cutoff not named: $(derivation "$T/cut-4")"
+"$MKSERIES" --out "$T/clean" --rows 64 --cols 64 --slices 4 > /dev/null || fail "mkseries clean"
+"$LDCT" filter --algo nlm2d --in "$T/clean" --out "$T/clean-out" --device cpu > /dev/null 2> "$T/e" ||
+    fail "noise-free series: $(cat "$T/e")"
+grep -q "estimated noise 0: nothing to remove" "$T/e" || fail "no word on a noise-free series: $(cat "$T/e")"
 "$LDCT" filter --help > "$T/o" 2> "$T/e" || fail "filter --help exits $?"
 grep -q "^usage: ldct filter" "$T/o" || fail "filter --help: no usage on stdout"
 grep -q -- "--distance-cutoff C" "$T/o" || fail "filter --help: no --distance-cutoff"

@@ -268,6 +268,14 @@ START_TEST(derived_instances_carry_new_uids_and_derived_metadata)
         ck_assert_msg(strstr(d, "nlm3d") && strstr(d, "search radius 5") &&
                           strstr(d, "patch radius 2"),
                       "DerivationDescription: %s", d);
+        /* The figures add up: h = sqrt(2) x noise x strength. */
+        float h = 0, noise = 0, strength = 0;
+        const char *hs = strstr(d, ", h ");
+        ck_assert_msg(
+            hs && sscanf(hs, ", h %f (1.41 x noise %f x strength %f)", &h, &noise, &strength) == 3,
+            "DerivationDescription: %s", d);
+        ck_assert_msg(fabsf(h - 1.41421f * noise * strength) <= 0.1f, "h %g, noise %g x %g", h,
+                      noise, strength);
         char want[128];
         snprintf(want, sizeof want, "(0008,2112).(0008,1155) UI [%s]", r.source_sops[i]);
         dump_tag(r.paths[i], "0008,1155", d, sizeof d);
