@@ -60,6 +60,14 @@ int scp__cond_err(const OFCondition &cond, const char *what)
         if (ch == '\n' || ch == '\r')
             ch = ' ';
     log_warn("scp: %s: %s", what, line.c_str());
+    return scp__cond_code(cond);
+}
+
+int scp__cond_code(const OFCondition &cond)
+{
+    if (cond.good())
+        return 0;
+    const char *text = cond.text();
     /* Socket errors only reach us as text; the two that callers act on
      * (port taken, privileged port) are recognised here. */
     if (text && strstr(text, strerror(EADDRINUSE)))

@@ -3,7 +3,7 @@
  * This header is private to scp/ (never included from C and never installed):
  * it is the one place where DCMTK types may appear in a declaration, so
  * that the translation of DCMTK conditions into project error codes lives in
- * exactly one function (scp__cond_err, global.cc) and the pixel helpers
+ * exactly one function (scp__cond_code, global.cc) and the pixel helpers
  * (pixel.cc) are shared by the slice reader and the derived writer.
  * Any thread may call these functions.
  */
@@ -23,6 +23,10 @@ class DcmTagKey;
 /* Maps a DCMTK condition to 0 (good) or a negative project error code, and
  * logs the condition text with `what` (no dataset content) when it is bad. */
 int scp__cond_err(const OFCondition &cond, const char *what);
+
+/* The same mapping without the log line, for callers that report the
+ * condition's text themselves. */
+int scp__cond_code(const OFCondition &cond);
 
 /* Idempotent process setup (what scp_global_init does), without the C
  * exception barrier; throws nothing but may return an error code. */

@@ -210,7 +210,7 @@ int associate(scu *s)
                 ch = ' ';
         scp__set_err(s->err, s->err_len, "cannot associate with %s at %s: %s", o->called_ae,
                      peer.c_str(), t.c_str());
-        rc = scp__cond_err(c, "SCU association request");
+        rc = scp__cond_code(c); /* the text is in s->err, which the sender logs */
         return rc == LDCT_EDICOM ? LDCT_ENET : rc;
     }
     bound_writes(s);
@@ -399,7 +399,7 @@ extern "C" int scp_send_files(const scp_send_options *o, const char *const *path
     } catch (...) {
     }
     if (rc < 0)
-        log_warn("scp: sending to %s at %s:%d failed: %s", o->called_ae, o->host, o->port,
-                 err && err[0] ? err : ldct_strerror(rc));
+        log_debug("scp: sending to %s at %s:%d failed: %s", o->called_ae, o->host, o->port,
+                  err && err[0] ? err : ldct_strerror(rc));
     return rc;
 }

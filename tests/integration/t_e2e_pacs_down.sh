@@ -27,6 +27,11 @@ storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T"/s/*.dcm || fail "storescu"
 retried() { [ "$(sql "SELECT attempts >= 3 AND state = 'pending' FROM sends
                       WHERE destination = 'pacs'")" = 1 ]; }
 wait_until 60 "three failed attempts to the stopped PACS" retried
+# One warning per failed attempt (the send's, naming the destination), not three.
+grep -Eq "^<4>scp: (SCU association request|sending to)" "$T/ldctd.log" &&
+    fail "repeated warnings: $(grep -E "^<4>scp: (SCU|sending)" "$T/ldctd.log" | head -2)"
+grep -Eq "^<4>send [0-9]+ to pacs failed \(attempt 1\): cannot associate with" "$T/ldctd.log" ||
+    fail "no warning for the failed attempt: $(grep "to pacs" "$T/ldctd.log" | head -3)"
 sql "SELECT last_error FROM sends WHERE destination = 'pacs'" | grep -qi "connect\|refused\|network" ||
     fail "last error: $(sql "SELECT last_error FROM sends WHERE destination = 'pacs'")"
 [ "$(sql "SELECT state FROM sends WHERE destination = 'up'")" = done ] ||
