@@ -359,6 +359,19 @@ static int grace_left(const server *s, int64_t t0)
  * together (at most 55 s, config), so systemd's TimeoutStopSec of 60 s is not
  * reached. Work cut off is not lost: jobs and sends go on at the next
  * start. */
+/* At a stop: what is still queued goes on at the next start; say so. */
+static void log_queue_left(server *s)
+{
+    db_queue_totals q;
+    if (!s->db || db_queue_totals_get(s->db, &q) != 0)
+        return;
+    const long long jobs = q.jobs_pending + q.jobs_running,
+                    sends = q.sends_pending + q.sends_sending;
+    if (jobs || sends)
+        log_notice("%lld job(s) and %lld send(s) still queued; they go on at the next start", jobs,
+                   sends);
+}
+
 static void shutdown_all(server *s)
 {
     const int64_t t0 = ldct_now_ms();
@@ -385,6 +398,7 @@ static void shutdown_all(server *s)
         log_notice("ldctd stopped (a send was cut off; it goes on at the next start)");
         _exit(s->exit_code);
     }
+    log_queue_left(s);
     uv_walk(&s->loop, close_handle, NULL);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     uv_loop_close(&s->loop);
@@ -497,6 +511,7 @@ int server_run(const char *config_path)
         rc = start_dicom(&s);
     if (rc) {
         shutdown_all(&s);
+        log_err("ldctd not started (the reason is above)");
         return 1;
     }
     start_loop_handles(&s);

@@ -27,7 +27,8 @@ grep -q "cannot open $T/nothing/ldct.db: no such file (has ldctd run with state 
 "$LDCTD" --config "$T/missing.conf" 2> "$T/err"; rc=$?
 [ $rc = 1 ] || fail "ldctd with a missing config exits $rc, not 1"
 grep -q "cannot read $T/missing.conf" "$T/err" || fail "no clear error: $(cat "$T/err")"
-"$LDCTD" --config "$T/bad.conf" 2>/dev/null; [ $? = 1 ] || fail "ldctd with a bad config must exit 1"
+"$LDCTD" --config "$T/bad.conf" 2> "$T/err"; [ $? = 1 ] || fail "ldctd with a bad config must exit 1"
+tail -n 1 "$T/err" | grep -q "ldctd not started" || fail "no closing line: $(tail -n 2 "$T/err")"
 # ldct status: the series broken down by every state, adding up to the total,
 # in the text and in the JSON; extra arguments are a usage error (exit 2).
 "$MKSERIES" --out "$T/s" --rows 8 --cols 8 --slices 1 > /dev/null || fail "mkseries"

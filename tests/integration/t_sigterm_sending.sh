@@ -24,6 +24,8 @@ took=$(($(date +%s) - start))
 [ $rc = 0 ] || fail "daemon exit code $rc"
 [ "$took" -le 5 ] || fail "shutdown took $took s"
 grep -q "interrupted by the shutdown" "$T/ldctd.log" || fail "no log line about the send"
+grep -q "0 job(s) and 1 send(s) still queued; they go on at the next start" "$T/ldctd.log" ||
+    fail "no word on what is left: $(tail -n 5 "$T/ldctd.log")"
 got=$(ls "$T/pacs" | wc -l)
 [ "$got" -lt 8 ] || fail "the whole series went out before the stop ($got files)"
 [ "$(sql "SELECT attempts || ' ' || state FROM sends")" = "0 pending" ] ||
