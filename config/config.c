@@ -532,6 +532,60 @@ static int begin_section(parse_ctx *pc, const char *section)
     return 0;
 }
 
+/* Edit distance of two short option names (insertions, deletions,
+ * substitutions, transpositions of neighbours); large for long names. */
+static int name_distance(const char *a, const char *b)
+{
+    enum { N = 48 };
+    const int la = (int)strlen(a), lb = (int)strlen(b);
+    if (la >= N || lb >= N)
+        return N;
+    int d[N][N];
+    for (int i = 0; i <= la; i++)
+        d[i][0] = i;
+    for (int j = 0; j <= lb; j++)
+        d[0][j] = j;
+    for (int i = 1; i <= la; i++)
+        for (int j = 1; j <= lb; j++) {
+            int v = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            v = d[i - 1][j] + 1 < v ? d[i - 1][j] + 1 : v;
+            v = d[i][j - 1] + 1 < v ? d[i][j - 1] + 1 : v;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < v)
+                v = d[i - 2][j - 2] + 1;
+            d[i][j] = v;
+        }
+    return d[la][lb];
+}
+
+/* The known option of this section closest to a misspelt name (at most 2
+ * edits), or NULL. */
+static const char *closest_option(sect_kind kind, const char *name)
+{
+    const char *best = NULL;
+    int bd = 3;
+    for (size_t i = 0; i < NOPTIONS; i++) {
+        if (OPTIONS[i].sect != kind)
+            continue;
+        int dist = name_distance(name, OPTIONS[i].name);
+        if (dist < bd) {
+            bd = dist;
+            best = OPTIONS[i].name;
+        }
+    }
+    return best;
+}
+
+static void unknown_option(parse_ctx *pc, const char *section, const char *name)
+{
+    const char *near = closest_option(pc->kind, name);
+    if (near)
+        add_error(pc->cfg, pc->line, "unknown option '%s' in [%s] (did you mean %s?)", name,
+                  section, near);
+    else
+        add_error(pc->cfg, pc->line, "unknown option '%s' in [%s]", name, section);
+}
+
 static int on_entry(void *user, const char *section, const char *name, const char *value)
 {
     parse_ctx *pc = user;
@@ -543,7 +597,7 @@ static int on_entry(void *user, const char *section, const char *name, const cha
         return 1;
     const opt_def *o = find_option(pc->kind, name);
     if (!o) {
-        add_error(pc->cfg, pc->line, "unknown option '%s' in [%s]", name, section);
+        unknown_option(pc, section, name);
         return 1;
     }
     void *base = pc->kind == S_NODE   ? (void *)&pc->cfg->node

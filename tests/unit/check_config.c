@@ -516,6 +516,26 @@ START_TEST(rule_option_set_checks_like_a_file)
 }
 END_TEST
 
+START_TEST(a_misspelt_option_gets_a_suggestion)
+{
+    int rc;
+    ldct_config *cfg = load_text("[node]\n"
+                                 "stabel_seconds = 5\n"
+                                 "colour = blue\n"
+                                 "[rule r]\n"
+                                 "algoritm = nlm3d\n",
+                                 &rc);
+    ck_assert_int_eq(rc, LDCT_EINVAL_CONFIG);
+    ck_assert(has_error(cfg, 2,
+                        "unknown option 'stabel_seconds' in [node] (did you mean "
+                        "stable_seconds?)"));
+    ck_assert(has_error(cfg, 3, "unknown option 'colour' in [node]"));
+    ck_assert(!has_error(cfg, 3, "did you mean"));
+    ck_assert(has_error(cfg, 5, "(did you mean algorithm?)"));
+    config_free(cfg);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("config");
@@ -523,6 +543,7 @@ int main(void)
     tcase_add_test(tc, defaults_match_the_design);
     tcase_add_test(tc, file_values_override_defaults);
     tcase_add_test(tc, every_error_is_reported_with_its_line);
+    tcase_add_test(tc, a_misspelt_option_gets_a_suggestion);
     tcase_add_test(tc, duplicate_sections_are_errors);
     tcase_add_test(tc, syntax_error_names_the_line);
     tcase_add_test(tc, option_outside_a_section_is_an_error);
