@@ -180,8 +180,10 @@ const char *verdict_name(scp_assoc_verdict v)
     }
 }
 
-/* Sends the A-ASSOCIATE-RJ of PS3.8 table 9-21 that matches the verdict. */
-void reject(T_ASC_Association *assoc, scp_assoc_verdict v, const assoc_ctx &a)
+/* Sends the A-ASSOCIATE-RJ of PS3.8 table 9-21 that matches the verdict
+ * (ours: the AE title this node answers to, named when the called one is
+ * refused). */
+void reject(T_ASC_Association *assoc, scp_assoc_verdict v, const assoc_ctx &a, const char *ours)
 {
     T_ASC_RejectParameters rj;
     rj.result = ASC_RESULT_REJECTEDPERMANENT;
@@ -202,8 +204,11 @@ void reject(T_ASC_Association *assoc, scp_assoc_verdict v, const assoc_ctx &a)
         rj.reason = ASC_REASON_SU_NOREASON;
         break;
     }
-    log_notice("scp: association from %s (calling %s, called %s) rejected: %s", a.peer.c_str(),
-               a.calling.c_str(), a.called.c_str(), verdict_name(v));
+    log_notice("scp: association from %s (calling %s, called %s) rejected: %s%s%s%s",
+               a.peer.c_str(), a.calling.c_str(), a.called.c_str(), verdict_name(v),
+               v == SCP_ASSOC_REJECT_CALLED_AE ? " (this node is " : "",
+               v == SCP_ASSOC_REJECT_CALLED_AE ? ours : "",
+               v == SCP_ASSOC_REJECT_CALLED_AE ? ")" : "");
     scp__cond_err(ASC_rejectAssociation(assoc, &rj), "A-ASSOCIATE-RJ");
 }
 
@@ -482,13 +487,13 @@ void run_association(scp_server *srv, T_ASC_Association *assoc)
             srv->active++;
     }
     if (busy) {
-        reject(assoc, SCP_ASSOC_REJECT_BUSY, a);
+        reject(assoc, SCP_ASSOC_REJECT_BUSY, a, srv->ae_title.c_str());
         return;
     }
     scp_assoc_verdict v =
         srv->h.check_association ? srv->h.check_association(srv->h.ctx, &a.info) : SCP_ASSOC_ACCEPT;
     if (v != SCP_ASSOC_ACCEPT) {
-        reject(assoc, v, a);
+        reject(assoc, v, a, srv->ae_title.c_str());
     } else if (negotiate(srv, assoc) == 0) {
         log_info("scp: association from %s (calling %s) accepted", a.peer.c_str(),
                  a.calling.c_str());
