@@ -20,17 +20,18 @@ echo "$out" | grep -q "No Reason" || fail "wrong reason for host: $out"
 
 # A changed port is named once with the running one; back to the running
 # value, nothing is said.
+reloads_are() { [ "$(grep -c "configuration reloaded" "$T/ldctd.log")" = "$1" ]; }
 write_config "allowed_hosts = 10.9.9.9" "max_associations = 3"
 sed -i "s/^port = .*/port = 1/" "$T/ldctd.conf"
 kill -HUP "$DAEMON_PID"
-wait_until 10 "second reload" [ "$(grep -c "configuration reloaded" "$T/ldctd.log")" = 2 ]
+wait_until 10 "second reload" reloads_are 2
 grep -q "reload: port = 1 takes effect after a restart (running with $PORT)" "$T/ldctd.log" ||
     fail "port change not named: $(grep reload: "$T/ldctd.log")"
 grep -q "reload: max_associations = 3 takes effect after a restart (running with 16)" "$T/ldctd.log" ||
     fail "max_associations change not named: $(grep reload: "$T/ldctd.log")"
 write_config "allowed_hosts = 10.9.9.9"
 kill -HUP "$DAEMON_PID"
-wait_until 10 "third reload" [ "$(grep -c "configuration reloaded" "$T/ldctd.log")" = 3 ]
+wait_until 10 "third reload" reloads_are 3
 [ "$(grep -c "takes effect after a restart" "$T/ldctd.log")" = 2 ] ||
     fail "restart warning without a change: $(grep reload: "$T/ldctd.log")"
 
