@@ -41,6 +41,7 @@ enum {
     Q_JOB_HAS_DERIVED,
     Q_JOB_ADOPT_SERIES,
     Q_JOB_SERIES_UID,
+    Q_JOB_SUPERSEDED,
     Q_SERIES_OF_JOB,
     Q_JOB_FAILED,
     Q_JOB_EXISTS,
@@ -633,8 +634,10 @@ static int derived_path_set(db *d, int64_t job_id, const char *src, const char *
     return rc ? rc : sqlite3_changes(d->h) == 1 ? 0 : LDCT_ENOTFOUND;
 }
 
-/* Marks the job done and its series done; returns its destinations and series. */
-static int job_mark_done(db *d, int64_t job_id, int64_t now_ms, char *dests, int64_t *series_id)
+/* Marks the job done and, unless it was superseded, its series done;
+ * returns its destinations and series. */
+static int job_mark_done(db *d, int64_t job_id, int64_t now_ms, int superseded, char *dests,
+                         int64_t *series_id)
 {
     sqlite3_stmt *s = db__stmt(d, Q_JOB_DONE,
                                "UPDATE jobs SET state = 'done', finished_ms = ?2, last_error = ''"
@@ -652,6 +655,8 @@ static int job_mark_done(db *d, int64_t job_id, int64_t now_ms, char *dests, int
     sqlite3_reset(s);
     if (rc != SQLITE_ROW)
         return rc == SQLITE_DONE ? LDCT_ENOTFOUND : db__fail(d, "job done");
+    if (superseded) /* the series waits for (or runs) its next job */
+        return 0;
     s = db__stmt(d, Q_SERIES_DONE,
                  "UPDATE series SET state = 'done' WHERE id = ?1 AND state = 'queued'");
     if (!s)
@@ -660,18 +665,44 @@ static int job_mark_done(db *d, int64_t job_id, int64_t now_ms, char *dests, int
     return run(d, s, "series done");
 }
 
+/* Nonzero when instances reached the job's series after the job was
+ * claimed: the series is no longer queued for it (receiving or stable
+ * again), or a newer job of the series exists. */
+static int job_superseded(db *d, int64_t job_id, int *out)
+{
+    sqlite3_stmt *s =
+        db__stmt(d, Q_JOB_SUPERSEDED,
+                 "SELECT (SELECT state FROM series WHERE id = j.series_id) <> 'queued'"
+                 " OR EXISTS (SELECT 1 FROM jobs n WHERE n.series_id = j.series_id AND n.id > j.id)"
+                 " FROM jobs j WHERE j.id = ?1");
+    if (!s)
+        return LDCT_EDB;
+    sqlite3_bind_int64(s, 1, job_id);
+    int rc = sqlite3_step(s);
+    *out = rc == SQLITE_ROW && sqlite3_column_int(s, 0);
+    sqlite3_reset(s);
+    return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? LDCT_ENOTFOUND : db__fail(d, "superseded");
+}
+
 int db_job_done(db *d, int64_t job_id, int64_t now_ms, int n, const char *const *source_sops,
-                const char *const *paths)
+                const char *const *paths, int *superseded)
 {
     char dests[DB_DEST_LIST_LEN] = "";
     int64_t series_id = 0;
+    int late = 0;
     int rc = begin(d);
     for (int i = 0; i < n && !rc; i++)
         rc = derived_path_set(d, job_id, source_sops[i], paths[i]);
     if (!rc)
-        rc = job_mark_done(d, job_id, now_ms, dests, &series_id);
+        rc = job_superseded(d, job_id, &late);
     if (!rc)
+        rc = job_mark_done(d, job_id, now_ms, late, dests, &series_id);
+    /* A result that misses instances is not delivered: the series' next job
+     * processes all of them and delivers that. */
+    if (!rc && !late)
         rc = sends_for_list(d, job_id, series_id, "derived", dests, now_ms);
+    if (superseded)
+        *superseded = late;
     return end(d, rc);
 }
 

@@ -117,10 +117,13 @@ int db_job_claim(db *d, const char *worker, int64_t now_ms, db_job *out);
 int db_job_derived_uids(db *d, int64_t job_id, int n, const char *const *source_sops,
                         char (*uids)[DB_UID_LEN], char *series_uid);
 
-/* Finishes a job: records the derived files' paths, creates one derived
- * send per destination, job and series done. One transaction. */
+/* Finishes a job: records the derived files' paths, job done; then, unless
+ * instances reached the series while it ran (*superseded = 1: its next job
+ * processes them all and delivers that result), one derived send per
+ * destination and the series done. superseded may be NULL. One
+ * transaction. */
 int db_job_done(db *d, int64_t job_id, int64_t now_ms, int n, const char *const *source_sops,
-                const char *const *paths);
+                const char *const *paths, int *superseded);
 
 /* Records a failure. retry != 0: back to pending (the worker gives up the
  * claim); else failed, and the series failed. */

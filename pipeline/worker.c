@@ -218,13 +218,18 @@ static int run_job(worker *w, const db_job *j)
         src[i] = r.source_sops[i];
         dst[i] = r.paths[i];
     }
-    rc = src && dst ? db_job_done(w->db, j->id, ldct_now_ms(), r.n, src, dst) : -ENOMEM;
+    int late = 0;
+    rc = src && dst ? db_job_done(w->db, j->id, ldct_now_ms(), r.n, src, dst, &late) : -ENOMEM;
     for (int tries = 1; rc && rc != -ENOMEM && db_wait_retry(w, j, rc, tries); tries++)
-        rc = db_job_done(w->db, j->id, ldct_now_ms(), r.n, src, dst);
+        rc = db_job_done(w->db, j->id, ldct_now_ms(), r.n, src, dst, &late);
     free(src);
     free(dst);
     if (!rc)
         log_done(w, j, &r);
+    if (!rc && late)
+        log_notice("job %lld: instances of series %s arrived while it ran; this result is not "
+                   "sent, the series' next job processes them all",
+                   (long long)j->id, j->series_uid);
     process_result_free(&r);
     if (rc)
         return record_failure(w, j, rc, "cannot record the result in the database", &st);

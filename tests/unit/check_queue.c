@@ -164,7 +164,7 @@ START_TEST(done_creates_one_send_per_destination_and_both_sends_the_original)
     const char *src[1] = {"1.1.1"}, *paths[1] = {"/outbox/1/7.1.dcm"};
     char uids[1][DB_UID_LEN] = {"7.1"};
     ck_assert_int_eq(db_job_derived_uids(d, j.id, 1, src, uids, NULL), 0);
-    ck_assert_int_eq(db_job_done(d, j.id, 4000, 1, src, paths), 0);
+    ck_assert_int_eq(db_job_done(d, j.id, 4000, 1, src, paths, NULL), 0);
     memset(&v, 0, sizeof v);
     ck_assert_int_eq(db_jobs_list(d, 0, on_job, on_send, &v), 0);
     ck_assert_int_eq(v.sends, 4);
@@ -378,7 +378,7 @@ static int64_t processed_series(db *d, const char *dests)
     const char *src[2] = {"1.1.1", "1.1.2"}, *paths[2] = {"/outbox/1/7.1.dcm", "/outbox/1/7.2.dcm"};
     char uids[2][DB_UID_LEN] = {"7.1", "7.2"};
     ck_assert_int_eq(db_job_derived_uids(d, j.id, 2, src, uids, NULL), 0);
-    ck_assert_int_eq(db_job_done(d, j.id, 4000, 2, src, paths), 0);
+    ck_assert_int_eq(db_job_done(d, j.id, 4000, 2, src, paths, NULL), 0);
     return s;
 }
 
@@ -476,7 +476,12 @@ START_TEST(late_instance_during_a_job_is_processed_again_under_new_uids)
     char uids[2][DB_UID_LEN] = {"7.1", "7.2"};
     ck_assert_int_eq(db_job_derived_uids(d, j.id, 1, src, uids, NULL), 0);
     put_instance(d, "1.1", 2, 20000); /* while job 1 runs */
-    ck_assert_int_eq(db_job_done(d, j.id, 21000, 1, src, paths), 0);
+    int late = 0;
+    ck_assert_int_eq(db_job_done(d, j.id, 21000, 1, src, paths, &late), 0);
+    ck_assert_int_eq(late, 1);
+    seen v = {0};
+    ck_assert_int_eq(db_jobs_list(d, 0, on_job, on_send, &v), 0);
+    ck_assert_int_eq(v.sends, 0); /* the result that misses instance 2 is not sent */
     db_series_info si;
     ck_assert_int_eq(db_series_get(d, "1.1", &si), 0);
     ck_assert_str_eq(si.state, "receiving"); /* not "done": the late one is not lost */
@@ -502,6 +507,14 @@ START_TEST(late_instance_during_a_job_is_processed_again_under_new_uids)
     ck_assert_str_eq(again_uids[0], "8.1");
     ck_assert_str_eq(again_uids[1], "8.2");
     ck_assert_str_eq(series, "9.9.2");
+    const char *paths2[2] = {"/o/c.dcm", "/o/d.dcm"};
+    ck_assert_int_eq(db_job_done(d, j2.id, 33000, 2, src, paths2, &late), 0);
+    ck_assert_int_eq(late, 0);
+    memset(&v, 0, sizeof v);
+    ck_assert_int_eq(db_jobs_list(d, 0, on_job, on_send, &v), 0);
+    ck_assert_int_eq(v.sends, 1); /* the complete result is */
+    ck_assert_int_eq(db_series_get(d, "1.1", &si), 0);
+    ck_assert_str_eq(si.state, "done");
     db_close(d);
 }
 END_TEST
@@ -515,7 +528,7 @@ static void finish_job(db *d, int64_t id, int n, const char *const *src, char (*
     ck_assert_int_eq(j.id, id);
     const char *paths[2] = {"/o/a.dcm", "/o/b.dcm"};
     ck_assert_int_eq(db_job_derived_uids(d, id, n, src, uids, series), 0);
-    ck_assert_int_eq(db_job_done(d, id, 4000, n, src, paths), 0);
+    ck_assert_int_eq(db_job_done(d, id, 4000, n, src, paths, NULL), 0);
 }
 
 /* The series is sent again and a job of `algorithm` with `params` runs. */
