@@ -59,7 +59,7 @@ static void filter_usage(FILE *f)
             "  --matrix N          image columns and rows (default 512)\n"
             "  --fov MM            field of view (default: what the fan covers)\n"
             "  --slice-thickness MM  (default: the detector row pitch at the isocentre)\n"
-            "  --slices N          (default: what the cone covers)\n"
+            "  --slices N          (default: those every projection sees across the field)\n"
             "  --kernel K          ram-lak|shepp-logan|cosine|hamming|hann (default shepp-logan)\n"
             "  --mu-water X        water's attenuation per mm for HU (default 0.0193)\n"
             "Every DICOM image file under --in is read (other files are skipped);\n"

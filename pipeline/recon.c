@@ -35,13 +35,25 @@ static double seconds_since(int64_t t0_ms)
  * job instead of filling the host's memory. */
 enum { RECON_MAX_SLICES = 4096 };
 
+/* Slices whose centres every projection sees across the whole field of
+ * view: a point at radius fov/2 on the source's side is magnified most, so
+ * the cone's half height there is (cone/2) (dso - fov/2) / dso. Slices
+ * beyond it miss rays from part of the orbit and read wrong HU at the edge
+ * of the field (-450 HU for water on the first and last slice of the cone). */
+static double fully_sampled_slices(const asm_proj *p, double fov, double thickness)
+{
+    const double dso = p->geo.dso, r = 0.5 * fov;
+    const double half = r < dso ? 0.5 * p->cone_mm * (dso - r) / dso : 0.0;
+    return floor(2.0 * half / thickness + 1.0 + 1e-6);
+}
+
 static void resolve_grid(const process_fdk *f, const asm_proj *p, grid *g)
 {
     double mag = p->geo.dsd / p->geo.dso;
     g->matrix = f->matrix > 0 ? f->matrix : 512;
     g->fov = f->fov_mm > 0 ? f->fov_mm : p->fov_mm;
     g->thickness = f->slice_mm > 0 ? f->slice_mm : p->geo.dv / mag;
-    double n = f->slices > 0 ? f->slices : floor(p->cone_mm / g->thickness + 1e-6);
+    double n = f->slices > 0 ? f->slices : fully_sampled_slices(p, g->fov, g->thickness);
     g->slices = !(n >= 1) ? 1 : n > RECON_MAX_SLICES ? RECON_MAX_SLICES + 1 : (int)n;
     g->kernel = f->kernel >= 0 && f->kernel < GPU_FDK_NFILTERS ? f->kernel : GPU_FDK_SHEPP_LOGAN;
     g->mu_water = f->mu_water > 0 ? f->mu_water : RECON_MU_WATER_DEFAULT;
