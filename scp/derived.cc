@@ -155,6 +155,47 @@ std::string get(DcmItem *ds, const DcmTagKey &tag)
     return ds->findAndGetOFString(tag, v).good() ? std::string(v.c_str()) : std::string();
 }
 
+/* Bytes of the UTF-8 sequence a lead byte starts (1 for a stray byte). */
+size_t utf8_len(unsigned char c)
+{
+    return c < 0xC0 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : c < 0xF8 ? 4 : 1;
+}
+
+/* Where to cut s to keep at most `chars` characters of charset cs: code
+ * points for UTF-8 (ISO_IR 192), bytes for the default repertoire and the
+ * ISO 8859 sets; for ISO 2022 and the GB sets only before the first escape
+ * or non-ASCII byte, so no multi-byte character or code switch is split. */
+size_t cut_point(const std::string &s, size_t chars, const std::string &cs)
+{
+    if (cs.find("ISO_IR 192") != std::string::npos) {
+        size_t i = 0;
+        for (size_t n = 0; n < chars && i < s.size(); n++) {
+            size_t l = utf8_len((unsigned char)s[i]);
+            if (i + l > s.size())
+                break;
+            i += l;
+        }
+        return i;
+    }
+    size_t lim = s.size() < chars ? s.size() : chars;
+    if (cs.find("2022") != std::string::npos || cs.find("GB") != std::string::npos)
+        for (size_t i = 0; i < lim; i++)
+            if ((unsigned char)s[i] >= 0x80 || s[i] == 0x1b)
+                return s.size() <= chars ? s.size() : i;
+    return lim;
+}
+
+/* Characters of s in charset cs (as cut_point counts them). */
+size_t char_count(const std::string &s, const std::string &cs)
+{
+    if (cs.find("ISO_IR 192") == std::string::npos)
+        return s.size();
+    size_t n = 0;
+    for (size_t i = 0; i < s.size(); i += utf8_len((unsigned char)s[i]))
+        n++;
+    return n;
+}
+
 OFCondition put_identity(DcmDataset *ds, const scp_derived_params *p)
 {
     char date[16], tim[16];
@@ -167,12 +208,16 @@ OFCondition put_identity(DcmDataset *ds, const scp_derived_params *p)
     putter w{ds};
     w.str(DCM_SeriesInstanceUID, p->series_uid);
     w.str(DCM_SOPInstanceUID, p->sop_uid);
-    std::string desc =
-        p->series_description ? std::string(p->series_description) : get(ds, DCM_SeriesDescription);
-    if (!p->series_description && p->series_description_suffix)
-        desc += p->series_description_suffix;
-    if (!desc.empty())
-        w.str(DCM_SeriesDescription, desc.substr(0, 64));
+    OFString cs;
+    ds->findAndGetOFStringArray(DCM_SpecificCharacterSet, cs);
+    char desc[4 * 64 + 1];
+    if (p->series_description)
+        scp_fit_description(p->series_description, NULL, cs.c_str(), desc, sizeof desc);
+    else
+        scp_fit_description(get(ds, DCM_SeriesDescription).c_str(), p->series_description_suffix,
+                            cs.c_str(), desc, sizeof desc);
+    if (desc[0])
+        w.str(DCM_SeriesDescription, desc);
     long number = p->series_number;
     if (p->series_number_is_offset)
         number += std::atol(get(ds, DCM_SeriesNumber).c_str());
@@ -287,4 +332,18 @@ extern "C" int scp_derived_write(const scp_derived_params *p, const char *out_pa
     if (rc < 0)
         unlink(out_path);
     return rc;
+}
+
+extern "C" void scp_fit_description(const char *base, const char *suffix, const char *charset,
+                                    char *out, size_t len)
+{
+    const std::string b = base ? base : "", cs = charset ? charset : "";
+    std::string sfx = suffix ? suffix : "";
+    sfx.resize(cut_point(sfx, 64, cs));
+    const size_t room = 64 - char_count(sfx, cs);
+    std::string r = b.substr(0, cut_point(b, room, cs));
+    if (r.size() < b.size()) /* cut: no blanks before the suffix */
+        while (!r.empty() && r.back() == ' ')
+            r.pop_back();
+    snprintf(out, len, "%s%s", r.c_str(), sfx.c_str());
 }

@@ -120,10 +120,12 @@ int write_recon(const scp_recon_params *p, const char *out, char *err, size_t le
         return LDCT_EINPUT;
     }
     DcmDataset *sds = src.getDataset();
-    std::string desc = get_str(sds, DCM_SeriesDescription) +
-                       (p->series_description_suffix ? p->series_description_suffix : "");
-    if (desc.size() > 64)
-        desc.resize(64);
+    OFString cs;
+    sds->findAndGetOFStringArray(DCM_SpecificCharacterSet, cs);
+    char fitted[4 * 64 + 1];
+    scp_fit_description(get_str(sds, DCM_SeriesDescription).c_str(), p->series_description_suffix,
+                        cs.c_str(), fitted, sizeof fitted);
+    std::string desc = fitted;
     std::string patient = get_str(sds, DCM_PatientName), pid = get_str(sds, DCM_PatientID);
     std::string study = get_str(sds, DCM_StudyInstanceUID), cls = get_str(sds, DCM_SOPClassUID);
     Sint32 number = 0;

@@ -274,6 +274,14 @@ typedef struct scp_derived_params {
     const char *transfer_syntax_uid;    /* NULL = Explicit VR Little Endian */
 } scp_derived_params;
 
+/* The Series Description of a derived series: base + suffix as an LO value
+ * of at most 64 characters in `charset` (the dataset's Specific Character
+ * Set, "" = default; "ISO_IR 192" counts UTF-8 code points), the base cut
+ * (never the suffix, never inside a character) when it does not fit. out
+ * needs 4 * 64 + 1 bytes. */
+void scp_fit_description(const char *base, const char *suffix, const char *charset, char *out,
+                         size_t len);
+
 /* Writes a derived instance of the source to out_path: the source's dataset
  * (decompressed) with the new UIDs (meta header regenerated), series
  * description and number, ImageType DERIVED\SECONDARY\<source values 3..>

@@ -560,6 +560,61 @@ START_TEST(send_files_rejected_is_epeer_with_the_reason)
 }
 END_TEST
 
+/* Valid UTF-8 and the number of code points (-1 when invalid). */
+static int utf8_chars(const char *s)
+{
+    int n = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; n++) {
+        int l = *p < 0x80 ? 1 : (*p & 0xE0) == 0xC0 ? 2 : (*p & 0xF0) == 0xE0 ? 3 : 4;
+        for (int k = 1; k < l; k++)
+            if ((p[k] & 0xC0) != 0x80)
+                return -1;
+        p += l;
+    }
+    return n;
+}
+
+START_TEST(series_description_keeps_the_suffix_and_whole_characters)
+{
+    char out[4 * 64 + 1], base[256] = "";
+    scp_fit_description("CHEST", " [DN]", "", out, sizeof out);
+    ck_assert_str_eq(out, "CHEST [DN]");
+    /* 62 ASCII characters: the base is cut, never the suffix. */
+    memset(base, 'A', 62);
+    base[30] = ' ';
+    scp_fit_description(base, " [DN]", "ISO_IR 100", out, sizeof out);
+    ck_assert_uint_eq(strlen(out), 64);
+    ck_assert_str_eq(out + 59, " [DN]");
+    /* 62 characters, 8 of them two-byte UTF-8 (70 bytes). */
+    char utf[256] = "";
+    for (int i = 0; i < 54; i++)
+        strcat(utf, "B");
+    for (int i = 0; i < 8; i++)
+        strcat(utf, "\xc3\xa4");
+    scp_fit_description(utf, " [DN]", "ISO_IR 192", out, sizeof out);
+    ck_assert_int_eq(utf8_chars(out), 64);
+    ck_assert_str_eq(out + strlen(out) - 5, " [DN]");
+    /* 63 'A' and an a-umlaut fit as 64 characters (65 bytes) in UTF-8. */
+    memset(base, 'A', 63);
+    strcpy(base + 63, "\xc3\xa4");
+    scp_fit_description(base, NULL, "ISO_IR 192", out, sizeof out);
+    ck_assert_int_eq(utf8_chars(out), 64);
+    ck_assert_uint_eq(strlen(out), 65);
+    /* ... and 64 'A' + a-umlaut is cut before it, not inside it. */
+    memset(base, 'A', 64);
+    strcpy(base + 64, "\xc3\xa4");
+    scp_fit_description(base, NULL, "ISO_IR 192", out, sizeof out);
+    ck_assert_int_eq(utf8_chars(out), 64);
+    ck_assert_uint_eq(strlen(out), 64);
+    /* ISO 2022: never cut after a code switch. */
+    memset(base, 'C', 70);
+    base[70] = 0;
+    memcpy(base + 10, "\x1b$B", 3);
+    scp_fit_description(base, " [DN]", "\\ISO 2022 IR 87", out, sizeof out);
+    ck_assert_str_eq(out, "CCCCCCCCCC [DN]");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("scp");
@@ -576,6 +631,7 @@ int main(void)
     tcase_add_test(tc, send_files_to_a_closed_port_is_enet_quickly);
     tcase_add_test(tc, send_files_to_a_silent_peer_ends_within_the_timeout);
     tcase_add_test(tc, send_files_rejected_is_epeer_with_the_reason);
+    tcase_add_test(tc, series_description_keeps_the_suffix_and_whole_characters);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
