@@ -227,6 +227,11 @@ OFCondition put_identity(DcmDataset *ds, const scp_derived_params *p)
         w.str(DCM_DerivationDescription, std::string(p->derivation_description).substr(0, 1024));
     w.str(DCM_InstanceCreationDate, date);
     w.str(DCM_InstanceCreationTime, tim);
+    /* A new series whose pixels are made now (Acquisition Date/Time stay). */
+    w.str(DCM_SeriesDate, date);
+    w.str(DCM_SeriesTime, tim);
+    w.str(DCM_ContentDate, date);
+    w.str(DCM_ContentTime, tim);
     if (w.cond.good() && enh)
         w.cond = mark_frame_types(ds, DCM_SharedFunctionalGroupsSequence);
     if (w.cond.good() && enh)

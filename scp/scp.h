@@ -287,7 +287,8 @@ void scp_fit_description(const char *base, const char *suffix, const char *chars
  * description and number, ImageType DERIVED\SECONDARY\<source values 3..>
  * (DERIVED\PRIMARY\.. and Frame Type DERIVED for Enhanced CT, whose Value 2
  * is always PRIMARY), DerivationDescription, a SourceImageSequence item
- * referencing the source (purpose DCM 121322), InstanceCreationDate/Time now,
+ * referencing the source (purpose DCM 121322), InstanceCreation, Series and
+ * Content Date/Time now (Acquisition Date/Time kept),
  * and pixels from values: stored = round((value - intercept) / slope) with
  * each frame's rescale, clamped to the BitsStored / PixelRepresentation range
  * (NaN becomes the stored value 0). Removes what would be false for the new

@@ -560,6 +560,47 @@ START_TEST(send_files_rejected_is_epeer_with_the_reason)
 }
 END_TEST
 
+/* The value of tag (as "gggg,eeee") in path, by dcmdump. */
+static void tag_value(const char *path, const char *tag, char *out, size_t len)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "dcmdump -q +P %s %s | sed -E 's/.*\\[([^]]*)\\].*/\\1/'", tag, path);
+    FILE *f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t n = fread(out, 1, len - 1, f);
+    out[n] = '\0';
+    out[strcspn(out, "\n")] = '\0';
+    ck_assert_int_eq(pclose(f), 0);
+}
+
+START_TEST(derived_series_is_dated_now_and_keeps_the_acquisition)
+{
+    char src[128], out[128], cmd[400], v[64], today[16];
+    static float vals[ROWS * COLS];
+    path_of(src, sizeof src, "dated.dcm");
+    path_of(out, sizeof out, "dated-derived.dcm");
+    write_ct(src, NULL, "1.2.826.0.1.3680043.9.7.1.1.7");
+    snprintf(cmd, sizeof cmd,
+             "dcmodify -nb -i ContentDate=19990101 -i ContentTime=101010 -i SeriesDate=19990101"
+             " -i SeriesTime=101010 -i AcquisitionDate=19990101 %s",
+             src);
+    ck_assert_int_eq(system(cmd), 0);
+    write_derived(src, out, NULL, vals);
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    strftime(today, sizeof today, "%Y%m%d", &tm);
+    tag_value(out, "0008,0023", v, sizeof v); /* ContentDate */
+    ck_assert_str_eq(v, today);
+    tag_value(out, "0008,0021", v, sizeof v); /* SeriesDate */
+    ck_assert_str_eq(v, today);
+    tag_value(out, "0008,0033", v, sizeof v); /* ContentTime */
+    ck_assert_str_ne(v, "101010");
+    tag_value(out, "0008,0022", v, sizeof v); /* AcquisitionDate */
+    ck_assert_str_eq(v, "19990101");
+}
+END_TEST
+
 /* Valid UTF-8 and the number of code points (-1 when invalid). */
 static int utf8_chars(const char *s)
 {
@@ -632,6 +673,7 @@ int main(void)
     tcase_add_test(tc, send_files_to_a_silent_peer_ends_within_the_timeout);
     tcase_add_test(tc, send_files_rejected_is_epeer_with_the_reason);
     tcase_add_test(tc, series_description_keeps_the_suffix_and_whole_characters);
+    tcase_add_test(tc, derived_series_is_dated_now_and_keeps_the_acquisition);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
