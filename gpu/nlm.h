@@ -79,7 +79,10 @@ const char *gpu_nlm_weighting_name(int gaussian);
 
 /* Robust noise standard deviation of a volume: Immerkaer's Laplacian-
  * difference mask applied in each slice (x,y), sigma = 1.4826 * median|L| / 6
- * (median instead of mean, so edges bias it little). Returns 0 and *sigma,
+ * (median instead of mean, so edges bias it little). Values that fill whole
+ * 3x3 neighbourhoods (padding outside the reconstruction circle, clipped
+ * air) and every neighbourhood touching them are left out; an image that is
+ * mostly such neighbourhoods (noise-free) gives 0. Returns 0 and *sigma,
  * or LDCT_EINPUT for slices smaller than 3x3. */
 int gpu_noise_sigma(const gpu_volume *in, double *sigma);
 

@@ -139,32 +139,94 @@ static float select_kth(float *v, size_t n, size_t k)
     return v[k];
 }
 
+/* The 3x3 neighbourhood around a holds one value: padding outside the
+ * reconstruction circle, or air clipped to one number; no noise to see. */
+static int flat3x3(const float *a, int nx)
+{
+    const float c = a[0];
+    return a[-nx - 1] == c && a[-nx] == c && a[-nx + 1] == c && a[-1] == c && a[1] == c &&
+           a[nx - 1] == c && a[nx] == c && a[nx + 1] == c;
+}
+
+/* The values that fill whole neighbourhoods (at most 4 kept). */
+typedef struct flat_values {
+    float v[4];
+    int n;
+    size_t flat, samples; /* flat neighbourhoods among the samples */
+} flat_values;
+
+static int is_flat_value(const flat_values *f, float x)
+{
+    for (int i = 0; i < f->n; i++)
+        if (f->v[i] == x)
+            return 1;
+    return 0;
+}
+
+/* Some pixel of the neighbourhood is a flat value: a response there
+ * measures the step to the padding, not noise. */
+static int touches_flat(const float *a, int nx, const flat_values *f)
+{
+    for (int dy = -1; dy <= 1; dy++)
+        for (int dx = -1; dx <= 1; dx++)
+            if (is_flat_value(f, a[dy * nx + dx]))
+                return 1;
+    return 0;
+}
+
+/* The centre of sample idx: slices one after the other, borders skipped. */
+static const float *sample_at(const gpu_volume *in, size_t idx)
+{
+    const int nx = in->nx, ny = in->ny;
+    const size_t per = (size_t)(nx - 2) * (size_t)(ny - 2), s = idx / per, rem = idx % per;
+    const int y = 1 + (int)(rem / (size_t)(nx - 2)), x = 1 + (int)(rem % (size_t)(nx - 2));
+    return in->data + s * (size_t)nx * (size_t)ny + (size_t)y * (size_t)nx + x;
+}
+
+static void find_flat_values(const gpu_volume *in, size_t total, size_t stride, flat_values *f)
+{
+    for (size_t idx = 0; idx < total; idx += stride) {
+        const float *a = sample_at(in, idx);
+        f->samples++;
+        if (!flat3x3(a, in->nx))
+            continue;
+        f->flat++;
+        if (f->n < 4 && !is_flat_value(f, a[0]))
+            f->v[f->n++] = a[0];
+    }
+}
+
 int gpu_noise_sigma(const gpu_volume *in, double *sigma)
 {
     if (!in || !in->data || in->nx < 3 || in->ny < 3 || !sigma)
         return LDCT_EINPUT;
-    int nx = in->nx, ny = in->ny;
-    size_t slices = (size_t)in->nz * (size_t)in->nt;
-    size_t per = (size_t)(nx - 2) * (size_t)(ny - 2);
-    size_t total = per * slices;
+    const int nx = in->nx;
+    const size_t total = (size_t)(nx - 2) * (size_t)(in->ny - 2) * (size_t)in->nz * (size_t)in->nt;
     /* Sample at most ~4M responses on a regular stride: enough for a median. */
-    size_t stride = total > 4000000 ? total / 4000000 + 1 : 1;
-    size_t n = (total + stride - 1) / stride;
-    float *r = malloc(n * sizeof *r);
+    const size_t stride = total > 4000000 ? total / 4000000 + 1 : 1;
+    flat_values f = {.n = 0};
+    find_flat_values(in, total, stride, &f);
+    *sigma = 0.0;
+    /* Mostly one value (a noise-free or synthetic image): nothing to remove. */
+    if (f.flat * 10 > f.samples * 6)
+        return 0;
+    float *r = malloc(f.samples * sizeof *r);
     if (!r)
         return -ENOMEM;
     size_t m = 0;
-    for (size_t idx = 0; idx < total && m < n; idx += stride) {
-        size_t s = idx / per, rem = idx % per;
-        int y = 1 + (int)(rem / (size_t)(nx - 2)), x = 1 + (int)(rem % (size_t)(nx - 2));
-        const float *a = in->data + s * (size_t)nx * (size_t)ny + (size_t)y * (size_t)nx + x;
+    for (size_t idx = 0; idx < total; idx += stride) {
+        const float *a = sample_at(in, idx);
+        /* Padding and its border hold no noise: left out, so it neither
+         * lowers (flat) nor raises (the step at its edge) the median. */
+        if (f.n && touches_flat(a, nx, &f))
+            continue;
         /* Immerkaer's mask [1 -2 1; -2 4 -2; 1 -2 1]: a difference of two
          * Laplacians that cancels smooth (up to quadratic) structure. */
         float v = a[-nx - 1] - 2 * a[-nx] + a[-nx + 1] - 2 * a[-1] + 4 * a[0] - 2 * a[1] +
                   a[nx - 1] - 2 * a[nx] + a[nx + 1];
         r[m++] = fabsf(v);
     }
-    float med = select_kth(r, m, m / 2);
+    float med = m ? select_kth(r, m, m / 2) : 0.0f;
     free(r);
     /* The mask's coefficients have squared norm 36, so L ~ N(0, 36 sigma^2)
      * for white noise; median|L| = 0.6745 * 6 sigma. */

@@ -351,6 +351,36 @@ START_TEST(noise_sigma_within_5_percent_on_gaussian_noise)
 }
 END_TEST
 
+/* Padding outside the reconstruction circle (one value, as scanners write
+ * -2000 or -3024 there) carries no noise and must not lower the estimate;
+ * an image that is mostly one value still estimates 0. */
+START_TEST(noise_sigma_ignores_padding_outside_the_field_of_view)
+{
+    gpu_volume v;
+    ck_assert_int_eq(gpu_volume_init(&v, 129, 127, 9, 1), 0);
+    fill_phantom(&v, 20.0);
+    size_t padded = 0;
+    for (int z = 0; z < 9; z++)
+        for (int y = 0; y < 127; y++)
+            for (int x = 0; x < 129; x++) {
+                double dx = x - 64, dy = y - 63;
+                if (dx * dx + dy * dy > 58.0 * 58.0) {
+                    v.data[((size_t)z * 127 + y) * 129 + x] = -2000.0f;
+                    padded++;
+                }
+            }
+    ck_assert(padded * 10 > (size_t)129 * 127 * 9 * 2); /* over 20% padding */
+    double s = 0;
+    ck_assert_int_eq(gpu_noise_sigma(&v, &s), 0);
+    ck_assert_msg(fabs(s / 20.0 - 1.0) <= 0.05, "estimated %.3f with padding", s);
+    for (size_t i = 0; i < (size_t)129 * 127 * 9; i++)
+        v.data[i] = i % 129 < 40 ? 5.0f : 50.0f; /* noise-free: flat with an edge */
+    ck_assert_int_eq(gpu_noise_sigma(&v, &s), 0);
+    ck_assert_msg(s == 0.0, "a noise-free image estimated %.3f", s);
+    gpu_volume_close(&v);
+}
+END_TEST
+
 START_TEST(h_auto_scales_with_strength)
 {
     gpu_volume v;
@@ -761,6 +791,7 @@ static Suite *nlm_suite(void)
     tcase_add_test(tc, ref3d_same_result_with_any_thread_count);
     tcase_add_test(tc, nlm_rejects_bad_parameters);
     tcase_add_test(tc, noise_sigma_within_5_percent_on_gaussian_noise);
+    tcase_add_test(tc, noise_sigma_ignores_padding_outside_the_field_of_view);
     tcase_add_test(tc, h_auto_scales_with_strength);
     tcase_add_test(tc, device_parse_and_count);
     tcase_add_test(tc, dispatcher_runs_on_cpu_and_auto);
