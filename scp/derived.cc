@@ -127,26 +127,98 @@ OFCondition mark_frame_types(DcmItem *fg_root, const DcmTagKey &fg_seq)
     return EC_Normal;
 }
 
-OFCondition put_source_reference(DcmDataset *ds, const std::string &cls, const std::string &inst)
+/* One coded entry as item 0 of seq in it. */
+OFCondition put_code(DcmItem *it, const DcmTagKey &seq, const char *value, const char *meaning)
 {
-    ds->findAndDeleteElement(DCM_SourceImageSequence);
+    DcmItem *code = nullptr;
+    OFCondition c = it->findOrCreateSequenceItem(seq, code, 0);
+    if (c.good())
+        c = code->putAndInsertString(DCM_CodeValue, value);
+    if (c.good())
+        c = code->putAndInsertString(DCM_CodingSchemeDesignator, "DCM");
+    if (c.good())
+        c = code->putAndInsertString(DCM_CodeMeaning, meaning);
+    return c;
+}
+
+/* The provenance in `it`: DerivationDescription, Derivation Code Sequence
+ * (DCM 113087 "Smoothing", CID 7203) and a Source Image Sequence item
+ * referencing the source (purpose DCM 121322). */
+OFCondition put_provenance(DcmItem *it, const char *description, const std::string &cls,
+                           const std::string &inst)
+{
+    it->findAndDeleteElement(DCM_SourceImageSequence);
+    it->findAndDeleteElement(DCM_DerivationCodeSequence);
+    OFCondition c = EC_Normal;
+    if (description)
+        c = it->putAndInsertString(DCM_DerivationDescription,
+                                   std::string(description).substr(0, 1024).c_str());
+    if (c.good())
+        c = put_code(it, DCM_DerivationCodeSequence, "113087", "Smoothing");
     DcmItem *ref = nullptr;
-    OFCondition c = ds->findOrCreateSequenceItem(DCM_SourceImageSequence, ref, 0);
+    if (c.good())
+        c = it->findOrCreateSequenceItem(DCM_SourceImageSequence, ref, 0);
     if (c.good())
         c = ref->putAndInsertString(DCM_ReferencedSOPClassUID, cls.c_str());
     if (c.good())
         c = ref->putAndInsertString(DCM_ReferencedSOPInstanceUID, inst.c_str());
-    DcmItem *code = nullptr;
     if (c.good())
-        c = ref->findOrCreateSequenceItem(DCM_PurposeOfReferenceCodeSequence, code, 0);
-    if (c.good())
-        c = code->putAndInsertString(DCM_CodeValue, "121322");
-    if (c.good())
-        c = code->putAndInsertString(DCM_CodingSchemeDesignator, "DCM");
-    if (c.good())
-        c = code->putAndInsertString(DCM_CodeMeaning,
-                                     "Source image for image processing operation");
+        c = put_code(ref, DCM_PurposeOfReferenceCodeSequence, "121322",
+                     "Source image for image processing operation");
     return c;
+}
+
+/* Enhanced CT: the source in the Common Instance Reference module's Source
+ * Image Evidence Sequence (study, series, instance), which a derived image
+ * that references sources needs. */
+OFCondition put_evidence(DcmDataset *ds, const std::string &series, const std::string &cls,
+                         const std::string &inst)
+{
+    ds->findAndDeleteElement(DCM_SourceImageEvidenceSequence);
+    DcmItem *study = nullptr, *ser = nullptr, *sop = nullptr;
+    OFString study_uid;
+    ds->findAndGetOFString(DCM_StudyInstanceUID, study_uid);
+    OFCondition c = ds->findOrCreateSequenceItem(DCM_SourceImageEvidenceSequence, study, 0);
+    if (c.good())
+        c = study->putAndInsertString(DCM_StudyInstanceUID, study_uid.c_str());
+    if (c.good())
+        c = study->findOrCreateSequenceItem(DCM_ReferencedSeriesSequence, ser, 0);
+    if (c.good())
+        c = ser->putAndInsertString(DCM_SeriesInstanceUID, series.c_str());
+    if (c.good())
+        c = ser->findOrCreateSequenceItem(DCM_ReferencedSOPSequence, sop, 0);
+    if (c.good())
+        c = sop->putAndInsertString(DCM_ReferencedSOPClassUID, cls.c_str());
+    if (c.good())
+        c = sop->putAndInsertString(DCM_ReferencedSOPInstanceUID, inst.c_str());
+    return c;
+}
+
+/* Classic images: the provenance in the General Image module. Enhanced CT:
+ * in the Derivation Image functional group (shared by every frame; a
+ * per-frame one of the source is removed), where that IOD keeps it, and
+ * the source in the Source Image Evidence Sequence. */
+OFCondition put_source_reference(DcmDataset *ds, const char *description, const std::string &series,
+                                 const std::string &cls, const std::string &inst)
+{
+    if (!is_enhanced(ds))
+        return put_provenance(ds, description, cls, inst);
+    ds->findAndDeleteElement(DCM_DerivationDescription);
+    ds->findAndDeleteElement(DCM_SourceImageSequence);
+    ds->findAndDeleteElement(DCM_DerivationCodeSequence);
+    DcmSequenceOfItems *per = nullptr;
+    if (ds->findAndGetSequence(DCM_PerFrameFunctionalGroupsSequence, per).good() && per)
+        for (unsigned long i = 0; i < per->card(); i++)
+            per->getItem(i)->findAndDeleteElement(DCM_DerivationImageSequence);
+    DcmItem *shared = nullptr, *deriv = nullptr;
+    OFCondition c = ds->findOrCreateSequenceItem(DCM_SharedFunctionalGroupsSequence, shared, 0);
+    if (c.good()) {
+        shared->findAndDeleteElement(DCM_DerivationImageSequence);
+        c = shared->findOrCreateSequenceItem(DCM_DerivationImageSequence, deriv, 0);
+    }
+    if (c.good())
+        c = put_provenance(deriv, description, cls, inst);
+    return c.good() ? put_evidence(ds, series, cls, inst) : c;
 }
 
 std::string get(DcmItem *ds, const DcmTagKey &tag)
@@ -161,39 +233,29 @@ size_t utf8_len(unsigned char c)
     return c < 0xC0 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : c < 0xF8 ? 4 : 1;
 }
 
-/* Where to cut s to keep at most `chars` characters of charset cs: code
- * points for UTF-8 (ISO_IR 192), bytes for the default repertoire and the
- * ISO 8859 sets; for ISO 2022 and the GB sets only before the first escape
- * or non-ASCII byte, so no multi-byte character or code switch is split. */
-size_t cut_point(const std::string &s, size_t chars, const std::string &cs)
+/* Where to cut s to keep at most `bytes` bytes without splitting a
+ * character of charset cs: at UTF-8 code points (ISO_IR 192), anywhere in
+ * the default repertoire and the ISO 8859 sets; for ISO 2022 and the GB sets
+ * only before the first escape or non-ASCII byte. */
+size_t cut_point(const std::string &s, size_t bytes, const std::string &cs)
 {
     if (cs.find("ISO_IR 192") != std::string::npos) {
         size_t i = 0;
-        for (size_t n = 0; n < chars && i < s.size(); n++) {
+        while (i < s.size()) {
             size_t l = utf8_len((unsigned char)s[i]);
-            if (i + l > s.size())
+            if (i + l > s.size() || i + l > bytes)
                 break;
             i += l;
         }
         return i;
     }
-    size_t lim = s.size() < chars ? s.size() : chars;
-    if (cs.find("2022") != std::string::npos || cs.find("GB") != std::string::npos)
-        for (size_t i = 0; i < lim; i++)
-            if ((unsigned char)s[i] >= 0x80 || s[i] == 0x1b)
-                return s.size() <= chars ? s.size() : i;
-    return lim;
-}
-
-/* Characters of s in charset cs (as cut_point counts them). */
-size_t char_count(const std::string &s, const std::string &cs)
-{
-    if (cs.find("ISO_IR 192") == std::string::npos)
+    if (s.size() <= bytes)
         return s.size();
-    size_t n = 0;
-    for (size_t i = 0; i < s.size(); i += utf8_len((unsigned char)s[i]))
-        n++;
-    return n;
+    if (cs.find("2022") != std::string::npos || cs.find("GB") != std::string::npos)
+        for (size_t i = 0; i < bytes; i++)
+            if ((unsigned char)s[i] >= 0x80 || s[i] == 0x1b)
+                return i;
+    return bytes;
 }
 
 OFCondition put_identity(DcmDataset *ds, const scp_derived_params *p)
@@ -210,7 +272,7 @@ OFCondition put_identity(DcmDataset *ds, const scp_derived_params *p)
     w.str(DCM_SOPInstanceUID, p->sop_uid);
     OFString cs;
     ds->findAndGetOFStringArray(DCM_SpecificCharacterSet, cs);
-    char desc[4 * 64 + 1];
+    char desc[65];
     if (p->series_description)
         scp_fit_description(p->series_description, NULL, cs.c_str(), desc, sizeof desc);
     else
@@ -223,8 +285,6 @@ OFCondition put_identity(DcmDataset *ds, const scp_derived_params *p)
         number += std::atol(get(ds, DCM_SeriesNumber).c_str());
     w.str(DCM_SeriesNumber, std::to_string(number));
     w.str(DCM_ImageType, derived_type(ds, DCM_ImageType, enh));
-    if (p->derivation_description)
-        w.str(DCM_DerivationDescription, std::string(p->derivation_description).substr(0, 1024));
     w.str(DCM_InstanceCreationDate, date);
     w.str(DCM_InstanceCreationTime, tim);
     /* A new series whose pixels are made now (Acquisition Date/Time stay). */
@@ -284,6 +344,7 @@ int build(DcmDataset *ds, const scp_derived_params *p, char *err, size_t len)
     if (rc < 0)
         return rc;
     std::string cls = get(ds, DCM_SOPClassUID), inst = get(ds, DCM_SOPInstanceUID);
+    const std::string series = get(ds, DCM_SeriesInstanceUID); /* before the new identity */
     if (cls.empty() || inst.empty()) {
         scp__set_err(err, len, "source has no SOP Class/Instance UID");
         return LDCT_EINPUT;
@@ -295,7 +356,8 @@ int build(DcmDataset *ds, const scp_derived_params *p, char *err, size_t len)
     if (rc == 0)
         rc = scp__cond_err(put_identity(ds, p), "derived identity");
     if (rc == 0)
-        rc = scp__cond_err(put_source_reference(ds, cls, inst), "source image reference");
+        rc = scp__cond_err(put_source_reference(ds, p->derivation_description, series, cls, inst),
+                           "source image reference");
     if (rc < 0)
         scp__set_err(err, len, "cannot build the derived dataset of %s", inst.c_str());
     return rc;
@@ -345,7 +407,7 @@ extern "C" void scp_fit_description(const char *base, const char *suffix, const 
     const std::string b = base ? base : "", cs = charset ? charset : "";
     std::string sfx = suffix ? suffix : "";
     sfx.resize(cut_point(sfx, 64, cs));
-    const size_t room = 64 - char_count(sfx, cs);
+    const size_t room = 64 - sfx.size();
     std::string r = b.substr(0, cut_point(b, room, cs));
     if (r.size() < b.size()) /* cut: no blanks before the suffix */
         while (!r.empty() && r.back() == ' ')

@@ -122,7 +122,7 @@ int write_recon(const scp_recon_params *p, const char *out, char *err, size_t le
     DcmDataset *sds = src.getDataset();
     OFString cs;
     sds->findAndGetOFStringArray(DCM_SpecificCharacterSet, cs);
-    char fitted[4 * 64 + 1];
+    char fitted[65];
     scp_fit_description(get_str(sds, DCM_SeriesDescription).c_str(), p->series_description_suffix,
                         cs.c_str(), fitted, sizeof fitted);
     std::string desc = fitted;

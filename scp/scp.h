@@ -275,10 +275,10 @@ typedef struct scp_derived_params {
 } scp_derived_params;
 
 /* The Series Description of a derived series: base + suffix as an LO value
- * of at most 64 characters in `charset` (the dataset's Specific Character
- * Set, "" = default; "ISO_IR 192" counts UTF-8 code points), the base cut
- * (never the suffix, never inside a character) when it does not fit. out
- * needs 4 * 64 + 1 bytes. */
+ * of at most 64 bytes (64 characters, and within validators that count
+ * bytes) in `charset` (the dataset's Specific Character Set, "" =
+ * default), the base cut (never the suffix, never inside a UTF-8 character
+ * or an ISO 2022 code switch) when it does not fit. out needs 65 bytes. */
 void scp_fit_description(const char *base, const char *suffix, const char *charset, char *out,
                          size_t len);
 
