@@ -24,8 +24,10 @@ static float *gather_frames(const asm_source *src, const gpu_volume *v)
     return buf;
 }
 
+/* Writes one derived file (temporary name, fsync, rename); *fresh = 1 when
+ * it made a file that did not exist before (so a failed job may remove it). */
 static int write_one(const asm_source *src, const gpu_volume *v, const derive_params *p,
-                     const char *uid, char *path, char *err, size_t err_len)
+                     const char *uid, char *path, int *fresh, char *err, size_t err_len)
 {
     char tmp[DERIVE_PATH_LEN + 16];
     snprintf(path, DERIVE_PATH_LEN, "%s/%s.dcm", p->out_dir, uid);
@@ -45,8 +47,10 @@ static int write_one(const asm_source *src, const gpu_volume *v, const derive_pa
     };
     int rc = scp_derived_write(&dp, tmp, err, err_len);
     free(values);
+    const int existed = access(path, F_OK) == 0;
     if (!rc && (rc = fs_fsync_path(tmp)) == 0 && rename(tmp, path) != 0)
         rc = -errno;
+    *fresh = !rc && !existed;
     if (rc) {
         if (!err[0])
             snprintf(err, err_len, "writing %s: %s", path, ldct_strerror(rc));
@@ -65,10 +69,13 @@ int derive_series_write(const asm_series *s, const gpu_volume *values, const der
     if (rc)
         return snprintf(err, err_len, "cannot create %s: %s", p->out_dir, ldct_strerror(rc)), rc;
     int first = 0;
+    int *fresh = calloc((size_t)s->nsrc, sizeof *fresh);
+    if (!fresh)
+        return snprintf(err, err_len, "out of memory"), -ENOMEM;
 #pragma omp parallel for schedule(dynamic)
     for (int i = 0; i < s->nsrc; i++) {
         char e[256] = "";
-        int r = write_one(&s->src[i], values, p, uids[i], paths[i], e, sizeof e);
+        int r = write_one(&s->src[i], values, p, uids[i], paths[i], &fresh[i], e, sizeof e);
         if (r) {
 #pragma omp critical(derive_err)
             if (!first) {
@@ -77,6 +84,12 @@ int derive_series_write(const asm_series *s, const gpu_volume *values, const der
             }
         }
     }
+    /* A failed series leaves no part of itself behind (files an earlier run
+     * made under the same UIDs stay). */
+    for (int i = 0; first && i < s->nsrc; i++)
+        if (fresh[i])
+            unlink(paths[i]);
+    free(fresh);
     if (first)
         return first;
     if ((rc = fs_fsync_path(p->out_dir)))

@@ -52,7 +52,10 @@ void scp__set_err(char *err, size_t len, const char *fmt, ...)
 
 /* Encodes the dataset for the transfer syntax `ts_uid` (NULL: Explicit VR
  * Little Endian; lossless JPEG, JPEG-LS and RLE encoders) and saves the file
- * with a fresh meta header. Does not remove a partial file on failure. */
+ * with a fresh meta header, then reads it back: a file cut short (a full
+ * disk; DCMTK does not report a failed write at close) is an error
+ * (-ENOSPC when under 1 MiB is left, else -EIO) and is removed, as is any
+ * file of a failed save. */
 int scp__save(DcmFileFormat *ff, const char *ts_uid, const char *path, char *err, size_t len);
 
 /* The Image Pixel facts the readers and the derived writer need. */

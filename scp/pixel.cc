@@ -30,6 +30,7 @@ extern "C" {
 #include <memory>
 #include <string>
 
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 void scp__set_err(char *err, size_t len, const char *fmt, ...)
@@ -69,6 +70,19 @@ Uint16 get_u16(DcmItem *ds, const DcmTagKey &tag, Uint16 dflt)
 
 } // namespace
 
+/* ": the disk is full" when the file system holding path has less than
+ * 1 MiB left, else "". */
+static const char *disk_nearly_full(const char *path)
+{
+    std::string dir(path);
+    size_t slash = dir.rfind('/');
+    dir = slash == std::string::npos ? std::string(".") : dir.substr(0, slash ? slash : 1);
+    struct statvfs st;
+    if (statvfs(dir.c_str(), &st) != 0)
+        return "";
+    return (double)st.f_bavail * (double)st.f_frsize < 1048576.0 ? ": the disk is full" : "";
+}
+
 int scp__save(DcmFileFormat *ff, const char *ts_uid, const char *path, char *err, size_t len)
 {
     E_TransferSyntax xfer = EXS_LittleEndianExplicit;
@@ -92,9 +106,24 @@ int scp__save(DcmFileFormat *ff, const char *ts_uid, const char *path, char *err
      * own, the implementation is ours. */
     ff->getMetaInfo()->clear();
     rc = scp__cond_err(ff->saveFile(path, xfer, EET_ExplicitLength, EGL_recalcGL), path);
-    if (rc < 0)
-        scp__set_err(err, len, "cannot write %s", path);
-    return rc;
+    if (rc < 0) {
+        scp__set_err(err, len, "cannot write %s%s", path, disk_nearly_full(path));
+        unlink(path);
+        return rc;
+    }
+    /* DCMTK does not report a failed last write when it closes the file:
+     * read it back (values over 4 KiB only checked against the file's
+     * length), so a file cut short by a full disk is an error, never a
+     * result. */
+    DcmFileFormat back;
+    if (back.loadFile(path, EXS_Unknown, EGL_noChange, 4096, ERM_autoDetect).bad()) {
+        const char *why = disk_nearly_full(path);
+        scp__set_err(err, len, "%s was written incomplete%s", path,
+                     why[0] ? why : " (write error)");
+        unlink(path);
+        return why[0] ? -ENOSPC : -EIO;
+    }
+    return 0;
 }
 
 int scp__pixfmt_read(DcmItem *ds, scp__pixfmt *f, char *err, size_t len)

@@ -22,6 +22,8 @@
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -352,6 +354,30 @@ START_TEST(values_are_rounded_and_clamped_to_the_stored_range)
     ck_assert_float_eq(stored_hu(-1e6, 2, -1000, -2048, 2047), -5096);
     gpu_volume_close(&v);
     asm_series_close(&s);
+}
+END_TEST
+
+/* ---- a full disk --------------------------------------------------------- */
+
+/* Writes past 8 KiB fail (RLIMIT_FSIZE, as a full disk does for the last
+ * part of a file): no derived file may be published cut short, and the
+ * failed series leaves nothing in its output folder. The test runs in its
+ * own process (Check's fork mode); the limit is lifted at the end. */
+START_TEST(a_file_cut_short_fails_the_series_and_leaves_nothing)
+{
+    write_series(64, 64, 3, 1, 0, 20); /* ~9.9 KB per derived file */
+    process_opts o = opts();
+    struct rlimit old, lim = {8192, 8192};
+    ck_assert_int_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
+    signal(SIGXFSZ, SIG_IGN);
+    ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    process_result r;
+    char err[512] = "";
+    int rc = process_series(pv, nfiles, &o, &r, err, sizeof err);
+    setrlimit(RLIMIT_FSIZE, &old);
+    ck_assert_msg(rc != 0, "a series with files cut short was written");
+    ck_assert_msg(strstr(err, "written incomplete") || strstr(err, "cannot write"), "%s", err);
+    ck_assert_int_le(count_files(out_dir), 0); /* no file, no temporary */
 }
 END_TEST
 
@@ -872,6 +898,7 @@ int main(void)
     tcase_add_test(tc, derived_instances_carry_new_uids_and_derived_metadata);
     tcase_add_test(tc, values_are_rounded_and_clamped_to_the_stored_range);
     tcase_add_test(tc, redone_job_reuses_the_stored_uids);
+    tcase_add_test(tc, a_file_cut_short_fails_the_series_and_leaves_nothing);
     tcase_add_test(tc, denoising_reduces_noise_in_a_uniform_region);
     tcase_add_test(tc, auto_picks_nlm2d_for_thick_slices);
     tcase_add_test(tc, process_params_roundtrip);
