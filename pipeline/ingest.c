@@ -243,9 +243,27 @@ static void quarantine(ingest *in, const scp_assoc_info *a, const scp_instance *
     log_notice("refused instance kept for inspection as %s", name);
 }
 
+/* A dataset that does not parse, received onto a spool with under 1 MiB
+ * left, was cut short by our disk, not sent broken: the sender hears "out
+ * of resources" (and may retry), and the file is not kept as its fault. */
+static int cut_by_a_full_disk(ingest *in, const scp_instance *inst, char *comment, size_t len)
+{
+    uint64_t free_mb = 1;
+    if (inst->parsed || fs_free_mb(in->spool, &free_mb) != 0 || free_mb >= 1)
+        return 0;
+    snprintf(comment, len, "out of disk space while receiving (spool full)");
+    return 1;
+}
+
 unsigned ingest_store_end(ingest *in, const scp_assoc_info *assoc, const scp_instance *inst,
                           char *comment, size_t comment_len)
 {
+    if (cut_by_a_full_disk(in, inst, comment, comment_len)) {
+        log_err("instance from %s (%s) not stored: %s", assoc->calling_ae, assoc->peer_host,
+                comment);
+        unlink(inst->file_path);
+        return SCP_STATUS_OUT_OF_RESOURCES;
+    }
     unsigned status = check_instance(inst, comment, comment_len);
     if (status != SCP_STATUS_SUCCESS) {
         log_warn("refused instance from %s (%s): %s", assoc->calling_ae, assoc->peer_host, comment);
