@@ -453,6 +453,7 @@ static int open_state(server *s)
     ingest_db_path(s->cfg->node.state_dir, path, sizeof path);
     if ((rc = db_open(path, 0, &s->db)))
         return rc;
+    db_series_quiet_from(s->db, s->started_ms); /* a series cut off by the stop waits */
     int jobs = 0, sends = 0;
     rc = db_recover(s->db, s->cfg->node.job_max_attempts, ldct_now_ms(), &jobs, &sends);
     if (!rc && (jobs || sends))

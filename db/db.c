@@ -47,7 +47,8 @@ static const char *const SQL[ST_COUNT] = {
                         " (SELECT count(*) FROM instances WHERE series_id = series.id)"
                         " WHERE id = ?1 OR id = ?2",
     [ST_STABLE] = "UPDATE series SET state = 'stable', stable_ms = ?1"
-                  " WHERE state = 'receiving' AND last_received_ms + stable_seconds * 1000 <= ?1"
+                  " WHERE state = 'receiving'"
+                  " AND max(last_received_ms, ?2) + stable_seconds * 1000 <= ?1"
                   " RETURNING series_uid, instance_count",
     [ST_SERIES_LIST] =
         "SELECT id, study_uid, series_uid, modality, state, calling_ae,"
@@ -295,6 +296,11 @@ int db_instance_put(db *d, const db_instance_rec *rec, char *old_path, size_t ol
     return 0;
 }
 
+void db_series_quiet_from(db *d, int64_t ms)
+{
+    d->quiet_from_ms = ms;
+}
+
 int db_series_mark_stable(db *d, int64_t now_ms, db_series_cb cb, void *ctx)
 {
     typedef struct {
@@ -307,6 +313,7 @@ int db_series_mark_stable(db *d, int64_t now_ms, db_series_cb cb, void *ctx)
         return rc;
     sqlite3_stmt *s = stmt(d, ST_STABLE);
     sqlite3_bind_int64(s, 1, now_ms);
+    sqlite3_bind_int64(s, 2, d->quiet_from_ms);
     int step;
     while ((step = sqlite3_step(s)) == SQLITE_ROW) {
         if (n < (int)(sizeof found / sizeof found[0])) {

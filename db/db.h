@@ -58,6 +58,11 @@ int db_instance_put(db *d, const db_instance_rec *rec, char *old_path, size_t ol
 typedef void (*db_series_cb)(void *ctx, const char *series_uid, int instances);
 int db_series_mark_stable(db *d, int64_t now_ms, db_series_cb cb, void *ctx);
 
+/* Quiet counts from ms at the earliest: the daemon passes its start, so a
+ * series whose association a stop or crash cut off waits stable_seconds
+ * for the sender's resend instead of being processed at once as complete. */
+void db_series_quiet_from(db *d, int64_t ms);
+
 /* One row of the series list. Strings valid only during the callback. */
 typedef struct db_series_row {
     int64_t id;

@@ -14,6 +14,7 @@ struct db {
     sqlite3 *h;
     sqlite3_stmt *st[DB__ST_MAX];
     sqlite3_stmt *qst[DB__QST_MAX];
+    int64_t quiet_from_ms; /* db_series_quiet_from */
 };
 
 /* Logs the connection's last error with `what`; returns LDCT_EBUSY_DB or LDCT_EDB. */

@@ -167,6 +167,22 @@ START_TEST(series_becomes_stable_after_quiet_and_reopens)
 }
 END_TEST
 
+/* After a restart at 500000, a series last heard of at 100000 (its
+ * association cut off by the stop) waits stable_seconds from the restart. */
+START_TEST(after_a_restart_a_receiving_series_waits_its_quiet_again)
+{
+    db *d = open_fresh();
+    char old[256];
+    db_instance_rec r = rec("1.2.3", "1.2.3.1", 100000);
+    ck_assert_int_eq(db_instance_put(d, &r, old, sizeof old), 0);
+    db_series_quiet_from(d, 500000);
+    ck_assert_int_eq(db_series_mark_stable(d, 500000 + 29999, on_stable, NULL), 0);
+    ck_assert_str_eq(list(d).state[0], "receiving");
+    ck_assert_int_eq(db_series_mark_stable(d, 500000 + 30000, on_stable, NULL), 1);
+    db_close(d);
+}
+END_TEST
+
 START_TEST(delivery_says_what_became_of_the_sends)
 {
     char out[32];
@@ -196,6 +212,7 @@ int main(void)
     tcase_add_test(tc, resend_into_another_series_moves_the_instance);
     tcase_add_test(tc, series_becomes_stable_after_quiet_and_reopens);
     tcase_add_test(tc, delivery_says_what_became_of_the_sends);
+    tcase_add_test(tc, after_a_restart_a_receiving_series_waits_its_quiet_again);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
