@@ -921,6 +921,11 @@ int db_queue_totals_get(db *d, db_queue_totals *t)
 
 /* ---- sends ------------------------------------------------------------------ */
 
+void db_send_retry_slots(db *d, int n)
+{
+    d->retry_slots = n;
+}
+
 int db_send_claim(db *d, int64_t now_ms, db_send *out)
 {
     int rc = begin(d);
@@ -931,11 +936,14 @@ int db_send_claim(db *d, int64_t now_ms, db_send *out)
                  "UPDATE sends SET state = 'sending', attempts = attempts + 1 WHERE id ="
                  " (SELECT id FROM sends WHERE state = 'pending' AND next_attempt_ms <= ?1"
                  "  AND destination NOT IN (SELECT destination FROM sends WHERE state = 'sending')"
+                 "  AND (attempts = 0 OR ?2 <= 0 OR (SELECT count(*) FROM sends"
+                 "   WHERE state = 'sending' AND attempts > 1) < ?2)"
                  "  ORDER BY next_attempt_ms, id LIMIT 1)"
                  " RETURNING id, coalesce(job_id, 0), series_id, what, destination, attempts");
     if (!s)
         return end(d, LDCT_EDB);
     sqlite3_bind_int64(s, 1, now_ms);
+    sqlite3_bind_int(s, 2, d->retry_slots);
     int step = sqlite3_step(s);
     if (step == SQLITE_ROW) {
         out->id = sqlite3_column_int64(s, 0);

@@ -182,6 +182,12 @@ typedef struct db_send {
  * LDCT_ENOTFOUND when none is due. */
 int db_send_claim(db *d, int64_t now_ms, db_send *out);
 
+/* At most n retries (sends that failed before) in flight at once, counted
+ * over all connections, so destinations that hang or fail cannot hold every
+ * sender thread while a healthy one waits (the sender pool passes its
+ * threads - 1). 0 = no limit (the default). */
+void db_send_retry_slots(db *d, int n);
+
 /* The files a send delivers: the derived instances of its job, or the
  * original instances of its series. Free with db_strings_free. */
 int db_send_paths(db *d, const db_send *s, db_strings *paths);

@@ -217,6 +217,8 @@ int sender_pool_start(const sender_pool_opts *o, sender_pool **out)
         sender *s = &p->s[i];
         s->pool = p;
         if ((rc = db_open(o->db_path, 0, &s->db)) == 0) {
+            /* one thread stays free for destinations that are not failing */
+            db_send_retry_slots(s->db, o->threads > 1 ? o->threads - 1 : 0);
             rc = -pthread_create(&s->thread, NULL, sender_main, s);
             s->started = rc == 0;
         }

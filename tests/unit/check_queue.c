@@ -202,6 +202,33 @@ START_TEST(one_send_in_flight_per_destination)
 }
 END_TEST
 
+/* Three destinations that failed before hold at most two of the (three)
+ * sender threads' claims; a destination trying for the first time still
+ * gets one. */
+START_TEST(failing_destinations_leave_a_sender_for_the_others)
+{
+    char p[128];
+    db *d = open_fresh(p, sizeof p);
+    db_send_retry_slots(d, 2);
+    job(d, stable_series(d, "1.1", 1), 0, "a,b,c", 1); /* originals to a, b, c */
+    db_send s[3], x;
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(db_send_claim(d, 5000, &s[i]), 0);
+        ck_assert_int_eq(db_send_failed(d, s[i].id, 5000, 6000, "timeout"), 0);
+    }
+    ck_assert_int_eq(db_send_claim(d, 6000, &s[0]), 0);
+    ck_assert_int_eq(db_send_claim(d, 6000, &s[1]), 0);
+    ck_assert_int_eq(db_send_claim(d, 6000, &x), LDCT_ENOTFOUND); /* the third retry waits */
+    job(d, stable_series(d, "1.2", 1), 0, "healthy", 1);
+    ck_assert_int_eq(db_send_claim(d, 6000, &x), 0);
+    ck_assert_str_eq(x.destination, "healthy");
+    ck_assert_int_eq(db_send_failed(d, s[0].id, 6000, 7000, "timeout"), 0);
+    ck_assert_int_eq(db_send_claim(d, 6000, &x), 0); /* a slot is free again */
+    ck_assert_int_eq(x.attempts, 2);
+    db_close(d);
+}
+END_TEST
+
 START_TEST(failed_send_waits_for_its_backoff_then_dies)
 {
     char p[128];
@@ -667,6 +694,7 @@ int main(void)
     tcase_add_test(tc, derived_uids_are_made_once_per_job);
     tcase_add_test(tc, done_creates_one_send_per_destination_and_both_sends_the_original);
     tcase_add_test(tc, one_send_in_flight_per_destination);
+    tcase_add_test(tc, failing_destinations_leave_a_sender_for_the_others);
     tcase_add_test(tc, failed_send_waits_for_its_backoff_then_dies);
     tcase_add_test(tc, interrupted_send_is_pending_again_without_an_attempt);
     tcase_add_test(tc, backoff_grows_to_its_cap_then_gives_up);
