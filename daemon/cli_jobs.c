@@ -39,9 +39,9 @@ static void job_json(list_ctx *c, const db_job_row *j)
     json_field("derived_series_uid", j->derived_series_uid, 1);
     json_field("last_error", j->last_error, 1);
     printf(",\"instances\":%d,\"attempts\":%d,\"priority\":%d,\"created_ms\":%lld,"
-           "\"started_ms\":%lld,\"finished_ms\":%lld,\"sends\":[",
+           "\"started_ms\":%lld,\"finished_ms\":%lld,\"superseded\":%s,\"sends\":[",
            j->instances, j->attempts, j->priority, (long long)j->created_ms,
-           (long long)j->started_ms, (long long)j->finished_ms);
+           (long long)j->started_ms, (long long)j->finished_ms, j->superseded ? "true" : "false");
     c->sends_open = 0;
 }
 
@@ -79,6 +79,8 @@ static void job_text(list_ctx *c, const db_job_row *j)
         printf("    derived %s\n", j->derived_series_uid);
     if (j->last_error[0])
         printf("    error   %s\n", j->last_error);
+    if (j->superseded)
+        printf("    not sent: instances arrived while it ran; a later job processed them all\n");
 }
 
 static void send_text(list_ctx *c, const db_send_row *s)

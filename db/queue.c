@@ -864,8 +864,13 @@ int db_jobs_list(db *d, int limit, void (*cb_job)(void *ctx, const db_job_row *j
     sqlite3_stmt *s =
         db__stmt(d, Q_JOBS_LIST,
                  "SELECT j.id, s.series_uid, j.rule, j.action, j.algorithm, j.state, j.worker,"
-                 " coalesce(j.derived_series_uid, ''), j.last_error, s.instance_count, j.attempts,"
-                 " j.priority, j.created_ms, coalesce(j.started_ms, 0), coalesce(j.finished_ms, 0)"
+                 " coalesce(j.derived_series_uid, ''), j.last_error,"
+                 " CASE WHEN j.algorithm <> 'fdk' AND EXISTS (SELECT 1 FROM derived_instances"
+                 "  WHERE job_id = j.id) THEN (SELECT count(*) FROM derived_instances"
+                 "  WHERE job_id = j.id) ELSE s.instance_count END, j.attempts,"
+                 " j.priority, j.created_ms, coalesce(j.started_ms, 0), coalesce(j.finished_ms, 0),"
+                 " j.state = 'done' AND j.action <> 'route' AND j.destinations <> '' AND NOT EXISTS"
+                 "  (SELECT 1 FROM sends WHERE job_id = j.id AND what = 'derived')"
                  " FROM jobs j JOIN series s ON s.id = j.series_id ORDER BY j.id DESC LIMIT ?1");
     if (!s)
         return LDCT_EDB;
@@ -888,6 +893,7 @@ int db_jobs_list(db *d, int limit, void (*cb_job)(void *ctx, const db_job_row *j
             .created_ms = sqlite3_column_int64(s, 12),
             .started_ms = sqlite3_column_int64(s, 13),
             .finished_ms = sqlite3_column_int64(s, 14),
+            .superseded = sqlite3_column_int(s, 15),
         };
         if (cb_job)
             cb_job(ctx, &j);

@@ -145,8 +145,10 @@ typedef struct db_job_row {
     int64_t id;
     const char *series_uid, *rule, *action, *algorithm, *state, *worker, *derived_series_uid,
         *last_error;
-    int instances, attempts, priority;
+    int instances; /* those the job processed once it has run (else the series') */
+    int attempts, priority;
     int64_t created_ms, started_ms, finished_ms; /* 0 when not yet */
+    int superseded; /* done, but instances arrived while it ran: not sent */
 } db_job_row;
 
 typedef struct db_send_row {

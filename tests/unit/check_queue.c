@@ -491,6 +491,20 @@ START_TEST(defer_sends_a_stable_series_back_to_receiving)
 }
 END_TEST
 
+typedef struct {
+    int n, instances[8], superseded[8];
+} job_rows;
+
+static void on_job_row(void *ctx, const db_job_row *j)
+{
+    job_rows *r = ctx;
+    if (r->n < 8) {
+        r->instances[r->n] = j->instances;
+        r->superseded[r->n] = j->superseded;
+        r->n++;
+    }
+}
+
 START_TEST(late_instance_during_a_job_is_processed_again_under_new_uids)
 {
     char p[128];
@@ -509,6 +523,11 @@ START_TEST(late_instance_during_a_job_is_processed_again_under_new_uids)
     seen v = {0};
     ck_assert_int_eq(db_jobs_list(d, 0, on_job, on_send, &v), 0);
     ck_assert_int_eq(v.sends, 0); /* the result that misses instance 2 is not sent */
+    job_rows jr = {0};
+    ck_assert_int_eq(db_jobs_list(d, 0, on_job_row, NULL, &jr), 0);
+    ck_assert_int_eq(jr.n, 1);
+    ck_assert_int_eq(jr.instances[0], 1); /* what it processed, not the series' 2 */
+    ck_assert_int_eq(jr.superseded[0], 1);
     db_series_info si;
     ck_assert_int_eq(db_series_get(d, "1.1", &si), 0);
     ck_assert_str_eq(si.state, "receiving"); /* not "done": the late one is not lost */
