@@ -79,8 +79,14 @@ static int deliver(sender *s, const db_send *snd, const cfg_destination *d, char
                           .dimse_timeout_s = d->timeout,
                           .cancel = &s->pool->cancel};
     rc = st ? scp_send_files(&o, (const char *const *)paths.v, paths.n, st, err, len) : -ENOMEM;
-    if (rc == 0 && !statuses_ok(st, paths.n, err, len))
+    char summary[128];
+    if (rc == 0 && !statuses_ok(st, paths.n, summary, sizeof summary)) {
+        /* scp_send_files' text names the first file and why (a refusal's
+         * status, or a local file that cannot be read); else the summary. */
+        if (!err[0])
+            snprintf(err, len, "%s", summary);
         rc = LDCT_EPEER;
+    }
     free(st);
     db_strings_free(&paths);
     return rc;

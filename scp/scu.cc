@@ -273,7 +273,12 @@ int send_one(scu *s, size_t i, unsigned *status)
         return 0;
     }
     DcmFileFormat ff;
-    if (load_for(f, to, &ff) < 0) {
+    int lrc = load_for(f, to, &ff);
+    if (lrc == LDCT_EINPUT) {
+        note_failure(s, f.sop_inst + ": the local file " + f.path + " cannot be read");
+        return 0;
+    }
+    if (lrc < 0) {
         note_failure(s, f.sop_inst + ": cannot convert to an accepted transfer syntax");
         return 0;
     }

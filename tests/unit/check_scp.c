@@ -462,20 +462,25 @@ START_TEST(send_files_to_storescp_succeeds_converting_compressed_files)
     write_ct(p2, RLE, "1.2.826.0.1.3680043.9.7.1.1.12");
     int port = free_port();
     pid_t pid = start_storescp(rcv, port);
-    const char *paths[] = {p0, p1, p2};
-    unsigned st[3];
+    char gone[128];
+    path_of(gone, sizeof gone, "gone.dcm"); /* a local file that is missing */
+    const char *paths[] = {p0, p1, p2, gone};
+    unsigned st[4];
     scp_send_options o = {.host = "127.0.0.1",
                           .port = port,
                           .called_ae = "STORESCP",
                           .calling_ae = "LDCTNODE",
                           .connect_timeout_s = 5,
                           .dimse_timeout_s = 10};
-    int rc = scp_send_files(&o, paths, 3, st, err, sizeof err);
+    int rc = scp_send_files(&o, paths, 4, st, err, sizeof err);
     kill(pid, SIGTERM);
     waitpid(pid, NULL, 0);
     ck_assert_msg(rc == 0, "send: %d %s", rc, err);
     for (int i = 0; i < 3; i++)
         ck_assert_uint_eq(st[i], 0);
+    ck_assert_uint_ne(st[3], 0);
+    /* The reason names the local file, not a peer's status. */
+    ck_assert_msg(strstr(err, "gone.dcm") && strstr(err, "not readable"), "%s", err);
     char got[256];
     snprintf(got, sizeof got, "%s/CT.1.2.826.0.1.3680043.9.7.1.1.11", rcv);
     ck_assert_int_eq(access(got, R_OK), 0);
