@@ -77,10 +77,10 @@ static void job_text(list_ctx *c, const db_job_row *j)
     printf("    series  %s\n", j->series_uid);
     if (j->derived_series_uid[0])
         printf("    derived %s\n", j->derived_series_uid);
-    if (j->last_error[0])
-        printf("    error   %s\n", j->last_error);
     if (j->superseded)
-        printf("    not sent: instances arrived while it ran; a later job processed them all\n");
+        printf("    %s\n", j->last_error);
+    else if (j->last_error[0])
+        printf("    error   %s\n", j->last_error);
 }
 
 static void send_text(list_ctx *c, const db_send_row *s)

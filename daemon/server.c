@@ -511,8 +511,9 @@ int server_run(const char *config_path)
     if (!rc)
         rc = start_dicom(&s);
     if (rc) {
-        shutdown_all(&s);
+        s.exit_code = 1; /* also if shutdown_all has to _exit for a recovered job */
         log_err("ldctd not started (the reason is above)");
+        shutdown_all(&s);
         return 1;
     }
     start_loop_handles(&s);

@@ -37,6 +37,11 @@ enum {
     Q_PENDING_OF_SERIES,
     Q_SERIES_REQUEUE,
     Q_JOB_SAME_RUN,
+    Q_DERIVED_COUNT,
+    Q_DERIVED_FORGET,
+    Q_JOB_SERIES_SHARED,
+    Q_JOB_SET_SERIES,
+    Q_JOB_STARTED,
     Q_DERIVED_HAS,
     Q_JOB_HAS_DERIVED,
     Q_JOB_ADOPT_SERIES,
@@ -484,10 +489,36 @@ int db_job_claim(db *d, const char *worker, int64_t now_ms, db_job *out)
     return end(d, job_series_uids(d, out));
 }
 
+/* Nonzero when job's derived rows are exactly the n sources src. */
+static int same_sources(db *d, int64_t job, int n, const char *const *src, int *same)
+{
+    sqlite3_stmt *cnt =
+        db__stmt(d, Q_DERIVED_COUNT, "SELECT count(*) FROM derived_instances WHERE job_id = ?1");
+    sqlite3_stmt *has = db__stmt(d, Q_DERIVED_HAS,
+                                 "SELECT 1 FROM derived_instances WHERE job_id = ?1"
+                                 " AND source_sop_uid = ?2");
+    if (!cnt || !has)
+        return LDCT_EDB;
+    sqlite3_bind_int64(cnt, 1, job);
+    int rc = sqlite3_step(cnt);
+    *same = rc == SQLITE_ROW && sqlite3_column_int(cnt, 0) == n;
+    sqlite3_reset(cnt);
+    if (rc != SQLITE_ROW)
+        return db__fail(d, "derived count");
+    for (int i = 0; i < n && *same; i++) {
+        sqlite3_bind_int64(has, 1, job);
+        db__bind_text(has, 2, src[i]);
+        *same = sqlite3_step(has) == SQLITE_ROW;
+        sqlite3_reset(has);
+    }
+    return 0;
+}
+
 /* The latest other job of the same series that ran the same algorithm with
- * the same parameters on exactly these n sources, so its result is this
- * job's result and its UIDs may be sent again; 0 when there is none. Never
- * for fdk: its keys name output slices, not the projections it read. */
+ * the same parameters and description suffix on exactly these n sources,
+ * so its result is this job's result and its UIDs may be sent again; 0
+ * when there is none. Never for fdk: its keys name output slices, not the
+ * projections it read. */
 static int same_run_earlier(db *d, int64_t job_id, int n, const char *const *src, int64_t *match)
 {
     *match = 0;
@@ -495,31 +526,73 @@ static int same_run_earlier(db *d, int64_t job_id, int n, const char *const *src
         db__stmt(d, Q_JOB_SAME_RUN,
                  "SELECT e.id FROM jobs e JOIN jobs j ON j.id = ?1"
                  " WHERE e.series_id = j.series_id AND e.id <> j.id AND e.algorithm = j.algorithm"
-                 " AND e.params = j.params AND j.algorithm <> 'fdk'"
-                 " AND (SELECT count(*) FROM derived_instances WHERE job_id = e.id) = ?2"
-                 " ORDER BY e.id DESC");
-    sqlite3_stmt *has = db__stmt(d, Q_DERIVED_HAS,
-                                 "SELECT 1 FROM derived_instances WHERE job_id = ?1"
-                                 " AND source_sop_uid = ?2");
-    if (!s || !has)
+                 " AND e.params = j.params AND e.description_suffix = j.description_suffix"
+                 " AND j.algorithm <> 'fdk' ORDER BY e.id DESC");
+    if (!s)
         return LDCT_EDB;
     sqlite3_bind_int64(s, 1, job_id);
-    sqlite3_bind_int(s, 2, n);
-    int rc;
-    while (!*match && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-        int64_t e = sqlite3_column_int64(s, 0);
-        int all = 1;
-        for (int i = 0; i < n && all; i++) {
-            sqlite3_bind_int64(has, 1, e);
-            db__bind_text(has, 2, src[i]);
-            all = sqlite3_step(has) == SQLITE_ROW;
-            sqlite3_reset(has);
-        }
-        if (all)
-            *match = e;
-    }
+    int64_t cand[64];
+    int nc = 0, rc;
+    while (nc < 64 && (rc = sqlite3_step(s)) == SQLITE_ROW)
+        cand[nc++] = sqlite3_column_int64(s, 0);
     sqlite3_reset(s);
-    return *match || rc == SQLITE_DONE ? 0 : db__fail(d, "earlier job with the same run");
+    if (nc < 64 && rc != SQLITE_DONE)
+        return db__fail(d, "earlier job with the same run");
+    for (int i = 0; i < nc && !*match; i++) {
+        int same = 0;
+        if ((rc = same_sources(d, cand[i], n, src, &same)))
+            return rc;
+        if (same)
+            *match = cand[i];
+    }
+    return 0;
+}
+
+/* A redone job whose sources changed since its UIDs were fixed (instances
+ * arrived between its attempts): its rows go, it decides again. */
+static int forget_derived(db *d, int64_t job_id)
+{
+    sqlite3_stmt *s =
+        db__stmt(d, Q_DERIVED_FORGET, "DELETE FROM derived_instances WHERE job_id = ?1");
+    if (!s)
+        return LDCT_EDB;
+    sqlite3_bind_int64(s, 1, job_id);
+    return run(d, s, "forget derived uids");
+}
+
+/* The job's derived series UID is another job's too (it took it from an
+ * earlier run with the same result). */
+static int series_uid_shared(db *d, int64_t job_id, int *shared)
+{
+    sqlite3_stmt *s =
+        db__stmt(d, Q_JOB_SERIES_SHARED,
+                 "SELECT EXISTS (SELECT 1 FROM jobs o JOIN jobs j ON j.id = ?1"
+                 " WHERE o.id <> j.id AND o.derived_series_uid = j.derived_series_uid)");
+    if (!s)
+        return LDCT_EDB;
+    sqlite3_bind_int64(s, 1, job_id);
+    int rc = sqlite3_step(s);
+    *shared = rc == SQLITE_ROW && sqlite3_column_int(s, 0);
+    sqlite3_reset(s);
+    return rc == SQLITE_ROW ? 0 : db__fail(d, "shared series uid");
+}
+
+int db_job_series_shared(db *d, int64_t job_id, int *shared)
+{
+    return series_uid_shared(d, job_id, shared);
+}
+
+/* Sets the job's derived series UID (a fresh one, when a borrowed one no
+ * longer applies). */
+static int set_series_uid(db *d, int64_t job_id, const char *uid)
+{
+    sqlite3_stmt *s =
+        db__stmt(d, Q_JOB_SET_SERIES, "UPDATE jobs SET derived_series_uid = ?2 WHERE id = ?1");
+    if (!s)
+        return LDCT_EDB;
+    sqlite3_bind_int64(s, 1, job_id);
+    db__bind_text(s, 2, uid);
+    return run(d, s, "set derived series uid");
 }
 
 /* Nonzero when the job has fixed its derived UIDs already (a redone job). */
@@ -598,17 +671,53 @@ static int job_series_uid(db *d, int64_t job_id, char *out)
     return rc == SQLITE_ROW ? 0 : db__fail(d, "job series uid");
 }
 
-int db_job_derived_uids(db *d, int64_t job_id, int n, const char *const *source_sops,
-                        char (*uids)[DB_UID_LEN], char *series_uid)
+/* The time that dates the derived series of `job` (its first start). */
+static int job_started(db *d, int64_t job, int64_t *ms)
 {
-    int rc = begin(d), redone = 0;
+    sqlite3_stmt *s =
+        db__stmt(d, Q_JOB_STARTED, "SELECT coalesce(started_ms, 0) FROM jobs WHERE id = ?1");
+    if (!s)
+        return LDCT_EDB;
+    sqlite3_bind_int64(s, 1, job);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW && sqlite3_column_int64(s, 0) > 0)
+        *ms = sqlite3_column_int64(s, 0);
+    sqlite3_reset(s);
+    return rc == SQLITE_ROW ? 0 : db__fail(d, "job start");
+}
+
+/* Decides whose UIDs the job uses: its own stored ones (a redone job with
+ * the same sources), an earlier job's with the same result (*same), or
+ * fresh ones (a borrowed series UID replaced by fresh_series). */
+static int decide_uids(db *d, int64_t job_id, int n, const char *const *src,
+                       const char *fresh_series, int64_t *same)
+{
+    int redone = 0, unchanged = 0, shared = 0;
+    int rc = has_derived(d, job_id, &redone);
+    if (!rc && redone)
+        rc = same_sources(d, job_id, n, src, &unchanged);
+    if (rc || (redone && unchanged))
+        return rc;
+    if (redone && (rc = forget_derived(d, job_id)))
+        return rc;
+    if ((rc = same_run_earlier(d, job_id, n, src, same)))
+        return rc;
+    if (*same)
+        return adopt_series_uid(d, job_id, *same);
+    rc = series_uid_shared(d, job_id, &shared);
+    if (!rc && shared && fresh_series && fresh_series[0])
+        rc = set_series_uid(d, job_id, fresh_series);
+    return rc;
+}
+
+int db_job_derived_uids(db *d, int64_t job_id, int n, const char *const *source_sops,
+                        char (*uids)[DB_UID_LEN], char *series_uid, const char *fresh_series,
+                        int64_t *dated_ms)
+{
     int64_t same = 0;
+    int rc = begin(d);
     if (!rc)
-        rc = has_derived(d, job_id, &redone);
-    if (!rc && !redone)
-        rc = same_run_earlier(d, job_id, n, source_sops, &same);
-    if (!rc && same)
-        rc = adopt_series_uid(d, job_id, same);
+        rc = decide_uids(d, job_id, n, source_sops, fresh_series, &same);
     for (int i = 0; i < n && !rc; i++) {
         if (same)
             rc = derived_of(d, same, source_sops[i], uids[i]);
@@ -617,6 +726,8 @@ int db_job_derived_uids(db *d, int64_t job_id, int n, const char *const *source_
     }
     if (!rc && series_uid)
         rc = job_series_uid(d, job_id, series_uid);
+    if (!rc && dated_ms)
+        rc = job_started(d, same ? same : job_id, dated_ms);
     return end(d, rc);
 }
 
@@ -640,13 +751,14 @@ static int job_mark_done(db *d, int64_t job_id, int64_t now_ms, int superseded, 
                          int64_t *series_id)
 {
     sqlite3_stmt *s = db__stmt(d, Q_JOB_DONE,
-                               "UPDATE jobs SET state = 'done', finished_ms = ?2, last_error = ''"
+                               "UPDATE jobs SET state = 'done', finished_ms = ?2, last_error = ?3"
                                " WHERE id = ?1 AND state = 'running'"
                                " RETURNING destinations, series_id");
     if (!s)
         return LDCT_EDB;
     sqlite3_bind_int64(s, 1, job_id);
     sqlite3_bind_int64(s, 2, now_ms);
+    db__bind_text(s, 3, superseded ? DB_JOB_SUPERSEDED : "");
     int rc = sqlite3_step(s);
     if (rc == SQLITE_ROW) {
         copy(dests, DB_DEST_LIST_LEN, db__col_text(s, 0));
@@ -869,8 +981,7 @@ int db_jobs_list(db *d, int limit, void (*cb_job)(void *ctx, const db_job_row *j
                  "  WHERE job_id = j.id) THEN (SELECT count(*) FROM derived_instances"
                  "  WHERE job_id = j.id) ELSE s.instance_count END, j.attempts,"
                  " j.priority, j.created_ms, coalesce(j.started_ms, 0), coalesce(j.finished_ms, 0),"
-                 " j.state = 'done' AND j.action <> 'route' AND j.destinations <> '' AND NOT EXISTS"
-                 "  (SELECT 1 FROM sends WHERE job_id = j.id AND what = 'derived')"
+                 " j.state = 'done' AND j.last_error = '" DB_JOB_SUPERSEDED "'"
                  " FROM jobs j JOIN series s ON s.id = j.series_id ORDER BY j.id DESC LIMIT ?1");
     if (!s)
         return LDCT_EDB;

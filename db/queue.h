@@ -107,15 +107,27 @@ int db_job_claim(db *d, const char *worker, int64_t now_ms, db_job *out);
 /* Derived SOP Instance UIDs of a job, made once: for each of the n source
  * SOP Instance UIDs, uids[i] holds a fresh candidate on input and, on
  * output, the UID stored for that source (the candidate the first time,
- * the stored one when the job is redone). A job whose result is an earlier
- * job's result (same series, algorithm, parameters and exactly the same
- * sources; not fdk) takes that job's UIDs and derived series UID, so a
- * series sent twice is not stored twice; any other job keeps its own fresh
- * UIDs, since an instance's content never changes under its UID (DICOM).
- * series_uid (DB_UID_LEN, may be NULL) receives the job's derived series
- * UID. One transaction. */
+ * the stored one when the job is redone on the same sources). A job whose
+ * result is an earlier job's result (same series, algorithm, parameters,
+ * description suffix and exactly the same sources; not fdk) takes that
+ * job's UIDs and derived series UID, so a series sent twice is not stored
+ * twice; any other job has fresh UIDs (a redone job whose sources changed
+ * forgets its stored ones, and a borrowed series UID is replaced by
+ * fresh_series), since an instance's content never changes under its UID
+ * (DICOM). series_uid (DB_UID_LEN, may be NULL) receives the job's derived
+ * series UID; *dated_ms (may be NULL; keeps its value for a job never
+ * started) the time that dates the series: the start of the job whose UIDs
+ * are used, so a reused series is the same to the second. One transaction. */
 int db_job_derived_uids(db *d, int64_t job_id, int n, const char *const *source_sops,
-                        char (*uids)[DB_UID_LEN], char *series_uid);
+                        char (*uids)[DB_UID_LEN], char *series_uid, const char *fresh_series,
+                        int64_t *dated_ms);
+
+/* The note a superseded job keeps in last_error (state done). */
+#define DB_JOB_SUPERSEDED "not sent: instances arrived while it ran; a later job processed them all"
+
+/* *shared = 1 when the job's derived series UID is another job's too (it
+ * took an earlier job's UIDs for the same result). */
+int db_job_series_shared(db *d, int64_t job_id, int *shared);
 
 /* Finishes a job: records the derived files' paths, job done; then, unless
  * instances reached the series while it ran (*superseded = 1: its next job

@@ -38,6 +38,7 @@ static int write_one(const asm_source *src, const gpu_volume *v, const derive_pa
     scp_derived_params dp = {
         .source_path = src->path,
         .series_uid = p->series_uid,
+        .dated_ms = p->dated_ms,
         .sop_uid = uid,
         .series_description_suffix = p->description_suffix,
         .series_number = p->series_number_offset,

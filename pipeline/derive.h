@@ -17,6 +17,8 @@
 
 #include "pipeline/assemble.h"
 
+#include <stdint.h>
+
 #include <stddef.h>
 
 #define DERIVE_UID_LEN 65
@@ -24,6 +26,7 @@
 
 typedef struct derive_params {
     const char *series_uid;         /* the derived SeriesInstanceUID */
+    int64_t dated_ms;               /* Series / Content Date and Time (0: now) */
     const char *description_suffix; /* appended to the source's SeriesDescription */
     int series_number_offset;       /* added to the source's SeriesNumber */
     const char *derivation;         /* DerivationDescription */

@@ -231,6 +231,7 @@ static int result_alloc(process_result *r, int n)
 static int make_uids(const asm_series *s, const process_opts *o, process_result *r)
 {
     int rc = 0;
+    r->dated_ms = ldct_now_ms();
     if (o->series_uid)
         snprintf(r->series_uid, sizeof r->series_uid, "%s", o->series_uid);
     else
@@ -246,7 +247,7 @@ static int make_uids(const asm_series *s, const process_opts *o, process_result 
         return -ENOMEM;
     for (int i = 0; i < s->nsrc; i++)
         src[i] = r->source_sops[i];
-    rc = o->uids(o->uids_ctx, s->nsrc, src, r->derived_sops, r->series_uid);
+    rc = o->uids(o->uids_ctx, s->nsrc, src, r->derived_sops, r->series_uid, &r->dated_ms);
     free(src);
     return rc;
 }
@@ -441,6 +442,7 @@ static int filter_and_write(const asm_series *s, const process_opts *o, process_
         char derivation[512];
         derivation_text(r, o, algo, s->modality, derivation, sizeof derivation);
         derive_params dp = {.series_uid = r->series_uid,
+                            .dated_ms = r->dated_ms,
                             .description_suffix = o->description_suffix,
                             .series_number_offset = o->series_number_offset,
                             .derivation = derivation,

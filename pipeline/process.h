@@ -19,9 +19,11 @@
  * source_sops[i] and series_uid (DERIVE_UID_LEN) the derived series UID on
  * input; both must hold the UIDs to use on output (the daemon stores them
  * once per job, and reuses an earlier job's only for the same result).
- * Returns 0 or an error. */
+ * *dated_ms (now on input) may be set to the time that dates the series
+ * (the reused job's, so the same UIDs carry the same dates). Returns 0 or
+ * an error. */
 typedef int (*process_uids_fn)(void *ctx, int n, const char *const *source_sops,
-                               char (*uids)[DERIVE_UID_LEN], char *series_uid);
+                               char (*uids)[DERIVE_UID_LEN], char *series_uid, int64_t *dated_ms);
 
 /* Reconstruction of projection data (algorithm fdk; pipeline/recon.h).
  * Zero fields take the defaults: matrix 512, field of view what the fan
@@ -78,6 +80,7 @@ typedef struct process_result {
     char (*derived_sops)[DERIVE_UID_LEN];
     char (*paths)[DERIVE_PATH_LEN];
     char series_uid[DERIVE_UID_LEN];
+    int64_t dated_ms;               /* Series / Content Date and Time of the result */
     char algorithm[16], device[16]; /* what ran, where ("cpu" after a fallback) */
     int nx, ny, nz, nt;             /* nt: time points (1 for a 3D series) */
     float h;                        /* the filtering parameter used (HU) */

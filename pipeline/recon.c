@@ -137,6 +137,7 @@ static int make_uids(const process_opts *o, int slices, process_result *r,
                      char (*uids)[DERIVE_UID_LEN])
 {
     int rc = 0;
+    r->dated_ms = ldct_now_ms();
     if (o->series_uid)
         snprintf(r->series_uid, sizeof r->series_uid, "%s", o->series_uid);
     else
@@ -154,7 +155,7 @@ static int make_uids(const process_opts *o, int slices, process_result *r,
     if (!keys || !names)
         rc = -ENOMEM;
     if (!rc && o->uids)
-        rc = o->uids(o->uids_ctx, slices + 1, keys, uids, r->series_uid);
+        rc = o->uids(o->uids_ctx, slices + 1, keys, uids, r->series_uid, &r->dated_ms);
     for (int i = 0; !rc && i < slices; i++) {
         snprintf(r->source_sops[i], DERIVE_UID_LEN, "%s", names[i]);
         snprintf(r->derived_sops[i], DERIVE_UID_LEN, "%s", uids[i]);

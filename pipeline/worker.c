@@ -6,12 +6,14 @@
 #include "common/log.h"
 #include "db/queue.h"
 #include "pipeline/process.h"
+#include "scp/scp.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #define IDLE_POLL_MS 1000   /* jobs queued by another process (ldct retry) */
@@ -92,6 +94,7 @@ static void set_busy(worker_pool *p, int delta)
 typedef struct uid_ctx {
     db *db;
     int64_t job_id;
+    const char *uid_root;
     const char *results_dir; /* non-NULL: output goes to results_dir/<series UID> */
     char *out_dir;
     size_t out_len;
@@ -100,10 +103,14 @@ typedef struct uid_ctx {
 /* The derived UIDs of a job are made once and stored (process_uids_fn); an
  * output folder named after the derived series follows its UID. */
 static int store_uids(void *ctx, int n, const char *const *source_sops,
-                      char (*uids)[DERIVE_UID_LEN], char *series_uid)
+                      char (*uids)[DERIVE_UID_LEN], char *series_uid, int64_t *dated_ms)
 {
     const uid_ctx *u = ctx;
-    int rc = db_job_derived_uids(u->db, u->job_id, n, source_sops, uids, series_uid);
+    char fresh[DERIVE_UID_LEN]; /* replaces a borrowed series UID that no longer applies */
+    int rc = scp_uid_new(u->uid_root, fresh, sizeof fresh);
+    if (!rc)
+        rc = db_job_derived_uids(u->db, u->job_id, n, source_sops, uids, series_uid, fresh,
+                                 dated_ms);
     if (!rc && u->results_dir)
         snprintf(u->out_dir, u->out_len, "%s/%s", u->results_dir, series_uid);
     return rc;
@@ -178,8 +185,9 @@ static int run_paths(worker *w, const db_job *j, const db_strings *paths, const 
 {
     char out_dir[1200];
     out_dir_of(w, j, st, out_dir, sizeof out_dir);
-    uid_ctx uctx = {w->db, j->id, j->destinations[0] ? NULL : st->results_dir, out_dir,
-                    sizeof out_dir};
+    uid_ctx uctx = {w->db,        j->id,
+                    st->uid_root, j->destinations[0] ? NULL : st->results_dir,
+                    out_dir,      sizeof out_dir};
     process_opts o = {.algorithm = process_algorithm_parse(j->algorithm),
                       .dev = &w->dev,
                       .uid_root = st->uid_root,
@@ -193,6 +201,30 @@ static int run_paths(worker *w, const db_job *j, const db_strings *paths, const 
                         j->algorithm, j->params),
                LDCT_EINPUT;
     return process_series((const char *const *)paths->v, paths->n, &o, r, err, len);
+}
+
+/* A result that misses instances that arrived while it ran is not sent;
+ * in the results folder (no destinations) its files go too, unless they
+ * are an earlier job's result under the same UIDs. */
+static void drop_superseded(worker *w, const db_job *j, const process_result *r)
+{
+    log_notice("job %lld: instances of series %s arrived while it ran; this result is not "
+               "sent, the series' next job processes them all",
+               (long long)j->id, j->series_uid);
+    int shared = 1;
+    if (j->destinations[0] || db_job_series_shared(w->db, j->id, &shared) != 0 || shared)
+        return;
+    for (int i = 0; i < r->n; i++)
+        unlink(r->paths[i]);
+    if (r->n > 0) {
+        char dir[DERIVE_PATH_LEN];
+        snprintf(dir, sizeof dir, "%s", r->paths[0]);
+        char *slash = strrchr(dir, '/');
+        if (slash) {
+            *slash = '\0';
+            rmdir(dir); /* only when nothing else is in it */
+        }
+    }
 }
 
 /* Runs one claimed job to its end state; returns 1 to pause before the next. */
@@ -227,9 +259,7 @@ static int run_job(worker *w, const db_job *j)
     if (!rc)
         log_done(w, j, &r);
     if (!rc && late)
-        log_notice("job %lld: instances of series %s arrived while it ran; this result is not "
-                   "sent, the series' next job processes them all",
-                   (long long)j->id, j->series_uid);
+        drop_superseded(w, j, &r);
     process_result_free(&r);
     if (rc)
         return record_failure(w, j, rc, "cannot record the result in the database", &st);

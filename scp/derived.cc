@@ -261,7 +261,8 @@ size_t cut_point(const std::string &s, size_t bytes, const std::string &cs)
 OFCondition put_identity(DcmDataset *ds, const scp_derived_params *p)
 {
     char date[16], tim[16];
-    time_t now = time(nullptr);
+    /* One time for the whole series (Series Date/Time are series-level). */
+    time_t now = p->dated_ms > 0 ? (time_t)(p->dated_ms / 1000) : time(nullptr);
     struct tm tm;
     localtime_r(&now, &tm);
     strftime(date, sizeof date, "%Y%m%d", &tm);

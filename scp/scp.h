@@ -261,8 +261,10 @@ int scp_slice_read_hu(const char *path, float *out, size_t count, char *err, siz
 
 typedef struct scp_derived_params {
     const char *source_path;
-    const char *series_uid;                /* new SeriesInstanceUID (required) */
-    const char *sop_uid;                   /* new SOPInstanceUID (required) */
+    const char *series_uid; /* new SeriesInstanceUID (required) */
+    const char *sop_uid;    /* new SOPInstanceUID (required) */
+    int64_t dated_ms;       /* Series / Content Date and Time, ms since the epoch (0: now); one
+                             * value for the whole series */
     const char *series_description;        /* NULL: keep the source's (plus the suffix) */
     const char *series_description_suffix; /* NULL: none; appended to the source's
                                             * description when series_description is NULL

@@ -392,8 +392,9 @@ typedef struct uid_table {
 } uid_table;
 
 static int stored_uids(void *ctx, int n, const char *const *source_sops,
-                       char (*uids)[DERIVE_UID_LEN], char *series_uid)
+                       char (*uids)[DERIVE_UID_LEN], char *series_uid, int64_t *dated_ms)
 {
+    (void)dated_ms;
     uid_table *t = ctx;
     t->calls++;
     if (t->series[0])

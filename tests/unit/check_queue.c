@@ -121,9 +121,9 @@ START_TEST(derived_uids_are_made_once_per_job)
     ck_assert_int_eq(db_job_claim(d, "w", 3000, &j), 0);
     const char *src[2] = {"1.1.1", "1.1.2"};
     char uids[2][DB_UID_LEN] = {"7.1", "7.2"};
-    ck_assert_int_eq(db_job_derived_uids(d, j.id, 2, src, uids, NULL), 0);
+    ck_assert_int_eq(db_job_derived_uids(d, j.id, 2, src, uids, NULL, "5.5.5", NULL), 0);
     char again[2][DB_UID_LEN] = {"8.1", "8.2"};
-    ck_assert_int_eq(db_job_derived_uids(d, j.id, 2, src, again, NULL), 0);
+    ck_assert_int_eq(db_job_derived_uids(d, j.id, 2, src, again, NULL, "5.5.5", NULL), 0);
     ck_assert_str_eq(again[0], "7.1");
     ck_assert_str_eq(again[1], "7.2");
     db_close(d);
@@ -163,7 +163,7 @@ START_TEST(done_creates_one_send_per_destination_and_both_sends_the_original)
     ck_assert_int_eq(db_job_claim(d, "w", 3000, &j), 0);
     const char *src[1] = {"1.1.1"}, *paths[1] = {"/outbox/1/7.1.dcm"};
     char uids[1][DB_UID_LEN] = {"7.1"};
-    ck_assert_int_eq(db_job_derived_uids(d, j.id, 1, src, uids, NULL), 0);
+    ck_assert_int_eq(db_job_derived_uids(d, j.id, 1, src, uids, NULL, "5.5.5", NULL), 0);
     ck_assert_int_eq(db_job_done(d, j.id, 4000, 1, src, paths, NULL), 0);
     memset(&v, 0, sizeof v);
     ck_assert_int_eq(db_jobs_list(d, 0, on_job, on_send, &v), 0);
@@ -404,7 +404,7 @@ static int64_t processed_series(db *d, const char *dests)
     ck_assert_int_eq(db_job_claim(d, "w", 3000, &j), 0);
     const char *src[2] = {"1.1.1", "1.1.2"}, *paths[2] = {"/outbox/1/7.1.dcm", "/outbox/1/7.2.dcm"};
     char uids[2][DB_UID_LEN] = {"7.1", "7.2"};
-    ck_assert_int_eq(db_job_derived_uids(d, j.id, 2, src, uids, NULL), 0);
+    ck_assert_int_eq(db_job_derived_uids(d, j.id, 2, src, uids, NULL, "5.5.5", NULL), 0);
     ck_assert_int_eq(db_job_done(d, j.id, 4000, 2, src, paths, NULL), 0);
     return s;
 }
@@ -452,7 +452,7 @@ START_TEST(delivered_series_expire_with_their_outbox_files_but_not_before)
     ck_assert_int_eq(db_job_claim(d, "w", 21000, &j), 0);
     const char *src[2] = {"1.1.2", "1.1.1"}; /* any order */
     char uids[2][DB_UID_LEN] = {"8.2", "8.1"};
-    ck_assert_int_eq(db_job_derived_uids(d, j.id, 2, src, uids, NULL), 0);
+    ck_assert_int_eq(db_job_derived_uids(d, j.id, 2, src, uids, NULL, "5.5.5", NULL), 0);
     ck_assert_str_eq(uids[0], "7.2");
     ck_assert_str_eq(uids[1], "7.1");
     db_close(d);
@@ -515,7 +515,7 @@ START_TEST(late_instance_during_a_job_is_processed_again_under_new_uids)
     ck_assert_int_eq(db_job_claim(d, "w", 3000, &j), 0);
     const char *src[2] = {"1.1.1", "1.1.2"}, *paths[2] = {"/o/a.dcm", "/o/b.dcm"};
     char uids[2][DB_UID_LEN] = {"7.1", "7.2"};
-    ck_assert_int_eq(db_job_derived_uids(d, j.id, 1, src, uids, NULL), 0);
+    ck_assert_int_eq(db_job_derived_uids(d, j.id, 1, src, uids, NULL, "5.5.5", NULL), 0);
     put_instance(d, "1.1", 2, 20000); /* while job 1 runs */
     int late = 0;
     ck_assert_int_eq(db_job_done(d, j.id, 21000, 1, src, paths, &late), 0);
@@ -532,11 +532,13 @@ START_TEST(late_instance_during_a_job_is_processed_again_under_new_uids)
     ck_assert_int_eq(db_series_get(d, "1.1", &si), 0);
     ck_assert_str_eq(si.state, "receiving"); /* not "done": the late one is not lost */
     ck_assert_int_eq(db_series_mark_stable(d, 30000, NULL, NULL), 1);
+    /* The same rule as job 1 (job()): only the instances differ. */
     db_job_spec again = {.series_id = s,
                          .rule = "r",
                          .action = "process",
                          .algorithm = "nlm3d",
-                         .params = "",
+                         .params = "search_radius=5",
+                         .description_suffix = " [DN]",
                          .derived_series_uid = "9.9.2",
                          .destinations = "pacs",
                          .process = 1};
@@ -549,7 +551,7 @@ START_TEST(late_instance_during_a_job_is_processed_again_under_new_uids)
     /* Two sources instead of one: every slice's neighbourhood and so its
      * pixels may differ, and an instance never changes under its UID. */
     char again_uids[2][DB_UID_LEN] = {"8.1", "8.2"}, series[DB_UID_LEN] = "";
-    ck_assert_int_eq(db_job_derived_uids(d, j2.id, 2, src, again_uids, series), 0);
+    ck_assert_int_eq(db_job_derived_uids(d, j2.id, 2, src, again_uids, series, "5.5.5", NULL), 0);
     ck_assert_str_eq(again_uids[0], "8.1");
     ck_assert_str_eq(again_uids[1], "8.2");
     ck_assert_str_eq(series, "9.9.2");
@@ -573,7 +575,7 @@ static void finish_job(db *d, int64_t id, int n, const char *const *src, char (*
     ck_assert_int_eq(db_job_claim(d, "w", 3000, &j), 0);
     ck_assert_int_eq(j.id, id);
     const char *paths[2] = {"/o/a.dcm", "/o/b.dcm"};
-    ck_assert_int_eq(db_job_derived_uids(d, id, n, src, uids, series), 0);
+    ck_assert_int_eq(db_job_derived_uids(d, id, n, src, uids, series, "5.5.5", NULL), 0);
     ck_assert_int_eq(db_job_done(d, id, 4000, n, src, paths, NULL), 0);
 }
 
@@ -589,6 +591,7 @@ static int64_t rerun(db *d, int64_t s, const char *algorithm, const char *params
                         .action = "process",
                         .algorithm = algorithm,
                         .params = params,
+                        .description_suffix = " [DN]",
                         .derived_series_uid = series_uid,
                         .destinations = "pacs",
                         .process = 1};
@@ -627,6 +630,72 @@ START_TEST(a_rerun_reuses_uids_only_for_the_same_result)
     finish_job(d, rerun(d, s, "fdk", "", "9.9.5", 80000), 2, keys, f2, series);
     ck_assert_str_eq(f2[0], "6.1");
     ck_assert_str_eq(series, "9.9.5");
+    db_close(d);
+}
+END_TEST
+
+/* A job that took an earlier job's UIDs (same result), then failed, and
+ * runs again on more instances (a late one absorbed while it was pending)
+ * must not keep them: its result now differs. */
+START_TEST(a_retried_job_on_other_sources_drops_borrowed_uids)
+{
+    char p[128];
+    db *d = open_fresh(p, sizeof p);
+    const char *src[3] = {"1.1.1", "1.1.2", "1.1.3"};
+    char series[DB_UID_LEN];
+    int64_t s = stable_series(d, "1.1", 2);
+    char u1[2][DB_UID_LEN] = {"7.1", "7.2"};
+    finish_job(d, job(d, s, 0, "pacs", 0), 2, src, u1, series);
+    int64_t b = rerun(d, s, "nlm3d", "search_radius=5", "9.9.2", 20000);
+    db_job j;
+    ck_assert_int_eq(db_job_claim(d, "w", 31000, &j), 0);
+    char u2[2][DB_UID_LEN] = {"8.1", "8.2"};
+    int64_t dated = 1;
+    ck_assert_int_eq(db_job_derived_uids(d, b, 2, src, u2, series, "5.5.5", &dated), 0);
+    ck_assert_str_eq(u2[0], "7.1"); /* borrowed: the same result */
+    ck_assert_str_eq(series, "9.9.1");
+    ck_assert_int_eq(dated, 3000); /* dated as job 1 (claimed at 3000) */
+    ck_assert_int_eq(db_job_failed(d, b, 32000, "disk full", 1), 0);
+    put_instance(d, "1.1", 3, 33000); /* absorbed by the pending job */
+    ck_assert_int_eq(db_job_claim(d, "w", 34000, &j), 0);
+    ck_assert_int_eq(j.id, b);
+    char u3[3][DB_UID_LEN] = {"9.1", "9.2", "9.3"};
+    ck_assert_int_eq(db_job_derived_uids(d, b, 3, src, u3, series, "5.5.5", &dated), 0);
+    ck_assert_str_eq(u3[0], "9.1");
+    ck_assert_str_eq(u3[2], "9.3");
+    ck_assert_str_eq(series, "5.5.5"); /* the borrowed series UID is replaced */
+    ck_assert_int_eq(dated, 34000);
+    db_close(d);
+}
+END_TEST
+
+/* Another description suffix: other content (SeriesDescription), other UIDs. */
+START_TEST(another_suffix_is_another_result)
+{
+    char p[128];
+    db *d = open_fresh(p, sizeof p);
+    const char *src[2] = {"1.1.1", "1.1.2"};
+    char series[DB_UID_LEN];
+    int64_t s = stable_series(d, "1.1", 2);
+    char u1[2][DB_UID_LEN] = {"7.1", "7.2"};
+    finish_job(d, job(d, s, 0, "pacs", 0), 2, src, u1, series);
+    put_instance(d, "1.1", 1, 20000);
+    ck_assert_int_ge(db_series_mark_stable(d, 30000, NULL, NULL), 1);
+    db_job_spec spec = {.series_id = s,
+                        .rule = "r",
+                        .action = "process",
+                        .algorithm = "nlm3d",
+                        .params = "search_radius=5",
+                        .description_suffix = " [NLM]",
+                        .derived_series_uid = "9.9.2",
+                        .destinations = "pacs",
+                        .process = 1};
+    int64_t id = 0;
+    ck_assert_int_eq(db_job_create(d, &spec, 31000, &id), 0);
+    char u2[2][DB_UID_LEN] = {"8.1", "8.2"};
+    finish_job(d, id, 2, src, u2, series);
+    ck_assert_str_eq(u2[0], "8.1");
+    ck_assert_str_eq(series, "9.9.2");
     db_close(d);
 }
 END_TEST
@@ -725,6 +794,8 @@ int main(void)
     tcase_add_test(tc, defer_sends_a_stable_series_back_to_receiving);
     tcase_add_test(tc, late_instance_during_a_job_is_processed_again_under_new_uids);
     tcase_add_test(tc, a_rerun_reuses_uids_only_for_the_same_result);
+    tcase_add_test(tc, a_retried_job_on_other_sources_drops_borrowed_uids);
+    tcase_add_test(tc, another_suffix_is_another_result);
     tcase_add_test(tc, series_stable_again_before_its_job_ran_keeps_one_job);
     tcase_add_test(tc, resend_before_removal_keeps_the_series);
     tcase_add_test(tc, totals_count_every_series_state);

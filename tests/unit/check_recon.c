@@ -126,8 +126,9 @@ typedef struct store {
 } store;
 
 static int stored_uids(void *ctx, int n, const char *const *keys, char (*uids)[DERIVE_UID_LEN],
-                       char *series_uid)
+                       char *series_uid, int64_t *dated_ms)
 {
+    (void)dated_ms;
     (void)series_uid; /* kept: the job's own */
     store *s = ctx;
     for (int i = 0; i < n; i++) {
