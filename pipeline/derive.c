@@ -85,15 +85,13 @@ int derive_series_write(const asm_series *s, const gpu_volume *values, const der
             }
         }
     }
+    if (!first && (first = fs_fsync_path(p->out_dir)))
+        snprintf(err, err_len, "cannot sync %s: %s", p->out_dir, ldct_strerror(first));
     /* A failed series leaves no part of itself behind (files an earlier run
      * made under the same UIDs stay). */
     for (int i = 0; first && i < s->nsrc; i++)
         if (fresh[i])
             unlink(paths[i]);
     free(fresh);
-    if (first)
-        return first;
-    if ((rc = fs_fsync_path(p->out_dir)))
-        snprintf(err, err_len, "cannot sync %s: %s", p->out_dir, ldct_strerror(rc));
-    return rc;
+    return first;
 }

@@ -25,6 +25,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAXF 16
@@ -282,6 +283,15 @@ START_TEST(derived_instances_carry_new_uids_and_derived_metadata)
         snprintf(want, sizeof want, "(0008,2112).(0008,1155) UI [%s]", r.source_sops[i]);
         dump_tag(r.paths[i], "0008,1155", d, sizeof d);
         ck_assert_msg(strstr(d, want) != NULL, "SourceImageSequence lacks %s: %s", want, d);
+        /* Series Date/Time: one value for the whole series (series level),
+         * the one process_series reported. */
+        char want_time[64];
+        time_t dated = (time_t)(r.dated_ms / 1000);
+        struct tm tm;
+        localtime_r(&dated, &tm);
+        strftime(want_time, sizeof want_time, "(0008,0031) TM [%H%M%S]", &tm);
+        dump_tag(r.paths[i], "0008,0031", d, sizeof d);
+        ck_assert_msg(strstr(d, want_time) != NULL, "SeriesTime %s, want %s", d, want_time);
     }
     process_result_free(&r);
 }
