@@ -580,8 +580,8 @@ static void finish_job(db *d, int64_t id, int n, const char *const *src, char (*
 }
 
 /* The series is sent again and a job of `algorithm` with `params` runs. */
-static int64_t rerun(db *d, int64_t s, const char *algorithm, const char *params,
-                     const char *series_uid, int64_t t)
+static int64_t rerun_as(db *d, int64_t s, const char *algorithm, const char *params,
+                        const char *suffix, const char *series_uid, int64_t t)
 {
     put_instance(d, "1.1", 1, t);
     put_instance(d, "1.1", 2, t);
@@ -591,13 +591,19 @@ static int64_t rerun(db *d, int64_t s, const char *algorithm, const char *params
                         .action = "process",
                         .algorithm = algorithm,
                         .params = params,
-                        .description_suffix = " [DN]",
+                        .description_suffix = suffix,
                         .derived_series_uid = series_uid,
                         .destinations = "pacs",
                         .process = 1};
     int64_t id = 0;
     ck_assert_int_eq(db_job_create(d, &spec, t + 11000, &id), 0);
     return id;
+}
+
+static int64_t rerun(db *d, int64_t s, const char *algorithm, const char *params,
+                     const char *series_uid, int64_t t)
+{
+    return rerun_as(d, s, algorithm, params, " [DN]", series_uid, t);
 }
 
 START_TEST(a_rerun_reuses_uids_only_for_the_same_result)
@@ -679,19 +685,7 @@ START_TEST(another_suffix_is_another_result)
     int64_t s = stable_series(d, "1.1", 2);
     char u1[2][DB_UID_LEN] = {"7.1", "7.2"};
     finish_job(d, job(d, s, 0, "pacs", 0), 2, src, u1, series);
-    put_instance(d, "1.1", 1, 20000);
-    ck_assert_int_ge(db_series_mark_stable(d, 30000, NULL, NULL), 1);
-    db_job_spec spec = {.series_id = s,
-                        .rule = "r",
-                        .action = "process",
-                        .algorithm = "nlm3d",
-                        .params = "search_radius=5",
-                        .description_suffix = " [NLM]",
-                        .derived_series_uid = "9.9.2",
-                        .destinations = "pacs",
-                        .process = 1};
-    int64_t id = 0;
-    ck_assert_int_eq(db_job_create(d, &spec, 31000, &id), 0);
+    int64_t id = rerun_as(d, s, "nlm3d", "search_radius=5", " [NLM]", "9.9.2", 20000);
     char u2[2][DB_UID_LEN] = {"8.1", "8.2"};
     finish_job(d, id, 2, src, u2, series);
     ck_assert_str_eq(u2[0], "8.1");

@@ -80,7 +80,9 @@ static void path_of(char *out, size_t len, const char *name)
 }
 
 /* 1 when `needle` occurs in the dcmdump output of path. */
-static int dump_has(const char *path, const char *needle)
+/* A line of path's dump containing needle (top_only: starting with it, at
+ * the top level, not inside a sequence). */
+static int dump_match(const char *path, const char *needle, int top_only)
 {
     char cmd[512], line[1024];
     snprintf(cmd, sizeof cmd, "dcmdump -q %s", path);
@@ -88,23 +90,20 @@ static int dump_has(const char *path, const char *needle)
     ck_assert_ptr_nonnull(f);
     int found = 0;
     while (fgets(line, sizeof line, f))
-        found |= strstr(line, needle) != NULL;
+        found |=
+            top_only ? strncmp(line, needle, strlen(needle)) == 0 : strstr(line, needle) != NULL;
     pclose(f);
     return found;
 }
 
-/* A dump line for the top level (no indent) starting with needle. */
+static int dump_has(const char *path, const char *needle)
+{
+    return dump_match(path, needle, 0);
+}
+
 static int top_level_has(const char *path, const char *needle)
 {
-    char cmd[512], line[1024];
-    snprintf(cmd, sizeof cmd, "dcmdump -q %s", path);
-    FILE *f = popen(cmd, "r");
-    ck_assert_ptr_nonnull(f);
-    int found = 0;
-    while (fgets(line, sizeof line, f))
-        found |= strncmp(line, needle, strlen(needle)) == 0;
-    pclose(f);
-    return found;
+    return dump_match(path, needle, 1);
 }
 
 START_TEST(read_back_matches_written_pixels_in_every_syntax)
