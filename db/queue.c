@@ -489,6 +489,21 @@ int db_job_claim(db *d, const char *worker, int64_t now_ms, db_job *out)
     return end(d, job_series_uids(d, out));
 }
 
+/* The one integer `sql` (cached in `slot`, ?1 = id) returns into *out;
+ * LDCT_ENOTFOUND without a row, `what` names a failure. */
+static int id_query(db *d, int slot, const char *sql, int64_t id, int64_t *out, const char *what)
+{
+    sqlite3_stmt *s = db__stmt(d, slot, sql);
+    if (!s)
+        return LDCT_EDB;
+    sqlite3_bind_int64(s, 1, id);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW)
+        *out = sqlite3_column_int64(s, 0);
+    sqlite3_reset(s);
+    return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? LDCT_ENOTFOUND : db__fail(d, what);
+}
+
 /* Nonzero when job's derived rows are exactly the n sources src. */
 static int same_sources(db *d, int64_t job, int n, const char *const *src, int *same)
 {
@@ -564,17 +579,13 @@ static int forget_derived(db *d, int64_t job_id)
  * earlier run with the same result). */
 static int series_uid_shared(db *d, int64_t job_id, int *shared)
 {
-    sqlite3_stmt *s =
-        db__stmt(d, Q_JOB_SERIES_SHARED,
-                 "SELECT EXISTS (SELECT 1 FROM jobs o JOIN jobs j ON j.id = ?1"
-                 " WHERE o.id <> j.id AND o.derived_series_uid = j.derived_series_uid)");
-    if (!s)
-        return LDCT_EDB;
-    sqlite3_bind_int64(s, 1, job_id);
-    int rc = sqlite3_step(s);
-    *shared = rc == SQLITE_ROW && sqlite3_column_int(s, 0);
-    sqlite3_reset(s);
-    return rc == SQLITE_ROW ? 0 : db__fail(d, "shared series uid");
+    int64_t v = 0;
+    int rc = id_query(d, Q_JOB_SERIES_SHARED,
+                      "SELECT EXISTS (SELECT 1 FROM jobs o JOIN jobs j ON j.id = ?1"
+                      " WHERE o.id <> j.id AND o.derived_series_uid = j.derived_series_uid)",
+                      job_id, &v, "shared series uid");
+    *shared = v != 0;
+    return rc;
 }
 
 int db_job_series_shared(db *d, int64_t job_id, int *shared)
@@ -598,15 +609,12 @@ static int set_series_uid(db *d, int64_t job_id, const char *uid)
 /* Nonzero when the job has fixed its derived UIDs already (a redone job). */
 static int has_derived(db *d, int64_t job_id, int *has)
 {
-    sqlite3_stmt *s = db__stmt(d, Q_JOB_HAS_DERIVED,
-                               "SELECT EXISTS (SELECT 1 FROM derived_instances WHERE job_id = ?1)");
-    if (!s)
-        return LDCT_EDB;
-    sqlite3_bind_int64(s, 1, job_id);
-    int rc = sqlite3_step(s);
-    *has = rc == SQLITE_ROW && sqlite3_column_int(s, 0);
-    sqlite3_reset(s);
-    return rc == SQLITE_ROW ? 0 : db__fail(d, "derived uids of job");
+    int64_t v = 0;
+    int rc = id_query(d, Q_JOB_HAS_DERIVED,
+                      "SELECT EXISTS (SELECT 1 FROM derived_instances WHERE job_id = ?1)", job_id,
+                      &v, "derived uids of job");
+    *has = v != 0;
+    return rc;
 }
 
 /* The job takes the derived series UID of `from` (a run with the same result). */
@@ -674,16 +682,12 @@ static int job_series_uid(db *d, int64_t job_id, char *out)
 /* The time that dates the derived series of `job` (its first start). */
 static int job_started(db *d, int64_t job, int64_t *ms)
 {
-    sqlite3_stmt *s =
-        db__stmt(d, Q_JOB_STARTED, "SELECT coalesce(started_ms, 0) FROM jobs WHERE id = ?1");
-    if (!s)
-        return LDCT_EDB;
-    sqlite3_bind_int64(s, 1, job);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_ROW && sqlite3_column_int64(s, 0) > 0)
-        *ms = sqlite3_column_int64(s, 0);
-    sqlite3_reset(s);
-    return rc == SQLITE_ROW ? 0 : db__fail(d, "job start");
+    int64_t v = 0;
+    int rc = id_query(d, Q_JOB_STARTED, "SELECT coalesce(started_ms, 0) FROM jobs WHERE id = ?1",
+                      job, &v, "job start");
+    if (!rc && v > 0)
+        *ms = v;
+    return rc;
 }
 
 /* Decides whose UIDs the job uses: its own stored ones (a redone job with
@@ -782,18 +786,15 @@ static int job_mark_done(db *d, int64_t job_id, int64_t now_ms, int superseded, 
  * again), or a newer job of the series exists. */
 static int job_superseded(db *d, int64_t job_id, int *out)
 {
-    sqlite3_stmt *s =
-        db__stmt(d, Q_JOB_SUPERSEDED,
+    int64_t v = 0;
+    int rc =
+        id_query(d, Q_JOB_SUPERSEDED,
                  "SELECT (SELECT state FROM series WHERE id = j.series_id) <> 'queued'"
                  " OR EXISTS (SELECT 1 FROM jobs n WHERE n.series_id = j.series_id AND n.id > j.id)"
-                 " FROM jobs j WHERE j.id = ?1");
-    if (!s)
-        return LDCT_EDB;
-    sqlite3_bind_int64(s, 1, job_id);
-    int rc = sqlite3_step(s);
-    *out = rc == SQLITE_ROW && sqlite3_column_int(s, 0);
-    sqlite3_reset(s);
-    return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? LDCT_ENOTFOUND : db__fail(d, "superseded");
+                 " FROM jobs j WHERE j.id = ?1",
+                 job_id, &v, "superseded");
+    *out = v != 0;
+    return rc;
 }
 
 int db_job_done(db *d, int64_t job_id, int64_t now_ms, int n, const char *const *source_sops,

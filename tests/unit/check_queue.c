@@ -606,15 +606,24 @@ static int64_t rerun(db *d, int64_t s, const char *algorithm, const char *params
     return rerun_as(d, s, algorithm, params, " [DN]", series_uid, t);
 }
 
+/* Series 1.1 (instances 1.1.1, 1.1.2) processed by job 1 under job()'s
+ * rule (nlm3d, search_radius=5, " [DN]"): derived UIDs 7.1 and 7.2, series
+ * UID 9.9.1 into series. Returns the series id. */
+static int64_t first_result(db *d, const char *const *src, char *series)
+{
+    int64_t s = stable_series(d, "1.1", 2);
+    char u1[2][DB_UID_LEN] = {"7.1", "7.2"};
+    finish_job(d, job(d, s, 0, "pacs", 0), 2, src, u1, series);
+    return s;
+}
+
 START_TEST(a_rerun_reuses_uids_only_for_the_same_result)
 {
     char p[128];
     db *d = open_fresh(p, sizeof p);
     const char *src[2] = {"1.1.1", "1.1.2"};
     char series[DB_UID_LEN];
-    int64_t s = stable_series(d, "1.1", 2);
-    char u1[2][DB_UID_LEN] = {"7.1", "7.2"};
-    finish_job(d, job(d, s, 0, "pacs", 0), 2, src, u1, series); /* nlm3d, search_radius=5 */
+    int64_t s = first_result(d, src, series); /* nlm3d, search_radius=5 */
     ck_assert_str_eq(series, "9.9.1");
     /* Another strength: other pixels, so other UIDs and another series. */
     char u2[2][DB_UID_LEN] = {"8.1", "8.2"};
@@ -649,9 +658,7 @@ START_TEST(a_retried_job_on_other_sources_drops_borrowed_uids)
     db *d = open_fresh(p, sizeof p);
     const char *src[3] = {"1.1.1", "1.1.2", "1.1.3"};
     char series[DB_UID_LEN];
-    int64_t s = stable_series(d, "1.1", 2);
-    char u1[2][DB_UID_LEN] = {"7.1", "7.2"};
-    finish_job(d, job(d, s, 0, "pacs", 0), 2, src, u1, series);
+    int64_t s = first_result(d, src, series);
     int64_t b = rerun(d, s, "nlm3d", "search_radius=5", "9.9.2", 20000);
     db_job j;
     ck_assert_int_eq(db_job_claim(d, "w", 31000, &j), 0);
@@ -682,9 +689,7 @@ START_TEST(another_suffix_is_another_result)
     db *d = open_fresh(p, sizeof p);
     const char *src[2] = {"1.1.1", "1.1.2"};
     char series[DB_UID_LEN];
-    int64_t s = stable_series(d, "1.1", 2);
-    char u1[2][DB_UID_LEN] = {"7.1", "7.2"};
-    finish_job(d, job(d, s, 0, "pacs", 0), 2, src, u1, series);
+    int64_t s = first_result(d, src, series);
     int64_t id = rerun_as(d, s, "nlm3d", "search_radius=5", " [NLM]", "9.9.2", 20000);
     char u2[2][DB_UID_LEN] = {"8.1", "8.2"};
     finish_job(d, id, 2, src, u2, series);
