@@ -186,11 +186,7 @@ static void dump_tag(const char *path, const char *tag, char *out, size_t len)
 {
     char cmd[512];
     snprintf(cmd, sizeof cmd, "dcmdump -q +L +p +P %s %s", tag, path);
-    FILE *f = popen(cmd, "r");
-    ck_assert_ptr_nonnull(f);
-    size_t n = fread(out, 1, len - 1, f);
-    out[n] = '\0';
-    ck_assert_int_eq(pclose(f), 0);
+    tu_command_output(cmd, out, len);
 }
 
 /* ---- GPU fallback -------------------------------------------------------- */

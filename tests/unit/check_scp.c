@@ -595,12 +595,8 @@ static void tag_value(const char *path, const char *tag, char *out, size_t len)
 {
     char cmd[512];
     snprintf(cmd, sizeof cmd, "dcmdump -q +P %s %s | sed -E 's/.*\\[([^]]*)\\].*/\\1/'", tag, path);
-    FILE *f = popen(cmd, "r");
-    ck_assert_ptr_nonnull(f);
-    size_t n = fread(out, 1, len - 1, f);
-    out[n] = '\0';
+    tu_command_output(cmd, out, len);
     out[strcspn(out, "\n")] = '\0';
-    ck_assert_int_eq(pclose(f), 0);
 }
 
 START_TEST(derived_series_is_dated_now_and_keeps_the_acquisition)

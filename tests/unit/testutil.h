@@ -27,6 +27,17 @@ static inline void tu_write(const char *dir, const char *name, const char *text,
     fclose(f);
 }
 
+/* The output of a shell command (a dcmdump of a test file) into out, cut to
+ * fit; the command must succeed. */
+static inline void tu_command_output(const char *cmd, char *out, size_t len)
+{
+    FILE *f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t n = fread(out, 1, len - 1, f);
+    out[n] = '\0';
+    ck_assert_int_eq(pclose(f), 0);
+}
+
 /* Runs a suite; returns the process exit code (0 when every test passed). */
 static inline int tu_run_suite(Suite *s)
 {
