@@ -20,9 +20,10 @@
  * barrier per plane step) and handles NDX = 4 consecutive dx offsets per
  * sweep, loading the shared U rows once: 2x faster than nlm3d_kernel. The
  * default for uniform patch weights, P <= 2 and S <= 5 is the v6 kernel of
- * gpu/nlm_cuda_v3.cu (cfg 35: v3's sweep, z box before the exchange and no
- * branches, on a copy of the block's whole neighbourhood in shared memory):
- * 3.8x faster than v2; larger windows run v3 (cfg 27). All visit the full
+ * gpu/nlm_cuda_v3.cu (cfg 37: v3's sweep, z box before the exchange and no
+ * branches, the distance cutoff in exp2's underflow, on a copy of the
+ * block's whole neighbourhood in shared memory): 3.8x faster than v2;
+ * larger windows run v3 (cfg 27). All visit the full
  * window: symmetric pairs (each pair's weight computed once, applied at o
  * and o+d) are not ruled out, only not implemented yet; in this z sweep
  * they need a ring of weight planes and a halo of |d| around the tile (plan
@@ -441,10 +442,14 @@ constexpr int k_ncfg3 = k_nv12 + GPU__NLM3D_V3_N;
  * computing 3 (H100: 0.193 s, cfg 33 0.200 s in the same run);
  * 35: variant 20, 34 with the z box as one running sum and the y box as one
  * chain, fastest measured (H100: 0.1833 s, cfg 34 0.1926 s in the same
- * runs). */
+ * runs);
+ * 36: variant 21, 35 with the cutoff in exp2's underflow instead of a
+ * compare per weight (H200: 0.1839 s, cfg 35 0.1842 s in the same runs);
+ * 37: variant 22, 36 with the x and y boxes as trees of partial sums,
+ * fastest measured (H200: 0.1820 s). */
 constexpr int k_cfg3_fallback = 7;
 constexpr int k_cfg3_wide = 27; /* for windows too large for a v6 variant */
-constexpr int k_cfg3_default = 35;
+constexpr int k_cfg3_default = 37;
 
 int cfg3_pick(void)
 {

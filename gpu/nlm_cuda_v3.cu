@@ -86,13 +86,34 @@ __device__ __forceinline__ void xbox1(const float *ua, const float *ub, float *x
     }
 }
 
+/* xbox for RS 4, P 2 as a tree of shared partial sums (TREE v6 variants):
+ * 10 FMAs instead of xbox1's 11, and a dependency depth of 5 instead of 11. */
+__device__ __forceinline__ void xbox_tree42(const float *ua, const float *ub, float *xs)
+{
+    float e[8];
+#pragma unroll
+    for (int k = 0; k < 8; k++)
+        e[k] = ua[k] - ub[k];
+    const float q34 = fmaf(e[4], e[4], e[3] * e[3]);
+    const float q1234 = fmaf(e[1], e[1], fmaf(e[2], e[2], q34));
+    const float q3456 = fmaf(e[6], e[6], fmaf(e[5], e[5], q34));
+    xs[0] = fmaf(e[0], e[0], q1234);
+    xs[1] = fmaf(e[5], e[5], q1234);
+    xs[2] = fmaf(e[2], e[2], q3456);
+    xs[3] = fmaf(e[7], e[7], q3456);
+}
+
 /* Phase A arithmetic shared by the v3 and v4 kernels. xbox: RS x box sums
  * (plain sums of squared differences over 2P+1 columns) from the U(o) and
  * U(o+d) row segments, as two independent running sums (halves of the
  * segment) so a warp has more than one dependency chain in flight. */
-template <int RS, int P, bool ONE = false>
+template <int RS, int P, bool ONE = false, bool TREE = false>
 __device__ __forceinline__ void xbox(const float *ua, const float *ub, float *xs)
 {
+    if constexpr (TREE && RS == 4 && P == 2) {
+        xbox_tree42(ua, ub, xs);
+        return;
+    }
     if (ONE) {
         xbox1<RS, P>(ua, ub, xs);
         return;
@@ -193,6 +214,39 @@ template <int RYB, int P> __device__ __forceinline__ void ybox1(const float *xv,
     }
 }
 
+/* ybox1 with k added to every sum (UFLOW v6 variants: k = 126 - the
+ * cutoff exponent). TREE, for RYB 7 and P 2: sums 0-3 from shared partial
+ * sums, 4-6 running on from 3, 16 additions instead of 17. */
+template <int RYB, int P, bool TREE>
+__device__ __forceinline__ void ybox1k(const float *xv, float k, float *ys)
+{
+    if constexpr (TREE && RYB == 7 && P == 2) {
+        const float t34 = (xv[3] + k) + xv[4];
+        const float t1234 = (t34 + xv[2]) + xv[1], t3456 = (t34 + xv[5]) + xv[6];
+        ys[0] = t1234 + xv[0];
+        ys[1] = t1234 + xv[5];
+        ys[2] = t3456 + xv[2];
+        ys[3] = t3456 + xv[7];
+        float a = ys[3];
+#pragma unroll
+        for (int i = 4; i < 7; i++) {
+            a = (a + xv[i + 4]) - xv[i - 1];
+            ys[i] = a;
+        }
+        return;
+    }
+    float a = xv[0] + k;
+#pragma unroll
+    for (int i = 1; i <= 2 * P; i++)
+        a += xv[i];
+    ys[0] = a;
+#pragma unroll
+    for (int i = 1; i < RYB; i++) {
+        a = (a + xv[i + 2 * P]) - xv[i - 1];
+        ys[i] = a;
+    }
+}
+
 /* Phase B: RYB y box sums over 2P+1 rows of xv, two running sums. */
 template <int RYB, int P> __device__ __forceinline__ void ybox(const float *xv, float *ys)
 {
@@ -225,9 +279,12 @@ template <int RYB, int P> __device__ __forceinline__ void ybox(const float *xv, 
  * arow: phase A's row segment, brow: phase B's first row, both at plane
  * 0 and offset 0. TUNED v6 variants also take their input prescaled by
  * sqrt(kh3) (sums of squared differences are then exp2's argument, no
- * multiply per weight) and use one x-box chain per slot. */
+ * multiply per weight) and use one x-box chain per slot. LEAN levels: 1
+ * z box and y box as single running sums, 2 also the cutoff in exp2's
+ * underflow (accumulate_uf), 3 also the tree x and y boxes. */
 struct src_global {
-    static constexpr bool one_chain = false, prescaled = false, lean = false;
+    static constexpr bool one_chain = false, prescaled = false, lean = false, uflow = false,
+                          tree = false;
     const float *arow, *brow;
     ptrdiff_t pp;
     int PXp;
@@ -245,8 +302,9 @@ struct src_global {
     }
 };
 
-template <int PL, int XS, bool TUNED, bool LEAN = false> struct src_shared {
-    static constexpr bool one_chain = TUNED, prescaled = TUNED, lean = LEAN;
+template <int PL, int XS, bool TUNED, int LEAN = 0> struct src_shared {
+    static constexpr bool one_chain = TUNED, prescaled = TUNED, lean = LEAN >= 1, uflow = LEAN >= 2,
+                          tree = LEAN >= 3;
     const float *arow, *brow;
     __device__ __forceinline__ float ld(const float *p) const
     {
@@ -299,15 +357,48 @@ __device__ __forceinline__ void accumulate(const float *col, int XW, const float
     }
 }
 
+/* Phase B of the UFLOW variants. Every y box sum carries koff = 126 -
+ * ycut, so exp2's argument is -(D' + koff) and w = 2^-koff 2^-D' is a
+ * normal float exactly while D' <= ycut: above the cutoff ex2.approx.ftz
+ * flushes it to 0. No compare or select per weight; the common factor
+ * 2^-koff cancels in av / aw. koff = 0 without a cutoff (then, as in
+ * accumulate, weights below 2^-126 are 0). Masked slots get koff 1e4. */
+template <int RYB, int P, int LZ, typename Src>
+__device__ __forceinline__ void accumulate_uf(const float *col, int XW, const float *u,
+                                              const Src &m, float koff, int z, float (&aw)[RYB][LZ],
+                                              float (&av)[RYB][LZ])
+{
+    float uv[RYB], xv[RYB + 2 * P], ys[RYB];
+#pragma unroll
+    for (int i = 0; i < RYB; i++)
+        uv[i] = m.ld(u + (ptrdiff_t)i * m.row());
+#pragma unroll
+    for (int k = 0; k < RYB + 2 * P; k++)
+        xv[k] = col[k * XW];
+    ybox1k<RYB, P, Src::tree>(xv, koff, ys);
+#pragma unroll
+    for (int i = 0; i < RYB; i++) {
+        const float w = ex2_ftz(-ys[i]);
+        aw[i][z] += w;
+        av[i][z] = fmaf(w, uv[i], av[i][z]);
+    }
+}
+
+/* koff of accumulate_uf for a cutoff exponent ycut (INFINITY: no cutoff). */
+__device__ __forceinline__ float uflow_koff(float ycut)
+{
+    return isinf(ycut) ? 0.0f : 126.0f - ycut;
+}
+
 /* Phase A for one offset slot: x box sums of the thread's RS columns from
  * its U(o) and U(o+d) row segments, the z ring step, and from step 2P on
  * the z box sums XZ stored to dst (16-byte stores). */
-template <int RS, int P, bool ONE = false, typename ZR = zring<P>>
+template <int RS, int P, bool ONE = false, typename ZR = zring<P>, bool TREE = false>
 __device__ __forceinline__ void phase_a_slot(const float *ua, const float *ub, ZR (&zr)[RS], int s,
                                              float *dst)
 {
     float xs[RS], v[RS];
-    xbox<RS, P, ONE>(ua, ub, xs);
+    xbox<RS, P, ONE, TREE>(ua, ub, xs);
 #pragma unroll
     for (int m = 0; m < RS; m++)
         v[m] = zr[m].step(xs[m], s);
@@ -355,7 +446,7 @@ __device__ __forceinline__ void v3_group(const v3ctx &c, const Src &m, ptrdiff_t
     float ycutj[NDXB];
 #pragma unroll
     for (int jj = 0; jj < NDXB; jj++)
-        ycutj[jj] = c.bh * NDXB + jj < nval ? c.ycut : -1.0f;
+        ycutj[jj] = c.bh * NDXB + jj < nval ? c.ycut : Src::uflow ? 1e4f : -1.0f;
     using ZR = std::conditional_t<Src::lean, zrun<P>, zring<P>>;
     ZR zr[NDXA][RS];
 #pragma unroll
@@ -376,8 +467,8 @@ __device__ __forceinline__ void v3_group(const v3ctx &c, const Src &m, ptrdiff_t
             for (int j = 0; j < NDXA; j++) {
                 if (!MASK && j >= nval)
                     continue;
-                phase_a_slot<RS, P, Src::one_chain, ZR>(ua, ub + j, zr[j], s,
-                                                        &XZ[(s - 2 * P) & 1][j][c.ar][c.aseg * RS]);
+                phase_a_slot<RS, P, Src::one_chain, ZR, Src::tree>(
+                    ua, ub + j, zr[j], s, &XZ[(s - 2 * P) & 1][j][c.ar][c.aseg * RS]);
             }
         }
         if (s < 2 * P)
@@ -390,6 +481,12 @@ __device__ __forceinline__ void v3_group(const v3ctx &c, const Src &m, ptrdiff_t
             const int j = c.bh * NDXB + jj;
             if (!MASK && j >= nval)
                 continue;
+            if constexpr (Src::uflow) {
+                accumulate_uf<RYB, P, LZ, Src>(&XZ[buf][j][c.bg * RYB][c.lane], XW,
+                                               m.brow + (ptrdiff_t)z * m.plane() + doff + j, m,
+                                               ycutj[jj], z, aw, av);
+                continue;
+            }
             accumulate<RYB, P, LZ, MASK, Src, Src::prescaled>(
                 &XZ[buf][j][c.bg * RYB][c.lane], XW, m.brow + (ptrdiff_t)z * m.plane() + doff + j,
                 m, c.kh3, MASK ? ycutj[jj] : c.ycut, z, aw, av);
@@ -742,7 +839,7 @@ __device__ __forceinline__ void nb6_load(float *SU, const float *orig, ptrdiff_t
 }
 
 template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT, bool TUNED, bool LAST3 = false,
-          bool LEAN = false>
+          int LEAN = 0>
 __global__ void __launch_bounds__(32 * NG * NSPLIT, 1)
     nlm3d_v6_kernel(const float *__restrict__ pad, float *__restrict__ out, int nx, int ny, int nzs,
                     int PXp, int PY, int S, float kh3, float ycut)
@@ -770,7 +867,7 @@ __global__ void __launch_bounds__(32 * NG * NSPLIT, 1)
 
     v3ctx c;
     c.kh3 = kh3;
-    c.ycut = ycut;
+    c.ycut = LEAN >= 2 ? uflow_koff(ycut) : ycut; /* UFLOW: the koff of accumulate_uf */
     v3_roles<G>(c);
     src_shared<N::PL, N::XS, TUNED, LEAN> m;
     m.arow = SU + N::ORIG + (c.ar - P) * N::XS + (c.aseg * RS - P);
@@ -797,7 +894,8 @@ __global__ void __launch_bounds__(32 * NG * NSPLIT, 1)
 }
 
 /* Variants (nlm.cu's LDCT_NLM3D_CFG 15.. map to 0..): kernel (3, 4, 5: v3
- * with MASK, 6: v6, 7: v6 prescaled with one x chain, 8: 7 lean), LZ, RS,
+ * with MASK, 6: v6, 7: v6 prescaled with one x chain, 8: 7 lean, 9: 8 with
+ * the cutoff in exp2's underflow, 10: 9 with tree boxes), LZ, RS,
  * NDX, NG, NSPLIT, NSPLITA (v4 only), MINB. */
 struct v3cfg {
     int kern, lz, rs, ndx, ng, nsplit, nsplita, minb;
@@ -824,6 +922,8 @@ const v3cfg k_v3[GPU__NLM3D_V3_N] = {
     {7, 8, 4, 4, 4, 2, 1, 1},  /* 18: as 17 with 8 planes */
     {7, 8, 4, 4, 4, 2, 1, 1},  /* 19: as 18, phase A of a 3-slot last dx group has 3 slots */
     {8, 8, 4, 4, 4, 2, 1, 1},  /* 20: as 19, z box as one running sum, y box one chain */
+    {9, 8, 4, 4, 4, 2, 1, 1},  /* 21: as 20, the cutoff in exp2's underflow (no compare) */
+    {10, 8, 4, 4, 4, 2, 1, 1}, /* 22: as 21, x and y boxes as trees of partial sums */
 };
 
 template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT, int MINB, bool MASK = false>
@@ -855,7 +955,7 @@ cudaError_t launch_v4(const float *pad, float *out, int nx, int ny, int nzs, int
 }
 
 template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT, bool TUNED, bool LAST3 = false,
-          bool LEAN = false>
+          int LEAN = 0>
 cudaError_t launch_v6(const float *pad, float *out, int nx, int ny, int nzs, int PXp, int PY, int S,
                       float kh3, float ycut, cudaStream_t st)
 {
@@ -919,8 +1019,14 @@ cudaError_t launch_p(int v, const float *pad, float *out, int nx, int ny, int nz
         return launch_v6<P, 8, 4, 4, 4, 2, true, true>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut,
                                                        st);
     case 20:
-        return launch_v6<P, 8, 4, 4, 4, 2, true, true, true>(pad, out, nx, ny, nzs, PXp, PY, S, kh3,
-                                                             ycut, st);
+        return launch_v6<P, 8, 4, 4, 4, 2, true, true, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3,
+                                                          ycut, st);
+    case 21:
+        return launch_v6<P, 8, 4, 4, 4, 2, true, true, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh3,
+                                                          ycut, st);
+    case 22:
+        return launch_v6<P, 8, 4, 4, 4, 2, true, true, 3>(pad, out, nx, ny, nzs, PXp, PY, S, kh3,
+                                                          ycut, st);
     default:
         return launch_v<P, 8, 8, 2, 4, 1, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
     }

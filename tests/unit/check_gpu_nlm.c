@@ -537,7 +537,7 @@ END_TEST
  * 0-3 nlm3d_kernel, 4-14 nlm3d_v2_kernel, 15-35 the v3, v4 and v6 variants of
  * gpu/nlm_cuda_v3.cu (which fall back to cfg 7 for Gaussian weights or
  * P > 2, and v6 to cfg 27 for S > 5). Keep in step with k_ncfg3 there. */
-enum { NLM3D_NCFG = 36, NLM3D_FIRST_V3 = 15 };
+enum { NLM3D_NCFG = 38, NLM3D_FIRST_V3 = 15 };
 
 /* Runs nlm3d on the GPU with LDCT_NLM3D_CFG = cfg (poisoned output). */
 static void cuda3d_cfg(int cfg, const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *out,
