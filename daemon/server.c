@@ -47,6 +47,7 @@ typedef struct server {
     int64_t started_ms;
     int nworkers;
     unsigned ticks;
+    int stable_fails; /* stability checks failed in a row (logged once) */
     int exit_code;
 } server;
 
@@ -98,8 +99,12 @@ static void on_stable_timer(uv_timer_t *t)
 {
     server *s = t->data;
     int rc = db_series_mark_stable(s->db, ldct_now_ms(), on_series_stable, s);
-    if (rc < 0)
-        log_warn("stability check failed: %s (will retry)", ldct_strerror(rc));
+    if (rc < 0 && s->stable_fails++ == 0) /* the first of a run of failures */
+        log_warn("stability check failed: %s (retrying every second)", ldct_strerror(rc));
+    if (rc >= 0 && s->stable_fails > 0) {
+        log_notice("stability check works again after %d failed tries", s->stable_fails);
+        s->stable_fails = 0;
+    }
     /* Series left stable by a failed decision (or beyond the callback batch)
      * are decided again, every 10 s. */
     if (++s->ticks % 10 == 0 && schedule_pending(s->db, s->cfg) > 0) {
@@ -125,6 +130,7 @@ static void worker_settings_get(void *ctx, worker_settings *out)
     snprintf(out->uid_root, sizeof out->uid_root, "%s", s->cfg->node.uid_root);
     config_results_dir(s->cfg, out->results_dir, sizeof out->results_dir);
     out->job_max_attempts = s->cfg->node.job_max_attempts;
+    out->min_free_mb = s->cfg->node.min_free_mb;
     pthread_mutex_unlock(&s->cfg_lock);
 }
 

@@ -1,11 +1,13 @@
 /* SQLite access for the queue; see db.h for the threading contract. */
 #include "db/db.h"
 
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "db/internal.h"
 #include "db/schema.h"
 
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,9 +83,54 @@ int db_schema_version(void)
     return DB_NMIGRATIONS;
 }
 
+#define DB_FAIL_QUIET_MS 60000 /* one line per distinct failure this often */
+#define DB_FAIL_KINDS 8        /* distinct failures remembered */
+
+/* Logs a database failure, each distinct one at most once a minute with
+ * the count it stood for: a full disk fails every timer tick of every
+ * thread, and the journal needs the first line and a heartbeat, not a
+ * flood. Any thread. */
+static void log_db_failure(const char *what, const char *msg)
+{
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static struct {
+        char key[192];
+        int64_t logged_ms;
+        int quiet; /* repeats not logged since */
+    } seen[DB_FAIL_KINDS];
+    static int next;
+    char key[192];
+    snprintf(key, sizeof key, "%s: %s", what, msg);
+    int64_t now = ldct_now_ms();
+    int quiet = -1; /* -1: do not log */
+    pthread_mutex_lock(&mu);
+    int i = 0;
+    while (i < DB_FAIL_KINDS && strcmp(seen[i].key, key) != 0)
+        i++;
+    if (i == DB_FAIL_KINDS) { /* new: take the next slot */
+        i = next;
+        next = (next + 1) % DB_FAIL_KINDS;
+        snprintf(seen[i].key, sizeof seen[i].key, "%s", key);
+        seen[i].logged_ms = now - DB_FAIL_QUIET_MS;
+        seen[i].quiet = 0;
+    }
+    if (now - seen[i].logged_ms >= DB_FAIL_QUIET_MS) {
+        quiet = seen[i].quiet;
+        seen[i].logged_ms = now;
+        seen[i].quiet = 0;
+    } else {
+        seen[i].quiet++;
+    }
+    pthread_mutex_unlock(&mu);
+    if (quiet > 0)
+        log_err("database: %s (%d more since the last such line)", key, quiet);
+    else if (quiet == 0)
+        log_err("database: %s", key);
+}
+
 int db__fail(db *d, const char *what)
 {
-    log_err("database: %s: %s", what, sqlite3_errmsg(d->h));
+    log_db_failure(what, sqlite3_errmsg(d->h));
     int code = sqlite3_errcode(d->h);
     return code == SQLITE_BUSY || code == SQLITE_LOCKED ? LDCT_EBUSY_DB : LDCT_EDB;
 }
@@ -93,9 +140,15 @@ int db__exec(db *d, const char *sql)
     char *msg = NULL;
     if (sqlite3_exec(d->h, sql, NULL, NULL, &msg) == SQLITE_OK)
         return 0;
-    log_err("database: %s", msg ? msg : "error");
+    log_db_failure(sql, msg ? msg : "error");
     sqlite3_free(msg);
     return LDCT_EDB;
+}
+
+void db__rollback(db *d)
+{
+    if (!sqlite3_get_autocommit(d->h))
+        (void)db__exec(d, "ROLLBACK");
 }
 
 int db_user_version(db *d, int *version)
@@ -124,7 +177,7 @@ static int migrate(db *d)
         snprintf(bump, sizeof bump, "PRAGMA user_version = %d", v + 1);
         if ((rc = db__exec(d, "BEGIN IMMEDIATE")) || (rc = db__exec(d, DB_MIGRATIONS[v])) ||
             (rc = db__exec(d, bump)) || (rc = db__exec(d, "COMMIT"))) {
-            (void)db__exec(d, "ROLLBACK");
+            db__rollback(d);
             return rc;
         }
         log_info("database migrated to schema version %d", v + 1);
@@ -289,7 +342,7 @@ int db_instance_put(db *d, const db_instance_rec *rec, char *old_path, size_t ol
     if ((rc = instance_old(d, rec->sop_instance_uid, prev, sizeof prev, &prev_series)) ||
         (rc = series_upsert(d, rec, &series_id)) || (rc = instance_upsert(d, rec, series_id)) ||
         (rc = series_recount(d, series_id, prev_series)) || (rc = db__exec(d, "COMMIT"))) {
-        (void)db__exec(d, "ROLLBACK");
+        db__rollback(d);
         return rc;
     }
     snprintf(old_path, old_len, "%s", strcmp(prev, rec->path) ? prev : "");
@@ -325,7 +378,7 @@ int db_series_mark_stable(db *d, int64_t now_ms, db_series_cb cb, void *ctx)
     sqlite3_reset(s);
     if (step != SQLITE_DONE || (rc = db__exec(d, "COMMIT"))) {
         rc = rc ? rc : db__fail(d, "mark stable");
-        (void)db__exec(d, "ROLLBACK");
+        db__rollback(d);
         return rc;
     }
     for (int i = 0; cb && i < n && i < (int)(sizeof found / sizeof found[0]); i++)

@@ -24,6 +24,10 @@ int db__fail(db *d, const char *what);
 /* Runs SQL without results; returns 0 or LDCT_EDB (logged). */
 int db__exec(db *d, const char *sql);
 
+/* Rolls back the open transaction, if any (SQLite has already rolled back
+ * after some errors, a full disk among them). */
+void db__rollback(db *d);
+
 /* The statement in cache slot `slot` (prepared from `sql` on first use),
  * reset and unbound; NULL on a prepare error (logged). */
 sqlite3_stmt *db__stmt(db *d, int slot, const char *sql);

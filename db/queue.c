@@ -49,6 +49,7 @@ enum {
     Q_JOB_SUPERSEDED,
     Q_SERIES_OF_JOB,
     Q_JOB_FAILED,
+    Q_JOB_DEFER,
     Q_JOB_EXISTS,
     Q_JOB_RETRY,
     Q_SENDS_RETRY,
@@ -136,7 +137,7 @@ static int end(db *d, int rc)
 {
     if (!rc && !(rc = db__exec(d, "COMMIT")))
         return 0;
-    (void)db__exec(d, "ROLLBACK");
+    db__rollback(d);
     return rc;
 }
 
@@ -848,6 +849,18 @@ int db_job_failed(db *d, int64_t job_id, int64_t now_ms, const char *error, int 
         db__bind_text(u, 2, retry ? "queued" : "failed");
     }
     return end(d, run(d, u, "series failed"));
+}
+
+int db_job_defer(db *d, int64_t job_id, const char *note)
+{
+    sqlite3_stmt *s = db__stmt(d, Q_JOB_DEFER,
+                               "UPDATE jobs SET state = 'pending', attempts = max(attempts - 1, 0),"
+                               " last_error = ?2 WHERE id = ?1 AND state = 'running'");
+    if (!s)
+        return LDCT_EDB;
+    sqlite3_bind_int64(s, 1, job_id);
+    db__bind_text(s, 2, note);
+    return run(d, s, "job defer");
 }
 
 static int job_exists(db *d, int64_t job_id)

@@ -141,6 +141,10 @@ int db_job_done(db *d, int64_t job_id, int64_t now_ms, int n, const char *const 
  * claim); else failed, and the series failed. */
 int db_job_failed(db *d, int64_t job_id, int64_t now_ms, const char *error, int retry);
 
+/* Gives a running job back without counting its attempt (it could not
+ * start: no room for its result yet); note says why (ldct jobs shows it). */
+int db_job_defer(db *d, int64_t job_id, const char *note);
+
 /* `ldct retry`: a failed job goes back to pending (attempts 0) and its dead
  * sends to pending (attempts 0, due now). *changed = rows requeued.
  * LDCT_ENOTFOUND if there is no such job. */

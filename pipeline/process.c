@@ -3,6 +3,7 @@
 
 #include "common/clock.h"
 #include "common/err.h"
+#include "common/fsutil.h"
 #include "common/log.h"
 #include "gpu/anlm.h"
 #include "pipeline/assemble_proj.h"
@@ -18,6 +19,7 @@
 #include <stddef.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 static const char *const ALGO_NAMES[] = {
     [ALGO_AUTO] = "auto", [ALGO_NLM2D] = "nlm2d",           [ALGO_NLM3D] = "nlm3d",
@@ -455,6 +457,53 @@ static int filter_and_write(const asm_series *s, const process_opts *o, process_
     return rc;
 }
 
+/* The nearest existing folder of path (out_dir is made when writing). */
+static void existing_dir(const char *path, char *out, size_t len)
+{
+    snprintf(out, len, "%s", path);
+    struct stat st;
+    while (stat(out, &st) != 0) {
+        char *slash = strrchr(out, '/');
+        if (!slash || slash == out) {
+            snprintf(out, len, "%s", slash ? "/" : ".");
+            return;
+        }
+        *slash = '\0';
+    }
+}
+
+int process_check_room(const process_opts *o, uint64_t bytes, char *err, size_t len)
+{
+    if (!o->out_dir)
+        return 0;
+    char dir[DERIVE_PATH_LEN];
+    existing_dir(o->out_dir, dir, sizeof dir);
+    uint64_t free_mb = 0, need_mb = (bytes + (1u << 20) - 1) >> 20;
+    if (fs_free_mb(dir, &free_mb) != 0 || free_mb >= need_mb + (uint64_t)o->min_free_mb)
+        return 0;
+    snprintf(err, len,
+             "waiting for disk space: the result needs about %llu MB in %s, which has %llu MB"
+             " free and keeps min_free_mb = %d",
+             (unsigned long long)need_mb, dir, (unsigned long long)free_mb, o->min_free_mb);
+    return LDCT_ENOSPACE;
+}
+
+/* What a filtered series' files take: as much as the sources (same header,
+ * same pixel bytes when uncompressed), at least 16-bit pixels plus a
+ * header each (compressed sources). */
+static uint64_t filtered_bytes(const asm_series *s, const char *const *paths, int n)
+{
+    uint64_t src = 0;
+    for (int i = 0; i < n; i++) {
+        struct stat st;
+        if (stat(paths[i], &st) == 0)
+            src += (uint64_t)st.st_size;
+    }
+    uint64_t px = 2ull * s->vol.nx * s->vol.ny * s->vol.nz * s->vol.nt +
+                  (uint64_t)s->nsrc * PROCESS_HEADER_BYTES;
+    return src > px ? src : px;
+}
+
 int process_series(const char *const *paths, int n, const process_opts *o, process_result *r,
                    char *err, size_t err_len)
 {
@@ -473,6 +522,8 @@ int process_series(const char *const *paths, int n, const process_opts *o, proce
     int64_t t0 = ldct_now_ms();
     int rc = asm_series_load(paths, n, &s, err, err_len);
     r->load_s = seconds_since(t0);
+    if (!rc && (rc = process_check_room(o, filtered_bytes(&s, paths, n), err, err_len)))
+        asm_series_close(&s);
     if (rc)
         return rc;
     r->nx = s.vol.nx;

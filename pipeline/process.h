@@ -15,6 +15,8 @@
 #include "gpu/nlm.h"
 #include "pipeline/derive.h"
 
+#include <stdint.h>
+
 /* Fixes the derived UIDs: uids[i] holds a fresh candidate for
  * source_sops[i] and series_uid (DERIVE_UID_LEN) the derived series UID on
  * input; both must hold the UIDs to use on output (the daemon stores them
@@ -70,9 +72,19 @@ typedef struct process_opts {
     const char *description_suffix;
     int series_number_offset;
     const char *out_dir;
+    int min_free_mb;      /* the result must leave this much free in out_dir */
     process_uids_fn uids; /* NULL: fresh UIDs are used as they are */
     void *uids_ctx;
 } process_opts;
+
+/* Before any computing: LDCT_ENOSPACE, with a message in err, when about
+ * `bytes` more in o->out_dir (or its nearest existing parent) would leave
+ * less than o->min_free_mb free. Unknown free space passes (the write then
+ * reports a full disk). */
+int process_check_room(const process_opts *o, uint64_t bytes, char *err, size_t len);
+
+/* Bytes a derived file takes besides its pixels (the copied header). */
+#define PROCESS_HEADER_BYTES (16u * 1024u)
 
 typedef struct process_result {
     int n; /* derived files written, one per source */

@@ -280,6 +280,11 @@ static int reconstruct_and_write(const asm_proj *p, const process_opts *o, proce
                  p->cone_mm, g.thickness, RECON_MAX_SLICES);
         return LDCT_EINPUT;
     }
+    uint64_t bytes =
+        ((uint64_t)2 * g.matrix * g.matrix + PROCESS_HEADER_BYTES) * (uint64_t)g.slices;
+    int room = process_check_room(o, bytes, err, len);
+    if (room)
+        return room;
     r->nx = r->ny = g.matrix;
     r->nz = g.slices;
     log_info("series %s: fdk of %d views (%s detector, %s scan) into %dx%dx%d, %.3g mm voxels,"

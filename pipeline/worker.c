@@ -18,6 +18,11 @@
 
 #define IDLE_POLL_MS 1000   /* jobs queued by another process (ldct retry) */
 #define RETRY_PAUSE_MS 5000 /* after a passing failure */
+#define SPACE_WAIT_MS 15000 /* between checks while a result has no room */
+#define SPACE_LOG_MS 600000 /* how often the waiting warning repeats */
+
+/* What a worker does after a job: claim the next, pause, or wait for disk space. */
+enum { RUN_NEXT = 0, RUN_PAUSE = 1, RUN_WAIT_SPACE = 2 };
 
 typedef struct worker {
     struct worker_pool *pool;
@@ -26,6 +31,8 @@ typedef struct worker {
     gpu_device dev;
     char name[32];
     db *db;
+    int64_t space_job;       /* the job last deferred for disk space */
+    int64_t space_logged_ms; /* when that was last logged */
 } worker;
 
 struct worker_pool {
@@ -161,6 +168,26 @@ static int db_wait_retry(worker *w, const db_job *j, int rc, int tries)
     return 1;
 }
 
+/* A job whose result has no room yet goes back to pending without using an
+ * attempt, so a full disk never fails it; the warning repeats every
+ * SPACE_LOG_MS while it waits. */
+static int defer_for_space(worker *w, const db_job *j, const char *why)
+{
+    int64_t now = ldct_now_ms();
+    if (w->space_job != j->id || now - w->space_logged_ms >= SPACE_LOG_MS) {
+        log_warn("job %lld: series %s: %s; it starts when there is room (checked every %d s)",
+                 (long long)j->id, j->series_uid, why, SPACE_WAIT_MS / 1000);
+        w->space_job = j->id;
+        w->space_logged_ms = now;
+    }
+    for (int tries = 1;; tries++) {
+        int dbrc = db_job_defer(w->db, j->id, why);
+        if (dbrc == 0 || !db_wait_retry(w, j, dbrc, tries))
+            break;
+    }
+    return RUN_WAIT_SPACE;
+}
+
 /* Records the outcome of a failed run. Returns 1 when the worker should pause. */
 static int record_failure(worker *w, const db_job *j, int rc, const char *err,
                           const worker_settings *st)
@@ -194,6 +221,7 @@ static int run_paths(worker *w, const db_job *j, const db_strings *paths, const 
                       .series_uid = j->derived_series_uid,
                       .description_suffix = j->description_suffix,
                       .out_dir = out_dir,
+                      .min_free_mb = st->min_free_mb,
                       .uids = store_uids,
                       .uids_ctx = &uctx};
     if (o.algorithm < 0 || process_params_parse(j->params, &o))
@@ -227,13 +255,14 @@ static void drop_superseded(worker *w, const db_job *j, const process_result *r)
     }
 }
 
-/* Runs one claimed job to its end state; returns 1 to pause before the next. */
+/* Runs one claimed job to its end state; returns what to do next (RUN_*). */
 static int run_job(worker *w, const db_job *j)
 {
     worker_settings st;
     w->pool->o.settings(w->pool->o.ctx, &st);
-    log_info("job %lld: series %s, %s on %s (attempt %d)", (long long)j->id, j->series_uid,
-             j->algorithm, w->name, j->attempts);
+    LOG_AT(w->space_job == j->id ? LOG_LVL_DEBUG : LOG_LVL_INFO,
+           "job %lld: series %s, %s on %s (attempt %d)", (long long)j->id, j->series_uid,
+           j->algorithm, w->name, j->attempts);
     char err[512] = "";
     db_strings paths = {0, NULL};
     process_result r;
@@ -243,6 +272,10 @@ static int run_job(worker *w, const db_job *j)
     if (!rc)
         rc = run_paths(w, j, &paths, &st, &r, err, sizeof err);
     db_strings_free(&paths);
+    if (rc == LDCT_ENOSPACE)
+        return defer_for_space(w, j, err);
+    if (w->space_job == j->id)
+        w->space_job = 0;
     if (rc)
         return record_failure(w, j, rc, err[0] ? err : ldct_strerror(rc), &st);
     const char **src = malloc((size_t)r.n * sizeof *src), **dst = malloc((size_t)r.n * sizeof *dst);
@@ -291,7 +324,8 @@ static void *worker_main(void *arg)
             log_warn("%s: cannot claim a job: %s", w->name, ldct_strerror(rc));
         if (rc == 0 && !pause)
             continue;
-        if (wait_for_work(p, pause ? RETRY_PAUSE_MS : IDLE_POLL_MS))
+        int ms = pause == RUN_WAIT_SPACE ? SPACE_WAIT_MS : pause ? RETRY_PAUSE_MS : IDLE_POLL_MS;
+        if (wait_for_work(p, ms))
             break;
     }
     return NULL;

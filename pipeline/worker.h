@@ -27,6 +27,7 @@ typedef struct worker_settings {
     char uid_root[65];
     char results_dir[1024];
     int job_max_attempts;
+    int min_free_mb; /* a job waits until its result leaves this much free */
 } worker_settings;
 
 typedef struct worker_pool_opts {

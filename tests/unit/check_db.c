@@ -1,10 +1,15 @@
 /* Unit tests for db/: migrations and the state transitions of series and instances. */
 #include "common/err.h"
+#include "common/log.h"
 #include "db/db.h"
+#include "db/internal.h"
 #include "tests/unit/testutil.h"
 
 #include <check.h>
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <string.h>
+#include <unistd.h>
 
 static char dbpath[128];
 
@@ -201,6 +206,52 @@ START_TEST(delivery_says_what_became_of_the_sends)
 }
 END_TEST
 
+/* Lines of stderr (where the log goes) while `n` failures of `sql` and one
+ * of `other` run, counted by what they contain. */
+static void failing_log(db *d, const char *sql, int n, const char *other, char *out, size_t len)
+{
+    char path[96], dir[64];
+    tu_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/stderr", dir);
+    int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0600), saved = dup(2);
+    ck_assert(fd >= 0 && saved >= 0);
+    ck_assert_int_eq(dup2(fd, 2), 2);
+    for (int i = 0; i < n; i++)
+        ck_assert_int_eq(db__exec(d, sql), LDCT_EDB);
+    ck_assert_int_eq(db__exec(d, other), LDCT_EDB);
+    dup2(saved, 2);
+    close(saved);
+    close(fd);
+    FILE *f = fopen(path, "r");
+    size_t got = f ? fread(out, 1, len - 1, f) : 0;
+    out[got] = '\0';
+    if (f)
+        fclose(f);
+}
+
+static int count_of(const char *text, const char *what)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, what)) != NULL; p += strlen(what))
+        n++;
+    return n;
+}
+
+/* A failure that repeats (a full disk fails every timer tick) is logged
+ * once a minute, not each time; another failure still gets its line. */
+START_TEST(a_repeated_failure_is_logged_once_a_minute)
+{
+    db *d = open_fresh();
+    log_level = LOG_LVL_ERR;
+    char out[4096];
+    failing_log(d, "NOT SQL AT ALL", 20, "ALSO NOT SQL", out, sizeof out);
+    ck_assert_msg(count_of(out, "NOT SQL AT ALL") == 1, "%s", out);
+    ck_assert_msg(count_of(out, "ALSO NOT SQL") == 1, "%s", out);
+    ck_assert_int_eq(count_of(out, "\n"), 2);
+    db_close(d);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("db");
@@ -213,6 +264,7 @@ int main(void)
     tcase_add_test(tc, series_becomes_stable_after_quiet_and_reopens);
     tcase_add_test(tc, delivery_says_what_became_of_the_sends);
     tcase_add_test(tc, after_a_restart_a_receiving_series_waits_its_quiet_again);
+    tcase_add_test(tc, a_repeated_failure_is_logged_once_a_minute);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

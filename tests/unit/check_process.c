@@ -7,6 +7,7 @@
  * scp_ct_write, dcmodify and dump2dcm into a fresh directory; volumes are
  * tiny because the CPU reference does the filtering. */
 #include "common/err.h"
+#include "common/fsutil.h"
 #include "common/log.h"
 #include "config/config.h"
 #include "gpu/adaptive4d.h"
@@ -384,6 +385,40 @@ START_TEST(a_file_cut_short_fails_the_series_and_leaves_nothing)
     ck_assert_msg(rc != 0, "a series with files cut short was written");
     ck_assert_msg(strstr(err, "written incomplete") || strstr(err, "cannot write"), "%s", err);
     ck_assert_int_le(count_files(out_dir), 0); /* no file, no temporary */
+}
+END_TEST
+
+/* A result with no room is not started: no UIDs made, nothing written, a
+ * message that says what it waits for (the worker then waits, no attempt
+ * used). The room asked for includes min_free_mb. */
+static int uid_calls;
+static int counting_uids(void *ctx, int n, const char *const *source_sops,
+                         char (*uids)[DERIVE_UID_LEN], char *series_uid, int64_t *dated_ms)
+{
+    (void)ctx, (void)n, (void)source_sops, (void)uids, (void)series_uid, (void)dated_ms;
+    uid_calls++;
+    return 0;
+}
+
+START_TEST(a_result_without_room_is_not_started)
+{
+    write_series(64, 64, 3, 1, 0, 20);
+    uint64_t free_mb = 0;
+    ck_assert_int_eq(fs_free_mb(dir, &free_mb), 0);
+    process_opts o = opts();
+    o.uids = counting_uids;
+    o.min_free_mb = (int)(free_mb + 1); /* the result's own MB and one more than there is */
+    uid_calls = 0;
+    process_result r;
+    char err[512] = "";
+    int rc = process_series(pv, nfiles, &o, &r, err, sizeof err);
+    ck_assert_int_eq(rc, LDCT_ENOSPACE);
+    ck_assert_msg(strstr(err, "waiting for disk space") && strstr(err, dir), "%s", err);
+    ck_assert_int_eq(uid_calls, 0);
+    ck_assert_int_le(count_files(out_dir), 0);
+    o.min_free_mb = 0; /* the same series with room: processed */
+    process_ok(&o, &r);
+    process_result_free(&r);
 }
 END_TEST
 
@@ -906,6 +941,7 @@ int main(void)
     tcase_add_test(tc, values_are_rounded_and_clamped_to_the_stored_range);
     tcase_add_test(tc, redone_job_reuses_the_stored_uids);
     tcase_add_test(tc, a_file_cut_short_fails_the_series_and_leaves_nothing);
+    tcase_add_test(tc, a_result_without_room_is_not_started);
     tcase_add_test(tc, denoising_reduces_noise_in_a_uniform_region);
     tcase_add_test(tc, auto_picks_nlm2d_for_thick_slices);
     tcase_add_test(tc, process_params_roundtrip);
