@@ -123,11 +123,15 @@ unsigned ingest_store_begin(ingest *in, char *tmp_path, size_t tmp_len, char *co
                             size_t comment_len)
 {
     ingest_policy p = policy_get(in);
+    /* Under 1 MiB nothing is accepted, even with min_free_mb = 0: when the
+     * write of a dataset's last PDV fails, DCMTK's file receive waits for
+     * more PDVs until dimse_timeout and the association is aborted. */
+    int floor_mb = p.min_free_mb > 1 ? p.min_free_mb : 1;
     uint64_t free_mb = 0;
     int rc = fs_free_mb(in->spool, &free_mb);
-    if (rc || free_mb < (uint64_t)p.min_free_mb) {
+    if (rc || free_mb < (uint64_t)floor_mb) {
         snprintf(comment, comment_len, "out of disk space: %llu MiB free, minimum %d MiB",
-                 (unsigned long long)free_mb, p.min_free_mb);
+                 (unsigned long long)free_mb, floor_mb);
         log_warn("refusing C-STORE: %s", comment);
         return SCP_STATUS_OUT_OF_RESOURCES;
     }
@@ -243,13 +247,15 @@ static void quarantine(ingest *in, const scp_assoc_info *a, const scp_instance *
     log_notice("refused instance kept for inspection as %s", name);
 }
 
-/* A dataset that does not parse, received onto a spool with under 1 MiB
- * left, was cut short by our disk, not sent broken: the sender hears "out
- * of resources" (and may retry), and the file is not kept as its fault. */
+/* A dataset whose write failed, or that does not parse after reception
+ * onto a spool with under 1 MiB left, was cut short by our disk, not sent
+ * broken: the sender hears "out of resources" (and may retry), and the
+ * file is not kept as its fault. */
 static int cut_by_a_full_disk(ingest *in, const scp_instance *inst, char *comment, size_t len)
 {
     uint64_t free_mb = 1;
-    if (inst->parsed || fs_free_mb(in->spool, &free_mb) != 0 || free_mb >= 1)
+    if (!inst->write_failed &&
+        (inst->parsed || fs_free_mb(in->spool, &free_mb) != 0 || free_mb >= 1))
         return 0;
     snprintf(comment, len, "out of disk space while receiving (spool full)");
     return 1;

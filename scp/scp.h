@@ -65,9 +65,11 @@ typedef struct scp_instance {
     const char *transfer_syntax_uid;  /* transfer syntax it was received in */
     const char *file_path;            /* the received file (the temp path given) */
     uint64_t file_size;
-    int parsed; /* 1: the header was read back; 0: the file is not parseable
-                 * DICOM (the dataset fields above are then ""), the handler
-                 * decides (typically 0xC000 and quarantine) */
+    int parsed;       /* 1: the header was read back; 0: the file is not parseable
+                       * DICOM (the dataset fields above are then ""), the handler
+                       * decides (typically 0xC000 and quarantine) */
+    int write_failed; /* 1: writing the received data failed (a full disk);
+                       * the file is gone, the dataset was read off the wire */
 } scp_instance;
 
 typedef struct scp_handlers {

@@ -289,10 +289,11 @@ void set_error_comment(store_ctx *sc, DcmDataset **detail)
     *detail = sc->detail;
 }
 
-unsigned finish_store(store_ctx *sc)
+unsigned finish_store(store_ctx *sc, bool write_failed)
 {
     scp_instance in{};
-    in.parsed = read_header(sc);
+    in.write_failed = write_failed;
+    in.parsed = !write_failed && read_header(sc);
     struct stat st;
     in.file_size = stat(sc->path.c_str(), &st) == 0 ? (uint64_t)st.st_size : 0;
     in.req_sop_class_uid = sc->req_class.c_str();
@@ -337,8 +338,11 @@ void store_cb(void *data, T_DIMSE_StoreProgress *progress, T_DIMSE_C_StoreRQ *, 
     if (progress->state != DIMSE_StoreEnd)
         return;
     stop_writeback(sc);
+    /* DCMTK presets 0xA700 when it could not write the data (and has read
+     * the rest off the wire and removed the file). */
+    bool write_failed = rsp->DimseStatus == STATUS_STORE_Refused_OutOfResources;
     try {
-        rsp->DimseStatus = (Uint16)finish_store(sc);
+        rsp->DimseStatus = (Uint16)finish_store(sc, write_failed);
     } catch (...) {
         rsp->DimseStatus = SCP_STATUS_PROCESSING_FAILURE;
         scp__strlcpy(sc->comment, "internal error", sizeof sc->comment);
@@ -394,6 +398,8 @@ OFCondition handle_store(scp_server *srv, const assoc_ctx *a, T_ASC_Association 
         c = DIMSE_storeProvider(assoc, pid, req, path, 1, nullptr, store_cb, &sc, block_mode(srv),
                                 srv->opt.dimse_timeout_s);
         stop_writeback(&sc);
+        if (c == DIMSE_OUTOFRESOURCES && sc.ended)
+            c = EC_Normal; /* a write failure, answered 0xA700: the association goes on */
         if (c.bad() && !sc.ended)
             unlink(path); /* DCMTK usually removed it already */
     }

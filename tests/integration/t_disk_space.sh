@@ -14,30 +14,41 @@ stop_daemon || fail "exit code $?"
 
 # The guard off (min_free_mb = 0) and the spool really full: a dataset cut
 # short by our disk is "out of resources" too, never 0xC000 "cannot
-# understand" (which tells the sender its data is broken), and nothing of
-# it is kept. Needs a small tmpfs on the spool (root); skipped otherwise.
+# understand" (which tells the sender its data is broken), nothing of it is
+# kept, and the association goes on. Needs a small tmpfs on the spool
+# (root); skipped otherwise.
 SPOOL_MNT=$STATE/spool
 mounted_here=0
 unmount_spool() { [ "$mounted_here" = 1 ] && umount "$SPOOL_MNT" 2>/dev/null; }
 trap '[ -n "$DAEMON_PID" ] && kill -9 "$DAEMON_PID" 2>/dev/null; wait 2>/dev/null; unmount_spool; cleanup' EXIT
 mkdir -p "$SPOOL_MNT"
-if [ "$(id -u)" != 0 ] || ! mount -t tmpfs -o size=1m tmpfs "$SPOOL_MNT" 2>/dev/null; then
+if [ "$(id -u)" != 0 ] || ! mount -t tmpfs -o size=4m tmpfs "$SPOOL_MNT" 2>/dev/null; then
     note "no tmpfs mount here: the full-disk half is skipped"
     exit 0
 fi
 mounted_here=1
-write_config "min_free_mb = 0"
+write_config "min_free_mb = 0" "dimse_timeout = 30"
 start_daemon
-# Fill all but about 8 KiB (one 64x64 instance is about 10 KiB).
+# 1.5 MiB free and a 2 MiB instance: the write fails in the middle of the
+# dataset. Then a small one in the same association, which fits.
+"$MKSERIES" --out "$T/big" --rows 1024 --cols 1024 --slices 1 > /dev/null || fail "mkseries big"
 free_kb=$(df -k --output=avail "$SPOOL_MNT" | tail -n 1)
-dd if=/dev/zero of="$SPOOL_MNT/fill" bs=1k count=$((free_kb - 8)) 2>/dev/null
-out=$(storescu -v -aec LDCTNODE 127.0.0.1 "$PORT" "$T/s/IMG0001.dcm" 2>&1)
-echo "$out" | grep -q "Refused: OutOfResources" || fail "full spool: not A700: $out"
+dd if=/dev/zero of="$SPOOL_MNT/fill" bs=1k count=$((free_kb - 1536)) 2>/dev/null
+out=$(storescu -v --no-halt -aec LDCTNODE 127.0.0.1 "$PORT" "$T/big/IMG0001.dcm" "$T/s/IMG0001.dcm" 2>&1)
+echo "$out" | grep -q "Refused: OutOfResources" || fail "spool full mid-dataset: not A700: $out"
 echo "$out" | grep -q "CannotUnderstand" && fail "full spool answered as the sender's fault: $out"
+echo "$out" | grep -q "Received Store Response (Success)" || fail "the association did not go on: $out"
 [ -z "$(find "$STATE/quarantine" -type f 2>/dev/null | head -n1)" ] ||
     fail "a cut-short instance was quarantined as broken"
 grep -q "out of disk space while receiving" "$T/ldctd.log" || fail "no log line for the full spool"
-rm -f "$SPOOL_MNT/fill"
+[ "$(db_instances)" = 1 ] || fail "$(db_instances) instances stored, expected the small one"
+# Nothing free: refused at once (DCMTK alone would wait dimse_timeout for
+# the rest of a dataset whose only PDV failed to write, then abort).
+dd if=/dev/zero of="$SPOOL_MNT/fill2" bs=4k 2>/dev/null
+out=$(timeout 15 storescu -v -aec LDCTNODE 127.0.0.1 "$PORT" "$T/s/IMG0002.dcm" 2>&1)
+echo "$out" | grep -q "Refused: OutOfResources" || fail "no free space: not A700 at once: $out"
+grep -q "refusing C-STORE: out of disk space: 0 MiB free" "$T/ldctd.log" || fail "no log line"
+rm -f "$SPOOL_MNT/fill" "$SPOOL_MNT/fill2"
 storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T/s/IMG0001.dcm" || fail "store after space was freed"
 [ "$(db_instances)" = 1 ] || fail "after freeing space: $(db_instances) instances"
 stop_daemon || fail "exit code $?"
