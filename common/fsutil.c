@@ -74,3 +74,12 @@ int fs_free_mb(const char *path, uint64_t *mb)
     *mb = (uint64_t)st.f_bavail * st.f_frsize / (1024 * 1024);
     return 0;
 }
+
+int fs_total_mb(const char *path, uint64_t *mb)
+{
+    struct statvfs st;
+    if (statvfs(path, &st) != 0)
+        return -errno;
+    *mb = (uint64_t)st.f_blocks * st.f_frsize / (1024 * 1024);
+    return 0;
+}

@@ -44,6 +44,27 @@ void log_write(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 
         if ((prio) <= log_level)                                                                   \
             log_write((prio), __VA_ARGS__);                                                        \
     } while (0)
+/* A failure that repeats on a timer (a full disk fails every tick): log
+ * only the first of a run (fail_run_first) and, once it works again, how
+ * many tries failed (fail_run_end). One per timer; not thread-safe. */
+typedef struct fail_run {
+    int fails;
+} fail_run;
+
+/* Counts a failure; 1 when it is the first of a run (log it). */
+static inline int fail_run_first(fail_run *r)
+{
+    return r->fails++ == 0;
+}
+
+/* After a success: the failures of the run it ends (0: none), reset. */
+static inline int fail_run_end(fail_run *r)
+{
+    int n = r->fails;
+    r->fails = 0;
+    return n;
+}
+
 #define log_err(...) LOG_AT(LOG_LVL_ERR, __VA_ARGS__)
 #define log_warn(...) LOG_AT(LOG_LVL_WARNING, __VA_ARGS__)
 #define log_notice(...) LOG_AT(LOG_LVL_NOTICE, __VA_ARGS__)

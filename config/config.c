@@ -81,7 +81,7 @@ static const opt_def OPTIONS[] = {
     NODE("dimse_timeout", T_INT, 1, 3600, "60", dimse_timeout, "seconds"),
     NODE("max_pdu", T_INT, 4096, 4194304, "131072", max_pdu, "maximum receive PDU, bytes"),
     NODE("min_free_mb", T_INT, 0, 100000000, "1024", min_free_mb,
-         "below this free space C-STOREs are refused with 0xA700 and jobs wait for room"),
+         "below this free space C-STOREs are refused with 0xA700; jobs keep half of it free"),
     NODE("stable_seconds", T_INT, 1, 86400, "30", stable_seconds,
          "quiet time after which a series is complete"),
     NODE("shutdown_grace_seconds", T_INT, 0, 55, "30", shutdown_grace_seconds,

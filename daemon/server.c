@@ -47,7 +47,7 @@ typedef struct server {
     int64_t started_ms;
     int nworkers;
     unsigned ticks;
-    int stable_fails; /* stability checks failed in a row (logged once) */
+    fail_run stable_fails, expire_fails; /* timer checks failing in a row (logged once) */
     int exit_code;
 } server;
 
@@ -99,12 +99,11 @@ static void on_stable_timer(uv_timer_t *t)
 {
     server *s = t->data;
     int rc = db_series_mark_stable(s->db, ldct_now_ms(), on_series_stable, s);
-    if (rc < 0 && s->stable_fails++ == 0) /* the first of a run of failures */
+    int failed = 0;
+    if (rc < 0 && fail_run_first(&s->stable_fails))
         log_warn("stability check failed: %s (retrying every second)", ldct_strerror(rc));
-    if (rc >= 0 && s->stable_fails > 0) {
-        log_notice("stability check works again after %d failed tries", s->stable_fails);
-        s->stable_fails = 0;
-    }
+    if (rc >= 0 && (failed = fail_run_end(&s->stable_fails)) > 0)
+        log_notice("stability check works again after %d failed tries", failed);
     /* Series left stable by a failed decision (or beyond the callback batch)
      * are decided again, every 10 s. */
     if (++s->ticks % 10 == 0 && schedule_pending(s->db, s->cfg) > 0) {
@@ -116,9 +115,11 @@ static void on_stable_timer(uv_timer_t *t)
 static void on_expire_timer(uv_timer_t *t)
 {
     server *s = t->data;
-    int rc = schedule_expire(s->db, s->cfg, ldct_now_ms());
-    if (rc < 0)
-        log_warn("retention check failed: %s (will retry)", ldct_strerror(rc));
+    int rc = schedule_expire(s->db, s->cfg, ldct_now_ms()), failed = 0;
+    if (rc < 0 && fail_run_first(&s->expire_fails))
+        log_warn("retention check failed: %s (retrying every 5 s)", ldct_strerror(rc));
+    if (rc >= 0 && (failed = fail_run_end(&s->expire_fails)) > 0)
+        log_notice("retention check works again after %d failed tries", failed);
 }
 
 /* ---- callbacks of worker and sender threads ---- */

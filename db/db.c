@@ -101,7 +101,7 @@ static void log_db_failure(const char *what, const char *msg)
     static int next;
     char key[192];
     snprintf(key, sizeof key, "%s: %s", what, msg);
-    int64_t now = ldct_now_ms();
+    int64_t now = ldct_mono_ms();
     int quiet = -1; /* -1: do not log */
     pthread_mutex_lock(&mu);
     int i = 0;

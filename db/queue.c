@@ -445,6 +445,7 @@ static void job_from_row(sqlite3_stmt *s, db_job *j)
     COPY_COL(j->description_suffix, s, 8);
     j->priority = sqlite3_column_int(s, 9);
     j->attempts = sqlite3_column_int(s, 10);
+    j->waited = sqlite3_column_int(s, 11);
 }
 
 static int job_series_uids(db *d, db_job *j)
@@ -472,13 +473,15 @@ int db_job_claim(db *d, const char *worker, int64_t now_ms, db_job *out)
         d, Q_JOB_CLAIM,
         "UPDATE jobs SET state = 'running', attempts = attempts + 1, worker = ?1,"
         " started_ms = ?2, finished_ms = NULL WHERE id = (SELECT id FROM jobs WHERE"
-        " state = 'pending' ORDER BY priority DESC, created_ms, id LIMIT 1)"
-        " RETURNING id, series_id, rule, action, algorithm, params,"
-        " coalesce(derived_series_uid, ''), destinations, description_suffix, priority, attempts");
+        " state = 'pending' AND not_before_ms <= ?2 ORDER BY priority DESC, created_ms, id"
+        " LIMIT 1) RETURNING id, series_id, rule, action, algorithm, params,"
+        " coalesce(derived_series_uid, ''), destinations, description_suffix, priority, attempts,"
+        " substr(last_error, 1, length(?3)) = ?3");
     if (!s)
         return end(d, LDCT_EDB);
     db__bind_text(s, 1, worker);
     sqlite3_bind_int64(s, 2, now_ms);
+    db__bind_text(s, 3, DB_JOB_WAIT_SPACE);
     int step = sqlite3_step(s);
     if (step == SQLITE_ROW)
         job_from_row(s, out);
@@ -851,15 +854,17 @@ int db_job_failed(db *d, int64_t job_id, int64_t now_ms, const char *error, int 
     return end(d, run(d, u, "series failed"));
 }
 
-int db_job_defer(db *d, int64_t job_id, const char *note)
+int db_job_defer(db *d, int64_t job_id, int64_t not_before_ms, const char *note)
 {
     sqlite3_stmt *s = db__stmt(d, Q_JOB_DEFER,
                                "UPDATE jobs SET state = 'pending', attempts = max(attempts - 1, 0),"
-                               " last_error = ?2 WHERE id = ?1 AND state = 'running'");
+                               " last_error = ?2, not_before_ms = ?3 WHERE id = ?1"
+                               " AND state = 'running'");
     if (!s)
         return LDCT_EDB;
     sqlite3_bind_int64(s, 1, job_id);
     db__bind_text(s, 2, note);
+    sqlite3_bind_int64(s, 3, not_before_ms);
     return run(d, s, "job defer");
 }
 

@@ -97,10 +97,15 @@ typedef struct db_job {
     char rule[65], action[16], algorithm[16], params[1024], derived_series_uid[DB_UID_LEN];
     char destinations[DB_DEST_LIST_LEN], description_suffix[65];
     int priority, attempts; /* attempts counts this one */
+    int waited;             /* it was waiting for disk space (db_job_defer) */
 } db_job;
 
+/* How the note of a job waiting for disk space starts (db_job_defer). */
+#define DB_JOB_WAIT_SPACE "waiting for disk space"
+
 /* Claims the pending job with the highest priority, then the oldest, for
- * `worker` (pending -> running, attempts + 1) in one transaction.
+ * `worker` (pending -> running, attempts + 1) in one transaction; a job
+ * deferred until later (db_job_defer) is skipped until then.
  * LDCT_ENOTFOUND when there is none. */
 int db_job_claim(db *d, const char *worker, int64_t now_ms, db_job *out);
 
@@ -142,8 +147,10 @@ int db_job_done(db *d, int64_t job_id, int64_t now_ms, int n, const char *const 
 int db_job_failed(db *d, int64_t job_id, int64_t now_ms, const char *error, int retry);
 
 /* Gives a running job back without counting its attempt (it could not
- * start: no room for its result yet); note says why (ldct jobs shows it). */
-int db_job_defer(db *d, int64_t job_id, const char *note);
+ * start: no room for its result yet), not to be claimed before
+ * not_before_ms; note (starting DB_JOB_WAIT_SPACE) says why, and ldct
+ * jobs shows it. */
+int db_job_defer(db *d, int64_t job_id, int64_t not_before_ms, const char *note);
 
 /* `ldct retry`: a failed job goes back to pending (attempts 0) and its dead
  * sends to pending (attempts 0, due now). *changed = rows requeued.

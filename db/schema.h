@@ -93,6 +93,9 @@ static const char *const DB_MIGRATIONS[] = {
     "DROP TABLE derived_instances;"
     "ALTER TABLE derived_instances_v3 RENAME TO derived_instances;"
     "CREATE INDEX derived_source ON derived_instances(source_sop_uid);",
+    /* 3 -> 4: a job waiting for disk space is not claimed again before
+     * not_before_ms, so the jobs behind it run meanwhile. */
+    "ALTER TABLE jobs ADD COLUMN not_before_ms INTEGER NOT NULL DEFAULT 0;",
 };
 
 #define DB_NMIGRATIONS ((int)(sizeof DB_MIGRATIONS / sizeof DB_MIGRATIONS[0]))

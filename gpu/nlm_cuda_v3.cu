@@ -19,7 +19,8 @@
  * Uniform patch weights only: the (2P+1)^3 normalisation is folded into
  * kh3, so D here is the plain sum of squared differences. The centre offset
  * is computed like any other (its differences are exactly 0, so its weight
- * is exactly 1), and slots past S are skipped with block-uniform branches
+ * is exactly 1, or 2^-koff in the UFLOW variants, which scale every
+ * weight so), and slots past S are skipped with block-uniform branches
  * or, in MASK variants, computed and given weight 0 (see v3_group).
  * Running sums in x and y start at fixed tile positions and the z box adds
  * its planes in an order fixed relative to the output plane, so a voxel's
@@ -41,6 +42,7 @@
 
 #include <type_traits>
 
+#include "gpu/nlm.h"
 #include "gpu/nlm_cuda_v3.cuh"
 
 namespace
@@ -384,9 +386,12 @@ __device__ __forceinline__ void accumulate_uf(const float *col, int XW, const fl
     }
 }
 
-/* koff of accumulate_uf for a cutoff exponent ycut (INFINITY: no cutoff). */
+/* koff of accumulate_uf for a cutoff exponent ycut (INFINITY: no cutoff).
+ * GPU_NLM_MAX_CUTOFF (80) keeps ycut under 116, so koff > 10 and the
+ * largest weight 2^-koff stays far from overflow in av and aw. */
 __device__ __forceinline__ float uflow_koff(float ycut)
 {
+    static_assert(GPU_NLM_MAX_CUTOFF * 1.4426950408889634 < 120.0, "koff must stay positive");
     return isinf(ycut) ? 0.0f : 126.0f - ycut;
 }
 
@@ -1032,7 +1037,7 @@ cudaError_t launch_p(int v, const float *pad, float *out, int nx, int ny, int nz
     }
 }
 
-/* Shared memory a v6 variant (kern 6, 7 or 8 of k_v3) needs for patch radius P. */
+/* Shared memory a v6 variant (kern 6 to 10 of k_v3) needs for patch radius P. */
 int v6_smem_needed(const v3cfg &c, int P)
 {
     if (c.lz == 6)

@@ -478,20 +478,27 @@ int process_check_room(const process_opts *o, uint64_t bytes, char *err, size_t 
         return 0;
     char dir[DERIVE_PATH_LEN];
     existing_dir(o->out_dir, dir, sizeof dir);
-    uint64_t free_mb = 0, need_mb = (bytes + (1u << 20) - 1) >> 20;
-    if (fs_free_mb(dir, &free_mb) != 0 || free_mb >= need_mb + (uint64_t)o->min_free_mb)
+    uint64_t free_mb = 0, total_mb = 0, need_mb = (bytes + (1u << 20) - 1) >> 20;
+    uint64_t keep_mb = (uint64_t)o->min_free_mb / 2;
+    if (fs_free_mb(dir, &free_mb) != 0 || fs_total_mb(dir, &total_mb) != 0 ||
+        free_mb >= need_mb + keep_mb)
         return 0;
+    if (need_mb + keep_mb > total_mb)
+        return snprintf(err, len,
+                        "the result needs about %llu MB, and %s holds %llu MB in all (keeping %llu"
+                        " MB free)",
+                        (unsigned long long)need_mb, dir, (unsigned long long)total_mb,
+                        (unsigned long long)keep_mb),
+               LDCT_EINPUT;
     snprintf(err, len,
-             "waiting for disk space: the result needs about %llu MB in %s, which has %llu MB"
-             " free and keeps min_free_mb = %d",
-             (unsigned long long)need_mb, dir, (unsigned long long)free_mb, o->min_free_mb);
+             "the result needs about %llu MB in %s, which has %llu MB free (results leave %llu"
+             " MB, half of min_free_mb)",
+             (unsigned long long)need_mb, dir, (unsigned long long)free_mb,
+             (unsigned long long)keep_mb);
     return LDCT_ENOSPACE;
 }
 
-/* What a filtered series' files take: as much as the sources (same header,
- * same pixel bytes when uncompressed), at least 16-bit pixels plus a
- * header each (compressed sources). */
-static uint64_t filtered_bytes(const asm_series *s, const char *const *paths, int n)
+static uint64_t sources_bytes(const char *const *paths, int n)
 {
     uint64_t src = 0;
     for (int i = 0; i < n; i++) {
@@ -499,9 +506,17 @@ static uint64_t filtered_bytes(const asm_series *s, const char *const *paths, in
         if (stat(paths[i], &st) == 0)
             src += (uint64_t)st.st_size;
     }
+    return src;
+}
+
+/* What a filtered series' files take: as much as the sources (same header,
+ * same pixel bytes when uncompressed), at least 16-bit pixels plus a
+ * header each (compressed sources). */
+static uint64_t filtered_bytes(const asm_series *s, uint64_t sources)
+{
     uint64_t px = 2ull * s->vol.nx * s->vol.ny * s->vol.nz * s->vol.nt +
                   (uint64_t)s->nsrc * PROCESS_HEADER_BYTES;
-    return src > px ? src : px;
+    return sources > px ? sources : px;
 }
 
 int process_series(const char *const *paths, int n, const process_opts *o, process_result *r,
@@ -518,11 +533,17 @@ int process_series(const char *const *paths, int n, const process_opts *o, proce
                         " or auto), not filtered with %s",
                         process_algorithm_name(o->algorithm)),
                LDCT_EINPUT;
+    /* The sources' size first (the result takes at least that), so a job
+     * waiting for room does not load its series at every check. */
+    uint64_t sources = sources_bytes(paths, n);
+    int rc = process_check_room(o, sources, err, err_len);
+    if (rc)
+        return rc;
     asm_series s;
     int64_t t0 = ldct_now_ms();
-    int rc = asm_series_load(paths, n, &s, err, err_len);
+    rc = asm_series_load(paths, n, &s, err, err_len);
     r->load_s = seconds_since(t0);
-    if (!rc && (rc = process_check_room(o, filtered_bytes(&s, paths, n), err, err_len)))
+    if (!rc && (rc = process_check_room(o, filtered_bytes(&s, sources), err, err_len)))
         asm_series_close(&s);
     if (rc)
         return rc;

@@ -79,8 +79,11 @@ typedef struct process_opts {
 
 /* Before any computing: LDCT_ENOSPACE, with a message in err, when about
  * `bytes` more in o->out_dir (or its nearest existing parent) would leave
- * less than o->min_free_mb free. Unknown free space passes (the write then
- * reports a full disk). */
+ * less than half of o->min_free_mb free (the other half is reception's
+ * alone: the receiver refuses below min_free_mb, so a disk it filled to
+ * there still takes results); LDCT_EINPUT when the disk is too small for
+ * the result at all. Unknown free space passes (the write then reports a
+ * full disk). */
 int process_check_room(const process_opts *o, uint64_t bytes, char *err, size_t len);
 
 /* Bytes a derived file takes besides its pixels (the copied header). */

@@ -19,10 +19,7 @@
 #define IDLE_POLL_MS 1000   /* jobs queued by another process (ldct retry) */
 #define RETRY_PAUSE_MS 5000 /* after a passing failure */
 #define SPACE_WAIT_MS 15000 /* between checks while a result has no room */
-#define SPACE_LOG_MS 600000 /* how often the waiting warning repeats */
-
-/* What a worker does after a job: claim the next, pause, or wait for disk space. */
-enum { RUN_NEXT = 0, RUN_PAUSE = 1, RUN_WAIT_SPACE = 2 };
+#define SPACE_LOG_MS 600000 /* how often a worker repeats the waiting warning */
 
 typedef struct worker {
     struct worker_pool *pool;
@@ -31,8 +28,8 @@ typedef struct worker {
     gpu_device dev;
     char name[32];
     db *db;
-    int64_t space_job;       /* the job last deferred for disk space */
-    int64_t space_logged_ms; /* when that was last logged */
+    int64_t space_logged_ms; /* when this worker last warned of a job waiting for space */
+    fail_run claim_fails;    /* claims failing in a row (a full database disk) */
 } worker;
 
 struct worker_pool {
@@ -169,23 +166,26 @@ static int db_wait_retry(worker *w, const db_job *j, int rc, int tries)
 }
 
 /* A job whose result has no room yet goes back to pending without using an
- * attempt, so a full disk never fails it; the warning repeats every
- * SPACE_LOG_MS while it waits. */
+ * attempt, so a full disk never fails it, and is not claimed again for
+ * SPACE_WAIT_MS, so the jobs behind it run meanwhile. Logged when the wait
+ * starts and then at most every SPACE_LOG_MS per worker. Returns 0: the
+ * worker goes on with the next job. */
 static int defer_for_space(worker *w, const db_job *j, const char *why)
 {
+    char note[600];
+    snprintf(note, sizeof note, "%s: %s", DB_JOB_WAIT_SPACE, why);
     int64_t now = ldct_now_ms();
-    if (w->space_job != j->id || now - w->space_logged_ms >= SPACE_LOG_MS) {
+    if (!j->waited || now - w->space_logged_ms >= SPACE_LOG_MS) {
         log_warn("job %lld: series %s: %s; it starts when there is room (checked every %d s)",
-                 (long long)j->id, j->series_uid, why, SPACE_WAIT_MS / 1000);
-        w->space_job = j->id;
+                 (long long)j->id, j->series_uid, note, SPACE_WAIT_MS / 1000);
         w->space_logged_ms = now;
     }
     for (int tries = 1;; tries++) {
-        int dbrc = db_job_defer(w->db, j->id, why);
+        int dbrc = db_job_defer(w->db, j->id, now + SPACE_WAIT_MS, note);
         if (dbrc == 0 || !db_wait_retry(w, j, dbrc, tries))
             break;
     }
-    return RUN_WAIT_SPACE;
+    return 0;
 }
 
 /* Records the outcome of a failed run. Returns 1 when the worker should pause. */
@@ -255,14 +255,13 @@ static void drop_superseded(worker *w, const db_job *j, const process_result *r)
     }
 }
 
-/* Runs one claimed job to its end state; returns what to do next (RUN_*). */
+/* Runs one claimed job to its end state; returns 1 to pause before the next. */
 static int run_job(worker *w, const db_job *j)
 {
     worker_settings st;
     w->pool->o.settings(w->pool->o.ctx, &st);
-    LOG_AT(w->space_job == j->id ? LOG_LVL_DEBUG : LOG_LVL_INFO,
-           "job %lld: series %s, %s on %s (attempt %d)", (long long)j->id, j->series_uid,
-           j->algorithm, w->name, j->attempts);
+    LOG_AT(j->waited ? LOG_LVL_DEBUG : LOG_LVL_INFO, "job %lld: series %s, %s on %s (attempt %d)",
+           (long long)j->id, j->series_uid, j->algorithm, w->name, j->attempts);
     char err[512] = "";
     db_strings paths = {0, NULL};
     process_result r;
@@ -272,10 +271,8 @@ static int run_job(worker *w, const db_job *j)
     if (!rc)
         rc = run_paths(w, j, &paths, &st, &r, err, sizeof err);
     db_strings_free(&paths);
-    if (rc == LDCT_ENOSPACE)
-        return defer_for_space(w, j, err);
-    if (w->space_job == j->id)
-        w->space_job = 0;
+    if (rc == LDCT_ENOSPACE || rc == -ENOSPC) /* no room, or another job took it first */
+        return defer_for_space(w, j, err[0] ? err : ldct_strerror(rc));
     if (rc)
         return record_failure(w, j, rc, err[0] ? err : ldct_strerror(rc), &st);
     const char **src = malloc((size_t)r.n * sizeof *src), **dst = malloc((size_t)r.n * sizeof *dst);
@@ -320,12 +317,15 @@ static void *worker_main(void *arg)
         int rc = db_job_claim(w->db, w->name, ldct_now_ms(), &j);
         int pause = rc == 0 ? run_job(w, &j) : 0;
         set_busy(p, -1);
-        if (rc && rc != LDCT_ENOTFOUND)
-            log_warn("%s: cannot claim a job: %s", w->name, ldct_strerror(rc));
+        int failed = 0;
+        if (rc && rc != LDCT_ENOTFOUND && fail_run_first(&w->claim_fails))
+            log_warn("%s: cannot claim a job: %s (retrying every second)", w->name,
+                     ldct_strerror(rc));
+        if ((rc == 0 || rc == LDCT_ENOTFOUND) && (failed = fail_run_end(&w->claim_fails)) > 0)
+            log_notice("%s: claiming jobs works again after %d failed tries", w->name, failed);
         if (rc == 0 && !pause)
             continue;
-        int ms = pause == RUN_WAIT_SPACE ? SPACE_WAIT_MS : pause ? RETRY_PAUSE_MS : IDLE_POLL_MS;
-        if (wait_for_work(p, ms))
+        if (wait_for_work(p, pause ? RETRY_PAUSE_MS : IDLE_POLL_MS))
             break;
     }
     return NULL;

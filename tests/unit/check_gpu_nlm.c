@@ -534,7 +534,7 @@ START_TEST(cuda_tiny_budget_slabs_give_identical_result)
 END_TEST
 
 /* nlm3d configurations of gpu/nlm.cu selectable with LDCT_NLM3D_CFG:
- * 0-3 nlm3d_kernel, 4-14 nlm3d_v2_kernel, 15-35 the v3, v4 and v6 variants of
+ * 0-3 nlm3d_kernel, 4-14 nlm3d_v2_kernel, 15-37 the v3, v4 and v6 variants of
  * gpu/nlm_cuda_v3.cu (which fall back to cfg 7 for Gaussian weights or
  * P > 2, and v6 to cfg 27 for S > 5). Keep in step with k_ncfg3 there. */
 enum { NLM3D_NCFG = 38, NLM3D_FIRST_V3 = 15 };

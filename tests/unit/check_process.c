@@ -407,18 +407,42 @@ START_TEST(a_result_without_room_is_not_started)
     ck_assert_int_eq(fs_free_mb(dir, &free_mb), 0);
     process_opts o = opts();
     o.uids = counting_uids;
-    o.min_free_mb = (int)(free_mb + 1); /* the result's own MB and one more than there is */
+    o.min_free_mb = (int)(2 * free_mb + 2); /* results keep half: 1 MB more than there is */
     uid_calls = 0;
     process_result r;
     char err[512] = "";
     int rc = process_series(pv, nfiles, &o, &r, err, sizeof err);
     ck_assert_int_eq(rc, LDCT_ENOSPACE);
-    ck_assert_msg(strstr(err, "waiting for disk space") && strstr(err, dir), "%s", err);
+    ck_assert_msg(strstr(err, "the result needs about") && strstr(err, dir), "%s", err);
     ck_assert_int_eq(uid_calls, 0);
     ck_assert_int_le(count_files(out_dir), 0);
     o.min_free_mb = 0; /* the same series with room: processed */
     process_ok(&o, &r);
     process_result_free(&r);
+}
+END_TEST
+
+/* The room asked for is the result's size plus half of min_free_mb; a
+ * result larger than the whole disk is a permanent error, not a wait. */
+START_TEST(room_is_the_result_plus_half_the_reserve)
+{
+    process_opts o = opts();
+    o.out_dir = out_dir; /* not made yet: its parent's disk counts */
+    uint64_t free_mb = 0, total_mb = 0;
+    ck_assert_int_eq(fs_free_mb(dir, &free_mb), 0);
+    ck_assert_int_eq(fs_total_mb(dir, &total_mb), 0);
+    char err[512] = "";
+    const uint64_t mb = 1u << 20, m = 64; /* margin: other programs write too */
+    ck_assert_uint_gt(free_mb, 2 * m);
+    ck_assert_int_eq(process_check_room(&o, mb, err, sizeof err), 0);
+    ck_assert_int_eq(process_check_room(&o, (free_mb + m) * mb, err, sizeof err), LDCT_ENOSPACE);
+    ck_assert_msg(strstr(err, "the result needs about") && strstr(err, dir), "%s", err);
+    o.min_free_mb = (int)(2 * (free_mb - m)); /* results keep half: m MB under what is free */
+    ck_assert_int_eq(process_check_room(&o, mb, err, sizeof err), 0);
+    ck_assert_int_eq(process_check_room(&o, 2 * m * mb, err, sizeof err), LDCT_ENOSPACE);
+    o.min_free_mb = 0;
+    ck_assert_int_eq(process_check_room(&o, (total_mb + 1) * mb, err, sizeof err), LDCT_EINPUT);
+    ck_assert_msg(strstr(err, "in all"), "%s", err);
 }
 END_TEST
 
@@ -942,6 +966,7 @@ int main(void)
     tcase_add_test(tc, redone_job_reuses_the_stored_uids);
     tcase_add_test(tc, a_file_cut_short_fails_the_series_and_leaves_nothing);
     tcase_add_test(tc, a_result_without_room_is_not_started);
+    tcase_add_test(tc, room_is_the_result_plus_half_the_reserve);
     tcase_add_test(tc, denoising_reduces_noise_in_a_uniform_region);
     tcase_add_test(tc, auto_picks_nlm2d_for_thick_slices);
     tcase_add_test(tc, process_params_roundtrip);

@@ -336,6 +336,31 @@ START_TEST(failure_with_retry_goes_back_to_pending)
 }
 END_TEST
 
+/* A job waiting for disk space goes back without using its attempt, the
+ * job behind it is claimed meanwhile, and it comes back after its time,
+ * marked as having waited. */
+START_TEST(deferred_job_steps_aside_until_its_time)
+{
+    char p[128];
+    db *d = open_fresh(p, sizeof p);
+    int64_t a = job(d, stable_series(d, "1.1", 1), 0, "", 0);
+    int64_t b = job(d, stable_series(d, "1.2", 1), 0, "", 0);
+    db_job j;
+    ck_assert_int_eq(db_job_claim(d, "w", 3000, &j), 0);
+    ck_assert_int_eq(j.id, a);
+    ck_assert_int_eq(j.waited, 0);
+    ck_assert_int_eq(db_job_defer(d, a, 18000, DB_JOB_WAIT_SPACE ": needs 4 MB"), 0);
+    ck_assert_int_eq(db_job_claim(d, "w", 3100, &j), 0);
+    ck_assert_int_eq(j.id, b);
+    ck_assert_int_eq(db_job_claim(d, "w", 17999, &j), LDCT_ENOTFOUND);
+    ck_assert_int_eq(db_job_claim(d, "w", 18000, &j), 0);
+    ck_assert_int_eq(j.id, a);
+    ck_assert_int_eq(j.attempts, 1); /* the deferred claim did not count */
+    ck_assert_int_eq(j.waited, 1);
+    db_close(d);
+}
+END_TEST
+
 typedef struct {
     int n;
     int64_t id;
@@ -787,6 +812,7 @@ int main(void)
     tcase_add_test(tc, backoff_grows_to_its_cap_then_gives_up);
     tcase_add_test(tc, recover_requeues_running_work_and_fails_repeated_crashers);
     tcase_add_test(tc, failure_with_retry_goes_back_to_pending);
+    tcase_add_test(tc, deferred_job_steps_aside_until_its_time);
     tcase_add_test(tc, unmatched_series_expire_and_are_removed);
     tcase_add_test(tc, delivered_series_expire_with_their_outbox_files_but_not_before);
     tcase_add_test(tc, results_folder_output_stays_when_its_series_expires);
