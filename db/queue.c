@@ -854,7 +854,7 @@ int db_job_failed(db *d, int64_t job_id, int64_t now_ms, const char *error, int 
     return end(d, run(d, u, "series failed"));
 }
 
-int db_job_defer(db *d, int64_t job_id, int64_t not_before_ms, const char *note)
+static int job_step_aside(db *d, int64_t job_id, int64_t not_before_ms, const char *note)
 {
     sqlite3_stmt *s = db__stmt(d, Q_JOB_DEFER,
                                "UPDATE jobs SET state = 'pending', attempts = max(attempts - 1, 0),"
@@ -866,6 +866,23 @@ int db_job_defer(db *d, int64_t job_id, int64_t not_before_ms, const char *note)
     db__bind_text(s, 2, note);
     sqlite3_bind_int64(s, 3, not_before_ms);
     return run(d, s, "job defer");
+}
+
+int db_job_defer(db *d, int64_t job_id, int64_t now_ms, int64_t not_before_ms, const char *note,
+                 int *superseded)
+{
+    char dests[DB_DEST_LIST_LEN] = "";
+    int64_t series_id = 0;
+    int late = 0;
+    int rc = begin(d);
+    if (!rc)
+        rc = job_superseded(d, job_id, &late);
+    if (!rc) /* overtaken by new instances: the series' next job does it all */
+        rc = late ? job_mark_done(d, job_id, now_ms, 1, dests, &series_id)
+                  : job_step_aside(d, job_id, not_before_ms, note);
+    if (superseded)
+        *superseded = late;
+    return end(d, rc);
 }
 
 static int job_exists(db *d, int64_t job_id)

@@ -149,8 +149,11 @@ int db_job_failed(db *d, int64_t job_id, int64_t now_ms, const char *error, int 
 /* Gives a running job back without counting its attempt (it could not
  * start: no room for its result yet), not to be claimed before
  * not_before_ms; note (starting DB_JOB_WAIT_SPACE) says why, and ldct
- * jobs shows it. */
-int db_job_defer(db *d, int64_t job_id, int64_t not_before_ms, const char *note);
+ * jobs shows it. A job that instances overtook meanwhile (see
+ * db_job_done) ends as superseded instead (*superseded = 1; may be NULL):
+ * the series' next job processes them all. One transaction. */
+int db_job_defer(db *d, int64_t job_id, int64_t now_ms, int64_t not_before_ms, const char *note,
+                 int *superseded);
 
 /* `ldct retry`: a failed job goes back to pending (attempts 0) and its dead
  * sends to pending (attempts 0, due now). *changed = rows requeued.

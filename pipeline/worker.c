@@ -180,11 +180,16 @@ static int defer_for_space(worker *w, const db_job *j, const char *why)
                  (long long)j->id, j->series_uid, note, SPACE_WAIT_MS / 1000);
         w->space_logged_ms = now;
     }
+    int late = 0;
     for (int tries = 1;; tries++) {
-        int dbrc = db_job_defer(w->db, j->id, now + SPACE_WAIT_MS, note);
+        int dbrc = db_job_defer(w->db, j->id, now, now + SPACE_WAIT_MS, note, &late);
         if (dbrc == 0 || !db_wait_retry(w, j, dbrc, tries))
             break;
     }
+    if (late)
+        log_notice("job %lld: instances of series %s arrived meanwhile; the series' next job"
+                   " processes them all",
+                   (long long)j->id, j->series_uid);
     return 0;
 }
 

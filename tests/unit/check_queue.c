@@ -349,7 +349,9 @@ START_TEST(deferred_job_steps_aside_until_its_time)
     ck_assert_int_eq(db_job_claim(d, "w", 3000, &j), 0);
     ck_assert_int_eq(j.id, a);
     ck_assert_int_eq(j.waited, 0);
-    ck_assert_int_eq(db_job_defer(d, a, 18000, DB_JOB_WAIT_SPACE ": needs 4 MB"), 0);
+    int late = -1;
+    ck_assert_int_eq(db_job_defer(d, a, 3000, 18000, DB_JOB_WAIT_SPACE ": needs 4 MB", &late), 0);
+    ck_assert_int_eq(late, 0);
     ck_assert_int_eq(db_job_claim(d, "w", 3100, &j), 0);
     ck_assert_int_eq(j.id, b);
     ck_assert_int_eq(db_job_claim(d, "w", 17999, &j), LDCT_ENOTFOUND);
@@ -529,6 +531,28 @@ static void on_job_row(void *ctx, const db_job_row *j)
         r->n++;
     }
 }
+
+/* A job that instances overtook while it was checked for room does not go
+ * back to wait: it ends as superseded, and the series' next job does all. */
+START_TEST(deferred_job_overtaken_by_instances_ends_superseded)
+{
+    char p[128];
+    db *d = open_fresh(p, sizeof p);
+    int64_t a = job(d, stable_series(d, "1.1", 1), 0, "", 0);
+    db_job j;
+    ck_assert_int_eq(db_job_claim(d, "w", 3000, &j), 0);
+    put_instance(d, "1.1", 2, 3100); /* the series is receiving again */
+    int late = -1;
+    ck_assert_int_eq(db_job_defer(d, a, 3200, 18000, DB_JOB_WAIT_SPACE ": needs 4 MB", &late), 0);
+    ck_assert_int_eq(late, 1);
+    ck_assert_int_eq(db_job_claim(d, "w", 20000, &j), LDCT_ENOTFOUND);
+    job_rows r = {0};
+    ck_assert_int_eq(db_jobs_list(d, 10, on_job_row, NULL, &r), 0);
+    ck_assert_int_eq(r.n, 1);
+    ck_assert_int_eq(r.superseded[0], 1); /* done, superseded */
+    db_close(d);
+}
+END_TEST
 
 START_TEST(late_instance_during_a_job_is_processed_again_under_new_uids)
 {
@@ -813,6 +837,7 @@ int main(void)
     tcase_add_test(tc, recover_requeues_running_work_and_fails_repeated_crashers);
     tcase_add_test(tc, failure_with_retry_goes_back_to_pending);
     tcase_add_test(tc, deferred_job_steps_aside_until_its_time);
+    tcase_add_test(tc, deferred_job_overtaken_by_instances_ends_superseded);
     tcase_add_test(tc, unmatched_series_expire_and_are_removed);
     tcase_add_test(tc, delivered_series_expire_with_their_outbox_files_but_not_before);
     tcase_add_test(tc, results_folder_output_stays_when_its_series_expires);
