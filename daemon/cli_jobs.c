@@ -8,6 +8,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct list_ctx {
     int json, jobs, sends_open; /* JSON: jobs printed, inside a sends array */
@@ -77,7 +78,9 @@ static void job_text(list_ctx *c, const db_job_row *j)
     printf("    series  %s\n", j->series_uid);
     if (j->derived_series_uid[0])
         printf("    derived %s\n", j->derived_series_uid);
-    if (j->superseded)
+    int waiting = strcmp(j->state, "pending") == 0 &&
+                  strncmp(j->last_error, DB_JOB_WAIT_SPACE, strlen(DB_JOB_WAIT_SPACE)) == 0;
+    if (j->superseded || waiting) /* notes, not errors */
         printf("    %s\n", j->last_error);
     else if (j->last_error[0])
         printf("    error   %s\n", j->last_error);
