@@ -75,11 +75,12 @@ int fs_free_mb(const char *path, uint64_t *mb)
     return 0;
 }
 
-int fs_total_mb(const char *path, uint64_t *mb)
+int fs_space_bytes(const char *path, uint64_t *avail, uint64_t *total)
 {
     struct statvfs st;
     if (statvfs(path, &st) != 0)
         return -errno;
-    *mb = (uint64_t)st.f_blocks * st.f_frsize / (1024 * 1024);
+    *avail = (uint64_t)st.f_bavail * st.f_frsize;
+    *total = (uint64_t)st.f_blocks * st.f_frsize;
     return 0;
 }

@@ -25,8 +25,9 @@ int fs_rename_durable(const char *from, const char *to);
  * `path`, in MiB, into *mb. */
 int fs_free_mb(const char *path, uint64_t *mb);
 
-/* Size of the filesystem holding path, in MiB. 0 or -errno. */
-int fs_total_mb(const char *path, uint64_t *mb);
+/* Bytes available to unprivileged users and the size of the filesystem
+ * holding path. 0 or -errno. */
+int fs_space_bytes(const char *path, uint64_t *avail, uint64_t *total);
 
 /* Copies the directory part of `path` into `dir` (size `len`). */
 int fs_dirname(const char *path, char *dir, size_t len);

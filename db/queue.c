@@ -856,10 +856,11 @@ int db_job_failed(db *d, int64_t job_id, int64_t now_ms, const char *error, int 
 
 static int job_step_aside(db *d, int64_t job_id, int64_t not_before_ms, const char *note)
 {
-    sqlite3_stmt *s = db__stmt(d, Q_JOB_DEFER,
-                               "UPDATE jobs SET state = 'pending', attempts = max(attempts - 1, 0),"
-                               " last_error = ?2, not_before_ms = ?3 WHERE id = ?1"
-                               " AND state = 'running'");
+    sqlite3_stmt *s =
+        db__stmt(d, Q_JOB_DEFER,
+                 "UPDATE jobs SET state = 'pending', attempts = max(attempts - 1, 0),"
+                 " last_error = ?2, not_before_ms = ?3, started_ms = NULL, worker = ''"
+                 " WHERE id = ?1 AND state = 'running'");
     if (!s)
         return LDCT_EDB;
     sqlite3_bind_int64(s, 1, job_id);

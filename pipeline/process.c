@@ -478,23 +478,20 @@ int process_check_room(const process_opts *o, uint64_t bytes, char *err, size_t 
         return 0;
     char dir[DERIVE_PATH_LEN];
     existing_dir(o->out_dir, dir, sizeof dir);
-    uint64_t free_mb = 0, total_mb = 0, need_mb = (bytes + (1u << 20) - 1) >> 20;
-    uint64_t keep_mb = (uint64_t)o->min_free_mb / 2;
-    if (fs_free_mb(dir, &free_mb) != 0 || fs_total_mb(dir, &total_mb) != 0 ||
-        free_mb >= need_mb + keep_mb)
+    const double mib = 1048576.0;
+    uint64_t avail = 0, total = 0, keep = (uint64_t)o->min_free_mb / 2 * (1u << 20);
+    if (fs_space_bytes(dir, &avail, &total) != 0 || avail >= bytes + keep)
         return 0;
-    if (need_mb + keep_mb > total_mb)
+    if (bytes + keep > total)
         return snprintf(err, len,
-                        "the result needs about %llu MB, and %s holds %llu MB in all (keeping %llu"
-                        " MB free)",
-                        (unsigned long long)need_mb, dir, (unsigned long long)total_mb,
-                        (unsigned long long)keep_mb),
+                        "the result needs about %.1f MB, and %s holds %.1f MB in all (keeping"
+                        " %.0f MB free)",
+                        bytes / mib, dir, total / mib, keep / mib),
                LDCT_EINPUT;
     snprintf(err, len,
-             "the result needs about %llu MB in %s, which has %llu MB free (results leave %llu"
+             "the result needs about %.1f MB in %s, which has %.1f MB free (results leave %.0f"
              " MB, half of min_free_mb)",
-             (unsigned long long)need_mb, dir, (unsigned long long)free_mb,
-             (unsigned long long)keep_mb);
+             bytes / mib, dir, avail / mib, keep / mib);
     return LDCT_ENOSPACE;
 }
 

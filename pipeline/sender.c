@@ -23,6 +23,7 @@ typedef struct sender {
     pthread_t thread;
     int started;
     db *db;
+    fail_run claim_fails; /* claims failing in a row (a full database disk) */
 } sender;
 
 struct sender_pool {
@@ -194,12 +195,15 @@ static void *sender_main(void *arg)
             break;
         db_send snd;
         int rc = db_send_claim(s->db, ldct_now_ms(), &snd);
+        int failed = 0;
+        if ((rc == 0 || rc == LDCT_ENOTFOUND) && (failed = fail_run_end(&s->claim_fails)) > 0)
+            log_notice("sender: claiming sends works again after %d failed tries", failed);
         if (rc == 0) {
             send_one(s, &snd);
             continue;
         }
-        if (rc != LDCT_ENOTFOUND)
-            log_warn("sender: cannot claim a send: %s", ldct_strerror(rc));
+        if (rc != LDCT_ENOTFOUND && fail_run_first(&s->claim_fails))
+            log_warn("sender: cannot claim a send: %s (retrying every second)", ldct_strerror(rc));
         if (wait_for_work(p, IDLE_POLL_MS))
             break;
     }

@@ -107,9 +107,10 @@ int scp__save(DcmFileFormat *ff, const char *ts_uid, const char *path, char *err
     ff->getMetaInfo()->clear();
     rc = scp__cond_err(ff->saveFile(path, xfer, EET_ExplicitLength, EGL_recalcGL), path);
     if (rc < 0) {
-        scp__set_err(err, len, "cannot write %s%s", path, disk_nearly_full(path));
+        const char *full = disk_nearly_full(path);
+        scp__set_err(err, len, "cannot write %s%s", path, full);
         unlink(path);
-        return rc;
+        return full[0] ? -ENOSPC : rc; /* -ENOSPC: the job waits for room (worker.c) */
     }
     /* DCMTK does not report a failed last write when it closes the file:
      * read it back (values over 4 KiB only checked against the file's
