@@ -177,11 +177,12 @@ static unsigned check_instance(const scp_instance *inst, char *comment, size_t l
 
 /* fsync, rename into the spool, fsync the directory. The series directory
  * usually exists already, so it is created only when the rename says so. */
-static int place_file(ingest *in, const scp_instance *inst, char *final, size_t len)
+static int place_file(ingest *in, const scp_instance *inst, char *final, size_t len, int *existed)
 {
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/%s/%s", in->spool, inst->study_uid, inst->series_uid);
     snprintf(final, len, "%s/%s.dcm", dir, inst->sop_instance_uid);
+    *existed = access(final, F_OK) == 0;
     int rc = fs_fsync_path(inst->file_path);
     if (rc)
         return rc;
@@ -277,14 +278,20 @@ unsigned ingest_store_end(ingest *in, const scp_assoc_info *assoc, const scp_ins
         return status;
     }
     char final[2048];
-    int rc = place_file(in, inst, final, sizeof final);
-    if (rc == 0)
+    int existed = 0, placed = 0;
+    int rc = place_file(in, inst, final, sizeof final, &existed);
+    if (rc == 0) {
+        placed = 1;
         rc = record(in, assoc, inst, final);
+    }
     if (rc) {
-        /* Only the temp file is removed. If the rename already happened, the final
-         * path may hold an instance acknowledged earlier (a resend): it must stay.
-         * A new file without its row is unacknowledged; the sender's retry replaces it. */
+        /* The temp file goes, and a placed file that no row names (a full
+         * database disk): nothing would ever remove it. A file that was
+         * there before holds an instance acknowledged earlier (a resend)
+         * and stays. */
         unlink(inst->file_path);
+        if (placed && !existed)
+            unlink(final);
         snprintf(comment, comment_len, "could not store the instance: %s", ldct_strerror(rc));
         log_err("instance %s: %s", inst->sop_instance_uid, comment);
         return SCP_STATUS_OUT_OF_RESOURCES;

@@ -47,6 +47,8 @@ extern "C" {
 #include <dcmtk/config/osconfig.h>
 #include <dcmtk/dcmdata/dcdeftag.h>
 #include <dcmtk/dcmdata/dcfilefo.h>
+#include <dcmtk/dcmdata/dcostrma.h>
+#include <dcmtk/dcmdata/dcostrmf.h>
 #include <dcmtk/dcmdata/dcuid.h>
 #include <dcmtk/dcmnet/assoc.h>
 #include <dcmtk/dcmnet/dcmlayer.h>
@@ -235,7 +237,6 @@ struct store_ctx {
     const assoc_ctx *a;
     std::string path, ts;
     std::string req_class, req_inst, sop_class, sop_inst, study, series, modality, descr;
-    bool ended = false;    /* store_end was called: it owns the file */
     int writeback_fd = -1; /* read-only handle on the file being received */
     DcmDataset *detail = nullptr;
     char comment[k_comment_len] = "";
@@ -306,7 +307,6 @@ unsigned finish_store(store_ctx *sc, bool write_failed)
     in.series_description = sc->descr.c_str();
     in.transfer_syntax_uid = sc->ts.c_str();
     in.file_path = sc->path.c_str();
-    sc->ended = true;
     return sc->srv->h.store_end(sc->srv->h.ctx, &sc->a->info, &in, sc->comment, sizeof sc->comment);
 }
 
@@ -329,28 +329,113 @@ void stop_writeback(store_ctx *sc)
     sc->writeback_fd = -1;
 }
 
-void store_cb(void *data, T_DIMSE_StoreProgress *progress, T_DIMSE_C_StoreRQ *, char *,
-              DcmDataset **, T_DIMSE_C_StoreRSP *rsp, DcmDataset **detail)
+/* Where DIMSE_receiveDataSetInFile writes the dataset: our file, and a
+ * write that fails (a full disk) is remembered, the rest dropped, but never
+ * reported to DCMTK. Reported, it makes DCMTK read on for the rest of the
+ * dataset, which never comes when the failed write was its last PDV: the
+ * association then hangs until dimse_timeout and is aborted. This way the
+ * dataset is read to its end and answered 0xA700. */
+class spool_consumer : public DcmConsumer
 {
-    store_ctx *sc = static_cast<store_ctx *>(data);
-    if (progress->state == DIMSE_StoreProgressing)
-        start_writeback(sc);
-    if (progress->state != DIMSE_StoreEnd)
-        return;
+  public:
+    explicit spool_consumer(int fd) : fd_(fd) {}
+    OFBool good() const override
+    {
+        return OFTrue;
+    }
+    OFCondition status() const override
+    {
+        return EC_Normal;
+    }
+    OFBool isFlushed() const override
+    {
+        return OFTrue;
+    }
+    offile_off_t avail() const override
+    {
+        return 1 << 30;
+    }
+    void flush() override {}
+    offile_off_t write(const void *buf, offile_off_t len) override
+    {
+        const char *p = static_cast<const char *>(buf);
+        for (offile_off_t done = 0; !err_ && done < len;) {
+            ssize_t n = ::write(fd_, p + done, (size_t)(len - done));
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                err_ = n < 0 ? errno : ENOSPC;
+            else
+                done += n;
+        }
+        return len;
+    }
+    int error() const
+    {
+        return err_;
+    }
+
+  private:
+    int fd_, err_ = 0;
+};
+
+class spool_stream : public DcmOutputStream
+{
+  public:
+    explicit spool_stream(spool_consumer *c) : DcmOutputStream(c) {}
+};
+
+void store_progress(void *data, unsigned long)
+{
+    start_writeback(static_cast<store_ctx *>(data));
+}
+
+/* Receives the dataset after the meta header DIMSE_createFilestream wrote;
+ * *write_failed when the file could not be written whole (it is then
+ * removed). Returns the network's condition. */
+OFCondition receive_into(scp_server *srv, T_ASC_Association *assoc, T_ASC_PresentationContextID pid,
+                         T_DIMSE_C_StoreRQ *req, store_ctx *sc, bool *write_failed)
+{
+    const char *path = sc->path.c_str();
+    DcmOutputFileStream *meta = nullptr;
+    OFCondition c = DIMSE_createFilestream(path, req, assoc, pid, 1, &meta);
+    delete meta; /* closes the file: preamble and meta header */
+    int fd = c.good() ? open(path, O_WRONLY | O_APPEND | O_CLOEXEC) : -1;
+    struct stat st;
+    spool_consumer cons(fd);
+    spool_stream out(&cons);
+    T_ASC_PresentationContextID pid_data = 0;
+    c = DIMSE_receiveDataSetInFile(assoc, block_mode(srv), srv->opt.dimse_timeout_s, &pid_data,
+                                   &out, store_progress, sc);
     stop_writeback(sc);
-    /* DCMTK presets 0xA700 when it could not write the data (and has read
-     * the rest off the wire and removed the file). */
-    bool write_failed = rsp->DimseStatus == STATUS_STORE_Refused_OutOfResources;
+    *write_failed = fd < 0 || cons.error() != 0 || fstat(fd, &st) != 0 || st.st_size < 132;
+    if (fd >= 0 && close(fd) != 0)
+        *write_failed = true;
+    if (c.good() && pid_data != pid)
+        c = makeDcmnetCondition(DIMSEC_INVALIDPRESENTATIONCONTEXTID, OF_error,
+                                "DIMSE: presentation contexts of command and data differ");
+    if (c.bad() || *write_failed)
+        unlink(path);
+    return c;
+}
+
+/* Answers a received dataset: store_end decides, the C-STORE-RSP tells. */
+OFCondition answer_store(T_ASC_Association *assoc, T_ASC_PresentationContextID pid,
+                         T_DIMSE_C_StoreRQ *req, store_ctx *sc, bool write_failed)
+{
+    T_DIMSE_C_StoreRSP rsp{};
     try {
-        rsp->DimseStatus = (Uint16)finish_store(sc, write_failed);
+        rsp.DimseStatus = (Uint16)finish_store(sc, write_failed);
     } catch (...) {
-        rsp->DimseStatus = SCP_STATUS_PROCESSING_FAILURE;
+        rsp.DimseStatus = SCP_STATUS_PROCESSING_FAILURE;
         scp__strlcpy(sc->comment, "internal error", sizeof sc->comment);
     }
-    if (rsp->DimseStatus != STATUS_Success)
+    if (rsp.DimseStatus != STATUS_Success)
         log_notice("scp: instance %s from %s refused: 0x%04X", sc->req_inst.c_str(),
-                   sc->a->calling.c_str(), rsp->DimseStatus);
-    set_error_comment(sc, detail);
+                   sc->a->calling.c_str(), rsp.DimseStatus);
+    DcmDataset *detail = nullptr;
+    set_error_comment(sc, &detail);
+    return DIMSE_sendStoreResponse(assoc, pid, req, &rsp, detail);
 }
 
 /* store_begin refused: read the dataset off the wire, answer its status. */
@@ -395,13 +480,10 @@ OFCondition handle_store(scp_server *srv, const assoc_ctx *a, T_ASC_Association 
         c = refuse_store(srv, assoc, pid, req, st, &sc);
     } else {
         sc.path = path;
-        c = DIMSE_storeProvider(assoc, pid, req, path, 1, nullptr, store_cb, &sc, block_mode(srv),
-                                srv->opt.dimse_timeout_s);
-        stop_writeback(&sc);
-        if (c == DIMSE_OUTOFRESOURCES && sc.ended)
-            c = EC_Normal; /* a write failure, answered 0xA700: the association goes on */
-        if (c.bad() && !sc.ended)
-            unlink(path); /* DCMTK usually removed it already */
+        bool write_failed = false;
+        c = receive_into(srv, assoc, pid, req, &sc, &write_failed);
+        if (c.good())
+            c = answer_store(assoc, pid, req, &sc, write_failed);
     }
     delete sc.detail;
     return c;

@@ -42,8 +42,16 @@ echo "$out" | grep -q "Received Store Response (Success)" || fail "the associati
     fail "a cut-short instance was quarantined as broken"
 grep -q "out of disk space while receiving" "$T/ldctd.log" || fail "no log line for the full spool"
 [ "$(db_instances)" = 1 ] || fail "$(db_instances) instances stored, expected the small one"
-# Nothing free: refused at once (DCMTK alone would wait dimse_timeout for
-# the rest of a dataset whose only PDV failed to write, then abort).
+# 1100 KiB free and an instance of 1129 KiB: the write fails in the last
+# PDV. Answered at once (DCMTK's own receive would wait dimse_timeout for
+# PDVs after the last, then abort the association).
+"$MKSERIES" --out "$T/edge" --rows 760 --cols 760 --slices 1 > /dev/null || fail "mkseries edge"
+rm -f "$SPOOL_MNT/fill"
+free_kb=$(df -k --output=avail "$SPOOL_MNT" | tail -n 1)
+dd if=/dev/zero of="$SPOOL_MNT/fill" bs=1k count=$((free_kb - 1100)) 2>/dev/null
+out=$(timeout 15 storescu -v -aec LDCTNODE 127.0.0.1 "$PORT" "$T/edge/IMG0001.dcm" 2>&1)
+echo "$out" | grep -q "Refused: OutOfResources" || fail "spool full in the last PDV: not A700 at once: $out"
+# Nothing free: refused at once.
 dd if=/dev/zero of="$SPOOL_MNT/fill2" bs=4k 2>/dev/null
 out=$(timeout 15 storescu -v -aec LDCTNODE 127.0.0.1 "$PORT" "$T/s/IMG0002.dcm" 2>&1)
 echo "$out" | grep -q "Refused: OutOfResources" || fail "no free space: not A700 at once: $out"
