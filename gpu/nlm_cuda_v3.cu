@@ -322,6 +322,21 @@ template <int PL, int XS, bool TUNED, int LEAN = 0> struct src_shared {
     }
 };
 
+/* Phase B's loads for one offset slot: U(o+d) of the RYB rows (u: the
+ * first) and the RYB + 2P z box sums of the column the y box needs. */
+template <int RYB, int P, typename Src>
+__device__ __forceinline__ void phase_b_loads(const float *col, int XW, const float *u,
+                                              const Src &m, float (&uv)[RYB],
+                                              float (&xv)[RYB + 2 * P])
+{
+#pragma unroll
+    for (int i = 0; i < RYB; i++)
+        uv[i] = m.ld(u + (ptrdiff_t)i * m.row());
+#pragma unroll
+    for (int k = 0; k < RYB + 2 * P; k++)
+        xv[k] = col[k * XW];
+}
+
 /* Phase B for one offset slot: weights of the RYB rows of this thread's
  * column and their accumulation (u: U(o+d) of the first row). The distance
  * cutoff (nlm.h) selects the weight, or with PRED predicates the
@@ -332,12 +347,7 @@ __device__ __forceinline__ void accumulate(const float *col, int XW, const float
                                            float (&av)[RYB][LZ])
 {
     float uv[RYB], xv[RYB + 2 * P], ys[RYB];
-#pragma unroll
-    for (int i = 0; i < RYB; i++)
-        uv[i] = m.ld(u + (ptrdiff_t)i * m.row());
-#pragma unroll
-    for (int k = 0; k < RYB + 2 * P; k++)
-        xv[k] = col[k * XW];
+    phase_b_loads<RYB, P>(col, XW, u, m, uv, xv);
     if (Src::lean)
         ybox1<RYB, P>(xv, ys);
     else
@@ -371,12 +381,7 @@ __device__ __forceinline__ void accumulate_uf(const float *col, int XW, const fl
                                               float (&av)[RYB][LZ])
 {
     float uv[RYB], xv[RYB + 2 * P], ys[RYB];
-#pragma unroll
-    for (int i = 0; i < RYB; i++)
-        uv[i] = m.ld(u + (ptrdiff_t)i * m.row());
-#pragma unroll
-    for (int k = 0; k < RYB + 2 * P; k++)
-        xv[k] = col[k * XW];
+    phase_b_loads<RYB, P>(col, XW, u, m, uv, xv);
     ybox1k<RYB, P, Src::tree>(xv, koff, ys);
 #pragma unroll
     for (int i = 0; i < RYB; i++) {
