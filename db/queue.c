@@ -386,20 +386,28 @@ static int job_insert(db *d, const db_job_spec *j, int64_t now_ms, int64_t *job_
     return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? LDCT_ENOTFOUND : db__fail(d, "job insert");
 }
 
+/* The one integer `sql` (cached in `slot`, ?1 = id) returns into *out;
+ * LDCT_ENOTFOUND without a row, `what` names a failure. */
+static int id_query(db *d, int slot, const char *sql, int64_t id, int64_t *out, const char *what)
+{
+    sqlite3_stmt *s = db__stmt(d, slot, sql);
+    if (!s)
+        return LDCT_EDB;
+    sqlite3_bind_int64(s, 1, id);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW)
+        *out = sqlite3_column_int64(s, 0);
+    sqlite3_reset(s);
+    return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? LDCT_ENOTFOUND : db__fail(d, what);
+}
+
 /* A job of the series still waiting to run (it will read every instance). */
 static int pending_job(db *d, int64_t series_id, int64_t *job_id)
 {
-    sqlite3_stmt *s = db__stmt(d, Q_PENDING_OF_SERIES,
-                               "SELECT id FROM jobs WHERE series_id = ?1 AND state = 'pending'"
-                               " ORDER BY id LIMIT 1");
-    if (!s)
-        return LDCT_EDB;
-    sqlite3_bind_int64(s, 1, series_id);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_ROW)
-        *job_id = sqlite3_column_int64(s, 0);
-    sqlite3_reset(s);
-    return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? LDCT_ENOTFOUND : db__fail(d, "pending job");
+    return id_query(d, Q_PENDING_OF_SERIES,
+                    "SELECT id FROM jobs WHERE series_id = ?1 AND state = 'pending'"
+                    " ORDER BY id LIMIT 1",
+                    series_id, job_id, "pending job");
 }
 
 int db_job_create(db *d, const db_job_spec *spec, int64_t now_ms, int64_t *job_id)
@@ -491,21 +499,6 @@ int db_job_claim(db *d, const char *worker, int64_t now_ms, db_job *out)
     if (step != SQLITE_ROW)
         return end(d, db__fail(d, "job claim"));
     return end(d, job_series_uids(d, out));
-}
-
-/* The one integer `sql` (cached in `slot`, ?1 = id) returns into *out;
- * LDCT_ENOTFOUND without a row, `what` names a failure. */
-static int id_query(db *d, int slot, const char *sql, int64_t id, int64_t *out, const char *what)
-{
-    sqlite3_stmt *s = db__stmt(d, slot, sql);
-    if (!s)
-        return LDCT_EDB;
-    sqlite3_bind_int64(s, 1, id);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_ROW)
-        *out = sqlite3_column_int64(s, 0);
-    sqlite3_reset(s);
-    return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? LDCT_ENOTFOUND : db__fail(d, what);
 }
 
 /* Nonzero when job's derived rows are exactly the n sources src. */

@@ -201,10 +201,12 @@ template <int P> struct zrun {
 };
 
 /* Phase B: RYB y box sums over 2P+1 rows of xv, one running sum (the
- * thread's NDX / NSPLIT slots are the independent chains). */
-template <int RYB, int P> __device__ __forceinline__ void ybox1(const float *xv, float *ys)
+ * thread's NDX / NSPLIT slots are the independent chains); with K, k is
+ * added to every sum. */
+template <int RYB, int P, bool K = false>
+__device__ __forceinline__ void ybox1(const float *xv, float *ys, float k = 0.0f)
 {
-    float a = xv[0];
+    float a = K ? xv[0] + k : xv[0];
 #pragma unroll
     for (int k = 1; k <= 2 * P; k++)
         a += xv[k];
@@ -237,16 +239,7 @@ __device__ __forceinline__ void ybox1k(const float *xv, float k, float *ys)
         }
         return;
     }
-    float a = xv[0] + k;
-#pragma unroll
-    for (int i = 1; i <= 2 * P; i++)
-        a += xv[i];
-    ys[0] = a;
-#pragma unroll
-    for (int i = 1; i < RYB; i++) {
-        a = (a + xv[i + 2 * P]) - xv[i - 1];
-        ys[i] = a;
-    }
+    ybox1<RYB, P, true>(xv, ys, k);
 }
 
 /* Phase B: RYB y box sums over 2P+1 rows of xv, two running sums. */
