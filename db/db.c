@@ -3,6 +3,7 @@
 
 #include "common/clock.h"
 #include "common/err.h"
+#include "common/fsutil.h"
 #include "common/log.h"
 #include "db/internal.h"
 #include "db/schema.h"
@@ -194,6 +195,19 @@ static int prepare_all(db *d)
     return 0;
 }
 
+/* SQLite reports a full disk at open as "disk I/O error" (its WAL index
+ * cannot be created); say what the administrator has to do instead. */
+static void explain_open_failure(const char *path)
+{
+    char dir[4096];
+    uint64_t avail = 0, total = 0;
+    if (fs_dirname(path, dir, sizeof dir) == 0 && fs_space_bytes(dir, &avail, &total) == 0 &&
+        avail < 1024 * 1024)
+        log_err("the disk holding %s is full (%llu KiB free): the database cannot open its"
+                " journal; free space there and start again",
+                dir, (unsigned long long)(avail / 1024));
+}
+
 int db_open(const char *path, int readonly, db **out)
 {
     *out = NULL;
@@ -225,6 +239,8 @@ int db_open(const char *path, int readonly, db **out)
     *out = d;
     return 0;
 fail:
+    if (!readonly && rc == LDCT_EDB)
+        explain_open_failure(path);
     db_close(d);
     return rc;
 }

@@ -2,7 +2,8 @@
 # The database's disk full while the spool has room: every C-STORE is
 # refused with 0xA700, no file is left in the spool without its row (no
 # one would ever remove it), the failure is not logged per instance, and
-# reception works again by itself once space is freed. Needs tmpfs mounts
+# reception works again by itself once space is freed. A start on the
+# full disk stops with a message that says so. Needs tmpfs mounts
 # (root); skipped otherwise.
 . "$(dirname "$0")/lib.sh"
 mkdir -p "$STATE"
@@ -29,3 +30,9 @@ storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T"/s/*.dcm || fail "storescu after sp
 [ "$(db_instances)" = 6 ] || fail "$(db_instances) instances after space was freed"
 [ "$(find "$STATE/spool" -name '*.dcm' | wc -l)" = 6 ] || fail "spool files after space was freed"
 stop_daemon || fail "exit code $?"
+dd if=/dev/zero of="$STATE/fill" bs=4k 2>/dev/null
+rm -f "$STATE/ldct.db-wal" "$STATE/ldct.db-shm" # as after a clean stop on a full disk
+rc=0
+"$LDCTD" --config "$T/ldctd.conf" > "$T/start.log" 2>&1 || rc=$?
+[ "$rc" = 1 ] || fail "start on a full disk: exit $rc"
+grep -q "the disk holding $STATE is full (0 KiB free)" "$T/start.log" || fail "no full-disk reason: $(cat "$T/start.log")"
