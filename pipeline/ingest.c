@@ -176,7 +176,9 @@ static unsigned check_instance(const scp_instance *inst, char *comment, size_t l
 }
 
 /* fsync, rename into the spool, fsync the directory. The series directory
- * usually exists already, so it is created only when the rename says so. */
+ * usually exists already, so it is created only when the rename says so;
+ * retention may remove an empty study folder between the mkdir and the
+ * rename, hence the retries. */
 static int place_file(ingest *in, const scp_instance *inst, char *final, size_t len, int *existed)
 {
     char dir[1024];
@@ -187,8 +189,9 @@ static int place_file(ingest *in, const scp_instance *inst, char *final, size_t 
     if (rc)
         return rc;
     rc = fs_rename_durable(inst->file_path, final);
-    if (rc == -ENOENT && (rc = fs_mkdirs(dir)) == 0)
-        rc = fs_rename_durable(inst->file_path, final);
+    for (int tries = 0; rc == -ENOENT && tries < 3; tries++)
+        if ((rc = fs_mkdirs(dir)) == 0)
+            rc = fs_rename_durable(inst->file_path, final);
     return rc;
 }
 

@@ -172,7 +172,25 @@ int schedule_pending(db *d, const ldct_config *cfg)
 
 /* Removes the files of a series (spool and outbox), then each directory
  * that held them when it is empty. */
-static void remove_files(const db_strings *paths)
+/* Removes dir, then its parents while they are empty and lie below one of
+ * the state directory's own folders: spool/<study>/<series> takes the study
+ * folder with it, spool/ and outbox/ themselves stay. rmdir fails
+ * harmlessly on a folder that is not empty; the receiver recreates a
+ * folder removed under it (place_file). */
+static void remove_empty_dirs(char *dir, const char *root)
+{
+    const size_t rl = strlen(root);
+    if (rmdir(dir) != 0)
+        return;
+    for (char *slash; (slash = strrchr(dir, '/')) != NULL;) {
+        *slash = '\0'; /* dir is now its parent */
+        if (strncmp(dir, root, rl) != 0 || dir[rl] != '/' || !strchr(dir + rl + 1, '/') ||
+            rmdir(dir) != 0)
+            return;
+    }
+}
+
+static void remove_files(const db_strings *paths, const char *root)
 {
     char dir[1024] = "";
     for (int i = 0; i < paths->n; i++) {
@@ -183,11 +201,11 @@ static void remove_files(const db_strings *paths)
             continue;
         if (dir[0] && (strncmp(dir, paths->v[i], strlen(dir)) != 0 ||
                        (size_t)(slash - paths->v[i]) != strlen(dir)))
-            (void)rmdir(dir); /* fails harmlessly when not empty */
+            remove_empty_dirs(dir, root);
         snprintf(dir, sizeof dir, "%.*s", (int)(slash - paths->v[i]), paths->v[i]);
     }
     if (dir[0])
-        (void)rmdir(dir);
+        remove_empty_dirs(dir, root);
 }
 
 static const char *removal_reason(const char *state)
@@ -201,6 +219,7 @@ static const char *removal_reason(const char *state)
 
 typedef struct expire_ctx {
     db *d;
+    const char *root; /* the state directory */
     int hours, removed;
 } expire_ctx;
 
@@ -212,7 +231,7 @@ static void expire_one(void *ctx, int64_t id, const char *uid, const char *state
      * reopens the series and keeps everything (LDCT_ENOTFOUND). */
     int rc = db_series_remove(e->d, id, &paths);
     if (!rc)
-        remove_files(&paths);
+        remove_files(&paths, e->root);
     if (rc == LDCT_ENOTFOUND) {
         log_info("series %s reopened by a resend; not removed", uid);
     } else if (rc) {
@@ -227,7 +246,7 @@ static void expire_one(void *ctx, int64_t id, const char *uid, const char *state
 
 int schedule_expire(db *d, const ldct_config *cfg, int64_t now_ms)
 {
-    expire_ctx e = {d, cfg->node.retention_hours, 0};
+    expire_ctx e = {d, cfg->node.state_dir, cfg->node.retention_hours, 0};
     int rc =
         db_series_expired(d, now_ms - (int64_t)cfg->node.retention_hours * 3600000, expire_one, &e);
     return rc < 0 ? rc : e.removed;

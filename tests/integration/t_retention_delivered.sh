@@ -2,7 +2,8 @@
 # Retention of processed series: once a series' derived instances (and,
 # with action both, its originals) are delivered to every destination, its
 # spool files and outbox files are removed retention_hours later (0 here:
-# at the next retention check), with a log line; a series whose send is
+# at the next retention check), with a log line and the study folder that
+# it leaves empty (spool/ and outbox/ stay); a series whose send is
 # still undelivered keeps every file until it is delivered.
 . "$(dirname "$0")/lib.sh"
 UP_PORT=$(free_port)
@@ -30,6 +31,8 @@ wait_until 60 "delivered series removed, with its log line" gone
 [ "$(state "$uid")" = removed ] || fail "series is $(state "$uid")"
 [ "$(ls "$T/up" | wc -l)" = 6 ] || fail "storescp got $(ls "$T/up" | wc -l) files, not 3 + 3"
 [ -z "$(find "$STATE/spool" -path "*$uid*" -name '*.dcm')" ] || fail "spool files left"
+study=$(dcmdump -q +P 0020,000d "$T/s/IMG0001.dcm" | sed -E 's/.*\[([^]]*)\].*/\1/')
+[ ! -d "$STATE/spool/$study" ] || fail "empty study folder left: $(find "$STATE/spool/$study")"
 job=$(sql "SELECT id FROM jobs WHERE series_id = (SELECT id FROM series WHERE series_uid = '$uid')")
 [ ! -d "$STATE/outbox/$job" ] || fail "outbox of job $job left: $(ls "$STATE/outbox/$job")"
 # The series whose destination is down keeps its files.
@@ -42,4 +45,7 @@ wgone() { grep -q "series $wuid removed after 0 h (processed and delivered, 4 fi
 wait_until 30 "series removed once delivered" wgone
 [ "$(ls "$T/late" | wc -l)" = 2 ] || fail "late destination got $(ls "$T/late" | wc -l) files"
 [ ! -d "$STATE/outbox/$wjob" ] || fail "outbox of job $wjob left"
+left=$(find "$STATE/spool" -mindepth 1 -maxdepth 1 ! -name .tmp)
+[ -z "$left" ] || fail "folders left in the spool: $left"
+[ -d "$STATE/spool" ] && [ -d "$STATE/outbox" ] || fail "spool/ or outbox/ removed"
 stop_daemon || fail "exit code $?"
