@@ -1,6 +1,7 @@
 /* Implementation of the stderr logger; see log.h. */
 #include "common/log.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -68,6 +69,61 @@ static int current_style(void)
         atomic_store(&style, s);
     }
     return s;
+}
+
+#define LIMITED_QUIET_MS 60000 /* one line per distinct message this often */
+#define LIMITED_KINDS 16       /* distinct messages remembered */
+
+static long long mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* How many repeats `line` stood for if it is due now, -1 if it is not. */
+static int limited_due(const char *line)
+{
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static struct {
+        char key[192];
+        long long logged_ms;
+        int quiet; /* repeats not logged since */
+    } seen[LIMITED_KINDS];
+    static int next;
+    const long long now = mono_ms();
+    int due = -1;
+    pthread_mutex_lock(&mu);
+    int i = 0;
+    while (i < LIMITED_KINDS && strncmp(seen[i].key, line, sizeof seen[i].key - 1) != 0)
+        i++;
+    if (i == LIMITED_KINDS) { /* new: take the next slot */
+        i = next;
+        next = (next + 1) % LIMITED_KINDS;
+        snprintf(seen[i].key, sizeof seen[i].key, "%s", line);
+        seen[i].logged_ms = now - LIMITED_QUIET_MS;
+        seen[i].quiet = 0;
+    }
+    if (now - seen[i].logged_ms >= LIMITED_QUIET_MS) {
+        due = seen[i].quiet;
+        seen[i].logged_ms = now;
+        seen[i].quiet = 0;
+    } else {
+        seen[i].quiet++;
+    }
+    pthread_mutex_unlock(&mu);
+    return due;
+}
+
+void log_limited(int prio, const char *line)
+{
+    if (prio > log_level)
+        return;
+    const int quiet = limited_due(line);
+    if (quiet > 0)
+        log_write(prio, "%s (%d more since the last such line)", line, quiet);
+    else if (quiet == 0)
+        log_write(prio, "%s", line);
 }
 
 void log_write(int prio, const char *fmt, ...)

@@ -44,6 +44,13 @@ void log_write(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 
         if ((prio) <= log_level)                                                                   \
             log_write((prio), __VA_ARGS__);                                                        \
     } while (0)
+/* Logs `line` at prio, each distinct line at most once a minute, then with
+ * the count of repeats it stood for ("... (N more since the last such
+ * line)"): for failures that can repeat many times a second (a full disk,
+ * a flood of connections), where the journal needs the first line and a
+ * heartbeat. Remembers the last 16 distinct lines. Any thread. */
+void log_limited(int prio, const char *line);
+
 /* A failure that repeats on a timer (a full disk fails every tick): log
  * only the first of a run (fail_run_first) and, once it works again, how
  * many tries failed (fail_run_end). One per timer; not thread-safe. */

@@ -132,7 +132,9 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     size_t n = strlen(msg);
     while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
         msg[--n] = '\0';
-    log_warn("http: %s", msg);
+    char line[600];
+    snprintf(line, sizeof line, "http: %s", msg);
+    log_limited(LOG_LVL_WARNING, line); /* a connection flood repeats one message */
 }
 
 int http_start(const http_opts *o, http_server **out)

@@ -84,49 +84,15 @@ int db_schema_version(void)
     return DB_NMIGRATIONS;
 }
 
-#define DB_FAIL_QUIET_MS 60000 /* one line per distinct failure this often */
-#define DB_FAIL_KINDS 8        /* distinct failures remembered */
-
 /* Logs a database failure, each distinct one at most once a minute with
  * the count it stood for: a full disk fails every timer tick of every
  * thread, and the journal needs the first line and a heartbeat, not a
  * flood. Any thread. */
 static void log_db_failure(const char *what, const char *msg)
 {
-    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-    static struct {
-        char key[192];
-        int64_t logged_ms;
-        int quiet; /* repeats not logged since */
-    } seen[DB_FAIL_KINDS];
-    static int next;
-    char key[192];
-    snprintf(key, sizeof key, "%s: %s", what, msg);
-    int64_t now = ldct_mono_ms();
-    int quiet = -1; /* -1: do not log */
-    pthread_mutex_lock(&mu);
-    int i = 0;
-    while (i < DB_FAIL_KINDS && strcmp(seen[i].key, key) != 0)
-        i++;
-    if (i == DB_FAIL_KINDS) { /* new: take the next slot */
-        i = next;
-        next = (next + 1) % DB_FAIL_KINDS;
-        snprintf(seen[i].key, sizeof seen[i].key, "%s", key);
-        seen[i].logged_ms = now - DB_FAIL_QUIET_MS;
-        seen[i].quiet = 0;
-    }
-    if (now - seen[i].logged_ms >= DB_FAIL_QUIET_MS) {
-        quiet = seen[i].quiet;
-        seen[i].logged_ms = now;
-        seen[i].quiet = 0;
-    } else {
-        seen[i].quiet++;
-    }
-    pthread_mutex_unlock(&mu);
-    if (quiet > 0)
-        log_err("database: %s (%d more since the last such line)", key, quiet);
-    else if (quiet == 0)
-        log_err("database: %s", key);
+    char line[256];
+    snprintf(line, sizeof line, "database: %s: %s", what, msg);
+    log_limited(LOG_LVL_ERR, line);
 }
 
 int db__fail(db *d, const char *what)

@@ -185,7 +185,9 @@ const char *verdict_name(scp_assoc_verdict v)
 /* Sends the A-ASSOCIATE-RJ of PS3.8 table 9-21 that matches the verdict
  * (ours: the AE title this node answers to, named when the called one is
  * refused). */
-void reject(T_ASC_Association *assoc, scp_assoc_verdict v, const assoc_ctx &a, const char *ours)
+/* detail, when not empty, follows the reason in parentheses in the log. */
+void reject(T_ASC_Association *assoc, scp_assoc_verdict v, const assoc_ctx &a,
+            const std::string &detail)
 {
     T_ASC_RejectParameters rj;
     rj.result = ASC_RESULT_REJECTEDPERMANENT;
@@ -208,9 +210,7 @@ void reject(T_ASC_Association *assoc, scp_assoc_verdict v, const assoc_ctx &a, c
     }
     log_notice("scp: association from %s (calling %s, called %s) rejected: %s%s%s%s",
                a.peer.c_str(), a.calling.c_str(), a.called.c_str(), verdict_name(v),
-               v == SCP_ASSOC_REJECT_CALLED_AE ? " (this node is " : "",
-               v == SCP_ASSOC_REJECT_CALLED_AE ? ours : "",
-               v == SCP_ASSOC_REJECT_CALLED_AE ? ")" : "");
+               detail.empty() ? "" : " (", detail.c_str(), detail.empty() ? "" : ")");
     scp__cond_err(ASC_rejectAssociation(assoc, &rj), "A-ASSOCIATE-RJ");
 }
 
@@ -567,21 +567,26 @@ void run_association(scp_server *srv, T_ASC_Association *assoc)
 {
     assoc_ctx a;
     fill_assoc_ctx(assoc, &a);
-    bool busy;
+    bool busy, stopping;
     {
         std::lock_guard<std::mutex> lk(srv->mu);
-        busy = srv->stopping || srv->active >= srv->opt.max_associations;
+        stopping = srv->stopping;
+        busy = stopping || srv->active >= srv->opt.max_associations;
         if (!busy)
             srv->active++;
     }
     if (busy) {
-        reject(assoc, SCP_ASSOC_REJECT_BUSY, a, srv->ae_title.c_str());
+        reject(assoc, SCP_ASSOC_REJECT_BUSY, a,
+               stopping ? std::string("the node is shutting down")
+                        : "all max_associations = " + std::to_string(srv->opt.max_associations) +
+                              " in use");
         return;
     }
     scp_assoc_verdict v =
         srv->h.check_association ? srv->h.check_association(srv->h.ctx, &a.info) : SCP_ASSOC_ACCEPT;
     if (v != SCP_ASSOC_ACCEPT) {
-        reject(assoc, v, a, srv->ae_title.c_str());
+        reject(assoc, v, a,
+               v == SCP_ASSOC_REJECT_CALLED_AE ? "this node is " + srv->ae_title : std::string());
     } else if (negotiate(srv, assoc) == 0) {
         log_info("scp: association from %s (calling %s) accepted", a.peer.c_str(),
                  a.calling.c_str());

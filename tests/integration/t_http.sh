@@ -4,7 +4,8 @@
 # Prometheus text whose counts follow what was received; unknown paths get
 # 404 and other methods 405; no UIDs or patient data in either; 20 idle
 # connections (more than the old limit of 16) do not lock monitoring out,
-# and the idle ones are dropped after the 5 s idle timeout. A second node
+# and the idle ones are dropped after the 5 s idle timeout; a flood over
+# the connection limit is one log line, not one per connection. A second node
 # whose http_port is taken does not start (monitoring would reach the first
 # node): exit 1 with the reason, its DICOM port never opened.
 . "$(dirname "$0")/lib.sh"
@@ -45,6 +46,15 @@ t = time.time()
 assert idle[0].recv(1) == b"", "an idle connection got data"
 assert time.time() - t < 8, "idle connection kept %.1f s" % (time.time() - t)
 PY
+# A flood over the connection limit is logged once, not per connection.
+python3 - "$HTTP" << 'PY' || fail "connection flood"
+import socket, sys, time
+port = int(sys.argv[1])
+held = [socket.create_connection(("127.0.0.1", port)) for _ in range(100)]
+time.sleep(0.5)
+PY
+n=$(grep -c "connection limit" "$T/ldctd.log")
+[ "$n" = 1 ] || fail "$n connection-limit lines for 36 refused connections"
 # The listener binds to loopback by default.
 if command -v ss > /dev/null; then
     ss -ltn | grep -q "127.0.0.1:$HTTP " || fail "not on 127.0.0.1: $(ss -ltn | grep ":$HTTP ")"
