@@ -18,6 +18,18 @@ int64_t ldct_mono_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t ldct_clock_step(int64_t *offset, int64_t wall_ms, int64_t mono_ms, int64_t tolerance_ms)
+{
+    const int64_t now = wall_ms - mono_ms;
+    if (*offset == INT64_MIN) {
+        *offset = now;
+        return 0;
+    }
+    const int64_t step = now - *offset;
+    *offset = now; /* slewing moves it by well under a millisecond a second */
+    return step > tolerance_ms || step < -tolerance_ms ? step : 0;
+}
+
 void ldct_time_format(int64_t ms, char *out, int len)
 {
     if (ms <= 0) {

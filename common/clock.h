@@ -11,6 +11,12 @@ int64_t ldct_now_ms(void);
  * stretch or shrink (rate limits). */
 int64_t ldct_mono_ms(void);
 
+/* Watches the wall clock against the monotonic one: *offset holds their
+ * difference (INT64_MIN before the first call). Returns how far the wall
+ * clock stepped since the last call (call it every second or so) when that
+ * is more than tolerance_ms either way (NTP, an administrator, a restored VM), else 0. */
+int64_t ldct_clock_step(int64_t *offset, int64_t wall_ms, int64_t mono_ms, int64_t tolerance_ms);
+
 /* Formats a Unix-ms time as local "YYYY-MM-DD HH:MM:SS" ("-" for 0). */
 void ldct_time_format(int64_t ms, char *out, int len);
 

@@ -1,6 +1,8 @@
 /* Implementation of the stderr logger; see log.h. */
 #include "common/log.h"
 
+#include "common/clock.h"
+
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -74,13 +76,6 @@ static int current_style(void)
 #define LIMITED_QUIET_MS 60000 /* one line per distinct message this often */
 #define LIMITED_KINDS 16       /* distinct messages remembered */
 
-static long long mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* How many repeats `line` stood for if it is due now, -1 if it is not. */
 static int limited_due(const char *line)
 {
@@ -91,7 +86,7 @@ static int limited_due(const char *line)
         int quiet; /* repeats not logged since */
     } seen[LIMITED_KINDS];
     static int next;
-    const long long now = mono_ms();
+    const long long now = ldct_mono_ms();
     int due = -1;
     pthread_mutex_lock(&mu);
     int i = 0;

@@ -48,6 +48,7 @@ typedef struct server {
     int nworkers;
     unsigned ticks;
     fail_run stable_fails, expire_fails; /* timer checks failing in a row (logged once) */
+    int64_t clock_offset;                /* wall minus monotonic clock (ldct_clock_step) */
     int exit_code;
 } server;
 
@@ -95,9 +96,29 @@ static void on_series_stable(void *ctx, const char *series_uid, int instances)
     }
 }
 
+#define CLOCK_STEP_TOLERANCE_MS 2000 /* a timer tick is late by far less */
+
+/* A step of the wall clock moves the waits measured on it (db_clock_stepped). */
+static void follow_clock_steps(server *s)
+{
+    const int64_t step =
+        ldct_clock_step(&s->clock_offset, ldct_now_ms(), ldct_mono_ms(), CLOCK_STEP_TOLERANCE_MS);
+    if (!step)
+        return;
+    int rc = db_clock_stepped(s->db, step);
+    if (rc)
+        log_warn("the system clock stepped by %+.1f s; the waits could not follow it: %s",
+                 step / 1000.0, ldct_strerror(rc));
+    else
+        log_warn("the system clock stepped by %+.1f s; the quiet of receiving series, deferred"
+                 " jobs and send retries keep their lengths",
+                 step / 1000.0);
+}
+
 static void on_stable_timer(uv_timer_t *t)
 {
     server *s = t->data;
+    follow_clock_steps(s);
     int rc = db_series_mark_stable(s->db, ldct_now_ms(), on_series_stable, s);
     int failed = 0;
     if (rc < 0 && fail_run_first(&s->stable_fails))
@@ -466,6 +487,8 @@ static int open_state(server *s)
     if (!rc && (jobs || sends))
         log_notice("recovered after an unclean stop: %d job(s) and %d send(s) queued again", jobs,
                    sends);
+    if (!rc) /* a step back while stopped left times in the future */
+        rc = db_clock_clamp(s->db, ldct_now_ms());
     return rc;
 }
 
@@ -503,7 +526,10 @@ static int start_pipeline(server *s)
 
 int server_run(const char *config_path)
 {
-    server s = {.config_path = config_path, .exit_code = 0, .started_ms = ldct_now_ms()};
+    server s = {.config_path = config_path,
+                .exit_code = 0,
+                .started_ms = ldct_now_ms(),
+                .clock_offset = INT64_MIN};
     pthread_mutex_init(&s.cfg_lock, NULL);
     uv_loop_init(&s.loop);
     int rc = load_config(&s);

@@ -64,6 +64,11 @@ enum {
     Q_SEND_DONE,
     Q_SEND_FAILED,
     Q_SEND_INTERRUPTED,
+    Q_CLOCK_SERIES,
+    Q_CLOCK_JOBS,
+    Q_CLOCK_SENDS,
+    Q_CLAMP_SERIES,
+    Q_CLAMP_JOBS,
     Q_COUNT
 };
 _Static_assert(Q_COUNT <= DB__QST_MAX, "raise DB__QST_MAX");
@@ -968,6 +973,57 @@ int db_recover(db *d, int max_attempts, int64_t now_ms, int *jobs, int *sends)
     if (!rc && failed)
         log_warn("%d job(s) failed: the daemon stopped while running them %d times", failed,
                  max_attempts);
+    return end(d, rc);
+}
+
+/* ---- clock steps ------------------------------------------------------------ */
+
+/* Runs a statement in slot with ?1 = a. */
+static int run_with(db *d, int slot, const char *sql, int64_t a)
+{
+    sqlite3_stmt *s = db__stmt(d, slot, sql);
+    if (s)
+        sqlite3_bind_int64(s, 1, a);
+    return run(d, s, "clock step");
+}
+
+int db_clock_stepped(db *d, int64_t delta_ms)
+{
+    int rc = begin(d);
+    if (!rc)
+        rc = run_with(d, Q_CLOCK_SERIES,
+                      "UPDATE series SET last_received_ms = last_received_ms + ?1"
+                      " WHERE state = 'receiving'",
+                      delta_ms);
+    if (!rc)
+        rc = run_with(d, Q_CLOCK_JOBS,
+                      "UPDATE jobs SET not_before_ms = not_before_ms + ?1"
+                      " WHERE state = 'pending' AND not_before_ms > 0",
+                      delta_ms);
+    if (!rc)
+        rc = run_with(d, Q_CLOCK_SENDS,
+                      "UPDATE sends SET next_attempt_ms = next_attempt_ms + ?1"
+                      " WHERE state = 'pending' AND next_attempt_ms > 0",
+                      delta_ms);
+    if (!rc)
+        d->quiet_from_ms += delta_ms;
+    return end(d, rc);
+}
+
+int db_clock_clamp(db *d, int64_t now_ms)
+{
+    int rc = begin(d);
+    if (!rc)
+        rc = run_with(d, Q_CLAMP_SERIES,
+                      "UPDATE series SET last_received_ms = ?1"
+                      " WHERE state = 'receiving' AND last_received_ms > ?1",
+                      now_ms);
+    if (!rc)
+        rc =
+            run_with(d, Q_CLAMP_JOBS,
+                     "UPDATE jobs SET not_before_ms = ?1"
+                     " WHERE state = 'pending' AND not_before_ms > ?1 + 3600000", /* defers: 15 s */
+                     now_ms);
     return end(d, rc);
 }
 

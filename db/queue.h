@@ -165,6 +165,19 @@ int db_job_retry(db *d, int64_t job_id, int *changed);
  * stopping the daemon). Counts into *jobs and *sends (may be NULL). */
 int db_recover(db *d, int max_attempts, int64_t now_ms, int *jobs, int *sends);
 
+/* The wall clock stepped by delta_ms while the daemon ran (NTP, a restored
+ * VM): the waits measured on it move with it, so that the quiet of a
+ * receiving series, a deferred job's wait and a send's retry delay keep
+ * their length (a step back would stall them, a step forward end them
+ * early). Past events (received, finished) keep their times. One
+ * transaction. */
+int db_clock_stepped(db *d, int64_t delta_ms);
+
+/* At start-up, for a step back while the daemon was stopped: a receiving
+ * series last heard of in the future counts as heard of now, and a job
+ * deferred more than an hour ahead (deferrals are 15 s) goes now. One transaction. */
+int db_clock_clamp(db *d, int64_t now_ms);
+
 /* ---- listing (ldct jobs) -------------------------------------------------- */
 
 typedef struct db_job_row {

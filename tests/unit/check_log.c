@@ -1,4 +1,6 @@
-/* Unit tests for common/log: journal and terminal line formats, truncation. */
+/* Unit tests for common/log (journal and terminal line formats,
+ * truncation, rate-limited lines) and common/clock's step detection. */
+#include "common/clock.h"
 #include "common/log.h"
 #include "tests/unit/testutil.h"
 
@@ -94,6 +96,56 @@ START_TEST(the_style_follows_stderr_and_the_journal)
 }
 END_TEST
 
+/* Output of fn() on stderr, into out. */
+static void stderr_of(void (*fn)(void), char *out, size_t cap)
+{
+    char path[] = "/tmp/check_log_XXXXXX";
+    int fd = mkstemp(path), saved = dup(2);
+    ck_assert(fd >= 0 && saved >= 0);
+    unlink(path);
+    dup2(fd, 2);
+    fn();
+    dup2(saved, 2);
+    close(saved);
+    ssize_t n = pread(fd, out, cap - 1, 0);
+    out[n > 0 ? n : 0] = '\0';
+    close(fd);
+}
+
+static void flood(void)
+{
+    for (int i = 0; i < 50; i++)
+        log_limited(LOG_LVL_WARNING, "http: connection limit");
+    log_limited(LOG_LVL_WARNING, "http: another message");
+    log_limited(LOG_LVL_DEBUG, "below the level");
+}
+
+START_TEST(a_flood_of_one_line_is_logged_once)
+{
+    char out[4096];
+    log_level = LOG_LVL_INFO;
+    stderr_of(flood, out, sizeof out);
+    ck_assert_msg(strstr(out, "http: connection limit\n") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "another message") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "below the level") == NULL, "%s", out);
+    int lines = 0;
+    for (const char *c = out; *c; c++)
+        lines += *c == '\n';
+    ck_assert_int_eq(lines, 2);
+}
+END_TEST
+
+START_TEST(a_clock_step_is_told_apart_from_drift)
+{
+    int64_t off = INT64_MIN;
+    ck_assert_int_eq(ldct_clock_step(&off, 1000000, 500, 2000), 0);  /* the reference */
+    ck_assert_int_eq(ldct_clock_step(&off, 1001600, 2000, 2000), 0); /* slewed 100 ms */
+    ck_assert_int_eq(ldct_clock_step(&off, 1002600 - 3600000, 3000, 2000), -3600000);
+    ck_assert_int_eq(ldct_clock_step(&off, 1003600 - 3600000, 4000, 2000), 0);
+    ck_assert_int_eq(ldct_clock_step(&off, 1004600 - 3600000 + 60000, 5000, 2000), 60000);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("log");
@@ -102,6 +154,8 @@ int main(void)
     tcase_add_test(tc, terminal_lines_carry_time_and_level);
     tcase_add_test(tc, long_lines_are_cut_and_still_end_with_a_newline);
     tcase_add_test(tc, the_style_follows_stderr_and_the_journal);
+    tcase_add_test(tc, a_flood_of_one_line_is_logged_once);
+    tcase_add_test(tc, a_clock_step_is_told_apart_from_drift);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

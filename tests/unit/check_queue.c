@@ -363,6 +363,39 @@ START_TEST(deferred_job_steps_aside_until_its_time)
 }
 END_TEST
 
+/* The wall clock steps back an hour while a series is quiet, a send waits
+ * for its retry and a job for room: every wait keeps its length. */
+START_TEST(a_clock_step_moves_the_waits_with_it)
+{
+    char p[128];
+    db *d = open_fresh(p, sizeof p);
+    const int64_t H = 3600000, T = 100 * H;
+    int64_t a = job(d, stable_series(d, "1.1", 1), 0, "pacs", 1);
+    db_send s;
+    ck_assert_int_eq(db_send_claim(d, T, &s), 0);
+    ck_assert_int_eq(db_send_failed(d, s.id, T, T + 10000, "refused"), 0);
+    db_job j;
+    ck_assert_int_eq(db_job_claim(d, "w", T, &j), 0);
+    ck_assert_int_eq(db_job_defer(d, a, T, T + 15000, DB_JOB_WAIT_SPACE ": x", NULL), 0);
+    put_instance(d, "1.2", 1, T); /* receiving, stable_seconds 1 */
+    ck_assert_int_eq(db_clock_stepped(d, -H), 0);
+    const int64_t B = T - H; /* the same moment on the stepped clock */
+    ck_assert_int_eq(db_series_mark_stable(d, B + 999, NULL, NULL), 0);
+    ck_assert_int_eq(db_series_mark_stable(d, B + 1000, NULL, NULL), 1);
+    ck_assert_int_eq(db_send_claim(d, B + 9999, &s), LDCT_ENOTFOUND);
+    ck_assert_int_eq(db_send_claim(d, B + 10000, &s), 0);
+    ck_assert_int_eq(db_job_claim(d, "w", B + 14999, &j), LDCT_ENOTFOUND);
+    ck_assert_int_eq(db_job_claim(d, "w", B + 15000, &j), 0);
+    ck_assert_int_eq(j.id, a);
+    /* Stopped over a step back: a series heard of in the future is quiet
+     * from now at the start. */
+    put_instance(d, "1.3", 1, T);
+    ck_assert_int_eq(db_clock_clamp(d, B), 0);
+    ck_assert_int_eq(db_series_mark_stable(d, B + 1000, NULL, NULL), 1);
+    db_close(d);
+}
+END_TEST
+
 typedef struct {
     int n;
     int64_t id;
@@ -849,6 +882,7 @@ int main(void)
     tcase_add_test(tc, series_stable_again_before_its_job_ran_keeps_one_job);
     tcase_add_test(tc, resend_before_removal_keeps_the_series);
     tcase_add_test(tc, totals_count_every_series_state);
+    tcase_add_test(tc, a_clock_step_moves_the_waits_with_it);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
