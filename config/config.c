@@ -84,6 +84,9 @@ static const opt_def OPTIONS[] = {
          "below this free space C-STOREs are refused with 0xA700; jobs keep half of it free"),
     NODE("stable_seconds", T_INT, 1, 86400, "30", stable_seconds,
          "quiet time after which a series is complete"),
+    NODE("interrupted_seconds", T_INT, 0, 86400, "600", interrupted_seconds,
+         "quiet a series waits at least when an association sending it ended by an abort or"
+         " an error (the sender resends; 0 = stable_seconds)"),
     NODE("shutdown_grace_seconds", T_INT, 0, 55, "30", shutdown_grace_seconds,
          "how long SIGTERM waits in all for associations, jobs and sends (at most 55: the"
          " systemd unit's TimeoutStopSec is 60)"),

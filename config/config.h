@@ -47,6 +47,7 @@ typedef struct cfg_node {
     int max_pdu;       /* bytes */
     int min_free_mb;   /* refuse C-STOREs (0xA700) below this free space */
     int stable_seconds;
+    int interrupted_seconds; /* quiet a series cut short by an abort waits at least */
     int shutdown_grace_seconds;
     int log_level;                  /* LOG_LVL_* */
     char uid_root[65];              /* root of the UIDs we make (derived series) */

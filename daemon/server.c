@@ -83,6 +83,22 @@ static unsigned store_end(void *ctx, const scp_assoc_info *a, const scp_instance
     return ingest_store_end(((server *)ctx)->ingest, a, inst, comment, comment_len);
 }
 
+/* The quiet an interrupted series waits at least (db_series_interrupted). */
+static int quiet_after_interruption(const cfg_node *n)
+{
+    return n->interrupted_seconds > n->stable_seconds ? n->interrupted_seconds : n->stable_seconds;
+}
+
+static void assoc_interrupted(void *ctx, const scp_assoc_info *a, const char *const *series_uids,
+                              int n)
+{
+    server *s = ctx;
+    pthread_mutex_lock(&s->cfg_lock);
+    const int wait_s = quiet_after_interruption(&s->cfg->node);
+    pthread_mutex_unlock(&s->cfg_lock);
+    ingest_assoc_interrupted(s->ingest, a, series_uids, n, wait_s);
+}
+
 /* ---- loop callbacks ---- */
 
 static void on_series_stable(void *ctx, const char *series_uid, int instances)
@@ -252,6 +268,7 @@ static void reload(server *s)
     pthread_mutex_unlock(&s->cfg_lock);
     ingest_policy p = policy_of(cfg);
     ingest_policy_set(s->ingest, &p);
+    db_series_interrupted_wait(s->db, cfg->node.interrupted_seconds);
     log_level = cfg->node.log_level;
     config_free(old);
     log_notice("configuration reloaded from %s", s->config_path);
@@ -300,7 +317,8 @@ static int start_dicom(server *s)
     scp_handlers h = {.ctx = s,
                       .check_association = check_association,
                       .store_begin = store_begin,
-                      .store_end = store_end};
+                      .store_end = store_end,
+                      .assoc_interrupted = assoc_interrupted};
     int rc = scp_server_new(&opt, &h, &s->scp);
     if (rc == 0)
         rc = scp_server_start(s->scp);
@@ -482,6 +500,7 @@ static int open_state(server *s)
     if ((rc = db_open(path, 0, &s->db)))
         return rc;
     db_series_quiet_from(s->db, s->started_ms); /* a series cut off by the stop waits */
+    db_series_interrupted_wait(s->db, s->cfg->node.interrupted_seconds);
     int jobs = 0, sends = 0;
     rc = db_recover(s->db, s->cfg->node.job_max_attempts, ldct_now_ms(), &jobs, &sends);
     if (!rc && (jobs || sends))

@@ -23,6 +23,7 @@ enum {
     ST_SERIES_LIST,
     ST_TOTALS,
     ST_INSTANCE_PATH,
+    ST_SERIES_INTERRUPTED,
     ST_COUNT
 };
 _Static_assert(ST_COUNT <= DB__ST_MAX, "raise DB__ST_MAX");
@@ -33,7 +34,7 @@ static const char *const SQL[ST_COUNT] = {
         " called_ae, first_received_ms, last_received_ms, stable_seconds)"
         " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8)"
         " ON CONFLICT (series_uid) DO UPDATE SET state = 'receiving', stable_ms = NULL,"
-        " last_received_ms = max(last_received_ms, excluded.last_received_ms),"
+        " interrupted = 0, last_received_ms = max(last_received_ms, excluded.last_received_ms),"
         " stable_seconds = excluded.stable_seconds"
         " RETURNING id",
     [ST_INSTANCE_OLD] = "SELECT path, series_id FROM instances WHERE sop_instance_uid = ?1",
@@ -51,7 +52,8 @@ static const char *const SQL[ST_COUNT] = {
                         " WHERE id = ?1 OR id = ?2",
     [ST_STABLE] = "UPDATE series SET state = 'stable', stable_ms = ?1"
                   " WHERE state = 'receiving'"
-                  " AND max(last_received_ms, ?2) + stable_seconds * 1000 <= ?1"
+                  " AND max(last_received_ms, ?2) + 1000 * CASE WHEN interrupted"
+                  "  THEN max(stable_seconds, ?3) ELSE stable_seconds END <= ?1"
                   " RETURNING series_uid, instance_count",
     [ST_SERIES_LIST] =
         "SELECT id, study_uid, series_uid, modality, state, calling_ae,"
@@ -77,6 +79,8 @@ static const char *const SQL[ST_COUNT] = {
                   " coalesce(sum(state = 'discarded'), 0) AS discarded,"
                   " coalesce(sum(state = 'removed'), 0) AS removed FROM series) AS s",
     [ST_INSTANCE_PATH] = "SELECT path FROM instances WHERE sop_instance_uid = ?1",
+    [ST_SERIES_INTERRUPTED] = "UPDATE series SET interrupted = 1"
+                              " WHERE series_uid = ?1 AND state = 'receiving'",
 };
 
 int db_schema_version(void)
@@ -336,6 +340,20 @@ void db_series_quiet_from(db *d, int64_t ms)
     d->quiet_from_ms = ms;
 }
 
+void db_series_interrupted_wait(db *d, int seconds)
+{
+    d->interrupted_wait_s = seconds;
+}
+
+int db_series_interrupted(db *d, const char *series_uid)
+{
+    sqlite3_stmt *s = stmt(d, ST_SERIES_INTERRUPTED);
+    db__bind_text(s, 1, series_uid);
+    int rc = sqlite3_step(s) == SQLITE_DONE ? 0 : db__fail(d, "series interrupted");
+    sqlite3_reset(s);
+    return rc;
+}
+
 int db_series_mark_stable(db *d, int64_t now_ms, db_series_cb cb, void *ctx)
 {
     typedef struct {
@@ -349,6 +367,7 @@ int db_series_mark_stable(db *d, int64_t now_ms, db_series_cb cb, void *ctx)
     sqlite3_stmt *s = stmt(d, ST_STABLE);
     sqlite3_bind_int64(s, 1, now_ms);
     sqlite3_bind_int64(s, 2, d->quiet_from_ms);
+    sqlite3_bind_int(s, 3, d->interrupted_wait_s);
     int step;
     while ((step = sqlite3_step(s)) == SQLITE_ROW) {
         if (n < (int)(sizeof found / sizeof found[0])) {

@@ -63,6 +63,14 @@ int db_series_mark_stable(db *d, int64_t now_ms, db_series_cb cb, void *ctx);
  * for the sender's resend instead of being processed at once as complete. */
 void db_series_quiet_from(db *d, int64_t ms);
 
+/* A series whose association ended by an abort or an error (the sender's
+ * stop, a network failure, our own stop after its grace) is probably cut
+ * short: it waits at least `seconds` of quiet (db_series_interrupted_wait;
+ * 0 = its stable_seconds) for the sender's resend before it is complete.
+ * The next instance that arrives clears the mark. No-op unless receiving. */
+int db_series_interrupted(db *d, const char *series_uid);
+void db_series_interrupted_wait(db *d, int seconds);
+
 /* One row of the series list. Strings valid only during the callback. */
 typedef struct db_series_row {
     int64_t id;

@@ -14,8 +14,9 @@ struct db {
     sqlite3 *h;
     sqlite3_stmt *st[DB__ST_MAX];
     sqlite3_stmt *qst[DB__QST_MAX];
-    int64_t quiet_from_ms; /* db_series_quiet_from */
-    int retry_slots;       /* db_send_retry_slots; 0 = no limit */
+    int64_t quiet_from_ms;  /* db_series_quiet_from */
+    int interrupted_wait_s; /* db_series_interrupted_wait */
+    int retry_slots;        /* db_send_retry_slots; 0 = no limit */
 };
 
 /* Logs the connection's last error with `what`; returns LDCT_EBUSY_DB or LDCT_EDB. */

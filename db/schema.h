@@ -96,6 +96,9 @@ static const char *const DB_MIGRATIONS[] = {
     /* 3 -> 4: a job waiting for disk space is not claimed again before
      * not_before_ms, so the jobs behind it run meanwhile. */
     "ALTER TABLE jobs ADD COLUMN not_before_ms INTEGER NOT NULL DEFAULT 0;",
+    /* 4 -> 5: a series whose sending association ended by an abort or an
+     * error waits longer for the sender's resend (db_series_interrupted). */
+    "ALTER TABLE series ADD COLUMN interrupted INTEGER NOT NULL DEFAULT 0;",
 };
 
 #define DB_NMIGRATIONS ((int)(sizeof DB_MIGRATIONS / sizeof DB_MIGRATIONS[0]))

@@ -89,6 +89,11 @@ typedef struct scp_handlers {
      * bridge removes the temp file itself and store_end is not called. */
     unsigned (*store_end)(void *ctx, const scp_assoc_info *assoc, const scp_instance *inst,
                           char *comment, size_t comment_len);
+    /* Optional: an association that stored instances (store_end answered
+     * success) ended by an abort or an error instead of a release: the
+     * series those instances belong to are probably cut short. */
+    void (*assoc_interrupted)(void *ctx, const scp_assoc_info *assoc,
+                              const char *const *series_uids, int n);
 } scp_handlers;
 
 typedef struct scp_server_options {

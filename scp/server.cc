@@ -67,6 +67,7 @@ extern "C" {
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <fcntl.h>
 #include <sys/socket.h>
@@ -116,6 +117,7 @@ struct assoc_slot {
 struct assoc_ctx {
     std::string calling, called, peer;
     scp_assoc_info info{};
+    mutable std::vector<std::string> stored_series; /* of the instances stored, distinct */
 };
 
 } // namespace
@@ -307,7 +309,13 @@ unsigned finish_store(store_ctx *sc, bool write_failed)
     in.series_description = sc->descr.c_str();
     in.transfer_syntax_uid = sc->ts.c_str();
     in.file_path = sc->path.c_str();
-    return sc->srv->h.store_end(sc->srv->h.ctx, &sc->a->info, &in, sc->comment, sizeof sc->comment);
+    const unsigned status =
+        sc->srv->h.store_end(sc->srv->h.ctx, &sc->a->info, &in, sc->comment, sizeof sc->comment);
+    auto &seen = sc->a->stored_series;
+    if (status == SCP_STATUS_SUCCESS &&
+        std::find(seen.begin(), seen.end(), sc->series) == seen.end())
+        seen.push_back(sc->series);
+    return status;
 }
 
 /* Starts the kernel's writeback of what has been received so far, so the
@@ -524,8 +532,8 @@ void stop_reading(scp_server *srv)
         shutdown(t_slot->fd, SHUT_RD);
 }
 
-/* Serves DIMSE commands until release, abort or error. */
-void serve(scp_server *srv, const assoc_ctx *a, T_ASC_Association *assoc)
+/* Serves DIMSE commands until release (returns true), abort or error. */
+bool serve(scp_server *srv, const assoc_ctx *a, T_ASC_Association *assoc)
 {
     for (;;) {
         T_DIMSE_Message msg;
@@ -536,11 +544,11 @@ void serve(scp_server *srv, const assoc_ctx *a, T_ASC_Association *assoc)
         delete detail;
         if (c == DUL_PEERREQUESTEDRELEASE) {
             ASC_acknowledgeRelease(assoc);
-            return;
+            return true;
         }
         if (c == DUL_PEERABORTEDASSOCIATION) {
             log_info("scp: association with %s aborted by the peer", a->calling.c_str());
-            return;
+            return false;
         }
         if (c.good() && msg.CommandField == DIMSE_C_ECHO_RQ)
             c = DIMSE_sendEchoResponse(assoc, pid, &msg.msg.CEchoRQ, STATUS_Success, nullptr);
@@ -556,9 +564,21 @@ void serve(scp_server *srv, const assoc_ctx *a, T_ASC_Association *assoc)
             scp__cond_err(c, what.c_str());
             stop_reading(srv);
             ASC_abortAssociation(assoc);
-            return;
+            return false;
         }
     }
+}
+
+/* Tells the handler which series an association that did not end by a
+ * release had stored instances of. */
+void report_interrupted(scp_server *srv, const assoc_ctx &a)
+{
+    if (a.stored_series.empty() || !srv->h.assoc_interrupted)
+        return;
+    std::vector<const char *> uids;
+    for (const auto &u : a.stored_series)
+        uids.push_back(u.c_str());
+    srv->h.assoc_interrupted(srv->h.ctx, &a.info, uids.data(), (int)uids.size());
 }
 
 /* Runs one received association request to its end: the busy check, the
@@ -590,7 +610,8 @@ void run_association(scp_server *srv, T_ASC_Association *assoc)
     } else if (negotiate(srv, assoc) == 0) {
         log_info("scp: association from %s (calling %s) accepted", a.peer.c_str(),
                  a.calling.c_str());
-        serve(srv, &a, assoc);
+        if (!serve(srv, &a, assoc))
+            report_interrupted(srv, a);
     }
     std::lock_guard<std::mutex> lk(srv->mu);
     srv->active--;

@@ -252,6 +252,34 @@ START_TEST(a_repeated_failure_is_logged_once_a_minute)
 }
 END_TEST
 
+/* A series whose association was aborted waits the longer quiet, until
+ * its next instance arrives. */
+START_TEST(an_interrupted_series_waits_longer_for_its_resend)
+{
+    db *d = open_fresh();
+    char old[256];
+    db_series_interrupted_wait(d, 600);
+    db_instance_rec r = rec("1.2.3", "1.2.3.1", 100000);
+    ck_assert_int_eq(db_instance_put(d, &r, old, sizeof old), 0);
+    ck_assert_int_eq(db_series_interrupted(d, "1.2.3"), 0);
+    ck_assert_int_eq(db_series_mark_stable(d, 100000 + 599999, NULL, NULL), 0);
+    ck_assert_int_eq(db_series_mark_stable(d, 100000 + 600000, NULL, NULL), 1);
+    /* Reopened by a resend, then cut again: the mark comes back; the
+     * next instance clears it and the usual 30 s apply. */
+    r = rec("1.2.3", "1.2.3.2", 800000);
+    ck_assert_int_eq(db_instance_put(d, &r, old, sizeof old), 0);
+    ck_assert_int_eq(db_series_interrupted(d, "1.2.3"), 0);
+    ck_assert_int_eq(db_series_mark_stable(d, 800000 + 30000, NULL, NULL), 0);
+    r = rec("1.2.3", "1.2.3.3", 900000);
+    ck_assert_int_eq(db_instance_put(d, &r, old, sizeof old), 0);
+    ck_assert_int_eq(db_series_mark_stable(d, 900000 + 30000, NULL, NULL), 1);
+    /* Only a receiving series takes the mark. */
+    ck_assert_int_eq(db_series_interrupted(d, "1.2.3"), 0);
+    ck_assert_str_eq(list(d).state[0], "stable");
+    db_close(d);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("db");
@@ -265,6 +293,7 @@ int main(void)
     tcase_add_test(tc, delivery_says_what_became_of_the_sends);
     tcase_add_test(tc, after_a_restart_a_receiving_series_waits_its_quiet_again);
     tcase_add_test(tc, a_repeated_failure_is_logged_once_a_minute);
+    tcase_add_test(tc, an_interrupted_series_waits_longer_for_its_resend);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
