@@ -99,6 +99,9 @@ static const opt_def OPTIONS[] = {
     NODE("results_dir", T_STR, 0, 0, "", results_dir,
          "where results go when a rule has no destination; empty = state_dir/results"),
     NODE("sender_threads", T_INT, 1, 64, "4", sender_threads, "parallel C-STORE senders"),
+    NODE("history_days", T_INT, 0, 36500, "30", history_days,
+         "the database rows of removed series (jobs, sends, derived UIDs) are deleted this long"
+         " after their last instance; 0 = kept forever"),
     NODE("retention_hours", T_INT, 0, 87600, "72", retention_hours,
          "unmatched and discarded series are removed after this, delivered ones this long"
          " after delivery; 0 = at once"),

@@ -55,6 +55,7 @@ typedef struct cfg_node {
     char results_dir[CFG_PATH_MAX]; /* "" = <state_dir>/results */
     int sender_threads;
     int retention_hours;              /* unmatched / discarded series are removed after this */
+    int history_days;                 /* rows of removed series are deleted after this */
     int job_max_attempts;             /* a job failing for a passing reason is retried this often */
     int http_port;                    /* status / metrics HTTP listener; 0 = off */
     char http_bind[CFG_HOST_MAX + 1]; /* numeric address it binds to */

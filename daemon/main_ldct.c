@@ -21,22 +21,22 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: ldct [--config FILE | --state-dir DIR] COMMAND [ARGS]\n"
-            "commands:\n"
-            "  status [--json]        totals of the node's queue\n"
-            "  series [--json]        received series: instance counts, state, delivery\n"
-            "  jobs [--json] [--limit N]  jobs with their sends, attempts, errors and times\n"
-            "  retry JOB              requeue a failed job and its dead sends\n"
-            "  filter --algo A --in DIR --out DIR [OPTIONS]  process a folder offline\n"
-            "                         (ldct filter --help)\n"
-            "  phantom --out DIR [OPTIONS]  low-dose CT simulator (ldct phantom --help)\n"
-            "  quality --test DIR --ref DIR [--json] [--png FILE]  image quality vs truth\n"
-            "  check-config FILE      validate a configuration file, every error with file:line\n"
-            "  bench ALGO [OPTIONS]   benchmark a compute algorithm (ldct bench --help)\n"
-            "  tune fdk [OPTIONS]     tune the FDK backprojector on this GPU; the daemon\n"
-            "                         uses the result (ldct tune fdk --help)\n"
-            "  version                print the version\n");
+    fprintf(
+        f, "usage: ldct [--config FILE | --state-dir DIR] COMMAND [ARGS]\n"
+           "commands:\n"
+           "  status [--json]        totals of the node's queue\n"
+           "  series [--json] [--limit N]  received series, newest first: counts, state, delivery\n"
+           "  jobs [--json] [--limit N]  jobs with their sends, attempts, errors and times\n"
+           "  retry JOB              requeue a failed job and its dead sends\n"
+           "  filter --algo A --in DIR --out DIR [OPTIONS]  process a folder offline\n"
+           "                         (ldct filter --help)\n"
+           "  phantom --out DIR [OPTIONS]  low-dose CT simulator (ldct phantom --help)\n"
+           "  quality --test DIR --ref DIR [--json] [--png FILE]  image quality vs truth\n"
+           "  check-config FILE      validate a configuration file, every error with file:line\n"
+           "  bench ALGO [OPTIONS]   benchmark a compute algorithm (ldct bench --help)\n"
+           "  tune fdk [OPTIONS]     tune the FDK backprojector on this GPU; the daemon\n"
+           "                         uses the result (ldct tune fdk --help)\n"
+           "  version                print the version\n");
 }
 
 static int cmd_status(cli_opts *o)
@@ -113,12 +113,12 @@ static int cmd_series(cli_opts *o)
     int rc, first = 1;
     if (o->json) {
         printf("[");
-        rc = db_series_list(d, print_series_json, &first);
+        rc = db_series_list(d, o->limit, print_series_json, &first);
         printf("]\n");
     } else {
         printf("%-64s %-4s %-16s %-10s %-12s %6s  %-19s  %s\n", "SERIES UID", "MOD", "FROM AE",
                "STATE", "DELIVERY", "COUNT", "FIRST RECEIVED", "LAST RECEIVED");
-        rc = db_series_list(d, print_series_text, NULL);
+        rc = db_series_list(d, o->limit, print_series_text, NULL);
     }
     db_close(d);
     return rc ? 1 : 0;

@@ -149,10 +149,24 @@ static void on_stable_timer(uv_timer_t *t)
     }
 }
 
+/* Rows of series removed history_days ago go (db_series_purge). */
+static int purge_history(server *s, int64_t now_ms)
+{
+    const int days = s->cfg->node.history_days;
+    int n = 0, rc = days > 0 ? db_series_purge(s->db, now_ms - (int64_t)days * 86400000, &n) : 0;
+    if (n > 0)
+        log_info("history: the rows of %d series removed over %d day(s) ago deleted", n, days);
+    return rc;
+}
+
 static void on_expire_timer(uv_timer_t *t)
 {
     server *s = t->data;
     int rc = schedule_expire(s->db, s->cfg, ldct_now_ms()), failed = 0;
+    if (rc >= 0) {
+        const int prc = purge_history(s, ldct_now_ms());
+        rc = prc < 0 ? prc : rc;
+    }
     if (rc < 0 && fail_run_first(&s->expire_fails))
         log_warn("retention check failed: %s (retrying every 5 s)", ldct_strerror(rc));
     if (rc >= 0 && (failed = fail_run_end(&s->expire_fails)) > 0)

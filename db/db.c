@@ -62,7 +62,7 @@ static const char *const SQL[ST_COUNT] = {
         " (SELECT count(*) FROM sends WHERE series_id = series.id),"
         " (SELECT count(*) FROM sends WHERE series_id = series.id AND state = 'done'),"
         " (SELECT count(*) FROM sends WHERE series_id = series.id AND state = 'dead')"
-        " FROM series ORDER BY last_received_ms DESC",
+        " FROM series ORDER BY last_received_ms DESC LIMIT ?1",
     /* The per-state counts follow db_totals.by_state (DB_SERIES_STATES). */
     [ST_TOTALS] = "SELECT (SELECT count(*) FROM series),"
                   " (SELECT count(*) FROM instances),"
@@ -387,9 +387,10 @@ int db_series_mark_stable(db *d, int64_t now_ms, db_series_cb cb, void *ctx)
     return n;
 }
 
-int db_series_list(db *d, void (*cb)(void *ctx, const db_series_row *row), void *ctx)
+int db_series_list(db *d, int limit, void (*cb)(void *ctx, const db_series_row *row), void *ctx)
 {
     sqlite3_stmt *s = stmt(d, ST_SERIES_LIST);
+    sqlite3_bind_int(s, 1, limit > 0 ? limit : -1);
     int rc;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
         db_series_row row = {

@@ -84,8 +84,9 @@ typedef struct db_series_row {
  * "N dead" or "sending D/N" (D done). Written into out. */
 void db_series_delivery(const db_series_row *r, char *out, size_t len);
 
-/* Calls cb for each series, newest activity first. */
-int db_series_list(db *d, void (*cb)(void *ctx, const db_series_row *row), void *ctx);
+/* Calls cb for each series, newest activity first; the first `limit`
+ * only (0 = all). */
+int db_series_list(db *d, int limit, void (*cb)(void *ctx, const db_series_row *row), void *ctx);
 
 /* Every series state, in the order of db_totals.by_state (the schema's
  * CHECK list): receiving, stable, queued, done, failed, unmatched,

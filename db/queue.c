@@ -64,6 +64,11 @@ enum {
     Q_SEND_DONE,
     Q_SEND_FAILED,
     Q_SEND_INTERRUPTED,
+    Q_PURGE_DERIVED,
+    Q_PURGE_SENDS,
+    Q_PURGE_JOBS,
+    Q_PURGE_INSTANCES,
+    Q_PURGE_SERIES,
     Q_CLOCK_SERIES,
     Q_CLOCK_JOBS,
     Q_CLOCK_SENDS,
@@ -973,6 +978,34 @@ int db_recover(db *d, int max_attempts, int64_t now_ms, int *jobs, int *sends)
     if (!rc && failed)
         log_warn("%d job(s) failed: the daemon stopped while running them %d times", failed,
                  max_attempts);
+    return end(d, rc);
+}
+
+/* ---- history ---------------------------------------------------------------- */
+
+#define PURGED_SERIES "(SELECT id FROM series WHERE state = 'removed' AND last_received_ms < ?1)"
+
+int db_series_purge(db *d, int64_t before_ms, int *n)
+{
+    static const char *const sql[] = {
+        "DELETE FROM derived_instances WHERE job_id IN"
+        " (SELECT id FROM jobs WHERE series_id IN " PURGED_SERIES ")",
+        "DELETE FROM sends WHERE series_id IN " PURGED_SERIES
+        " OR job_id IN (SELECT id FROM jobs WHERE series_id IN " PURGED_SERIES ")",
+        "DELETE FROM jobs WHERE series_id IN " PURGED_SERIES,
+        "DELETE FROM instances WHERE series_id IN " PURGED_SERIES,
+        "DELETE FROM series WHERE id IN " PURGED_SERIES,
+    };
+    *n = 0;
+    int rc = begin(d);
+    for (int i = 0; i < 5 && !rc; i++) {
+        sqlite3_stmt *s = db__stmt(d, Q_PURGE_DERIVED + i, sql[i]);
+        if (s)
+            sqlite3_bind_int64(s, 1, before_ms);
+        rc = run(d, s, "purge");
+    }
+    if (!rc)
+        *n = sqlite3_changes(d->h);
     return end(d, rc);
 }
 

@@ -165,6 +165,13 @@ int db_job_retry(db *d, int64_t job_id, int *changed);
  * stopping the daemon). Counts into *jobs and *sends (may be NULL). */
 int db_recover(db *d, int max_attempts, int64_t now_ms, int *jobs, int *sends);
 
+/* Deletes the rows of series removed by retention (state 'removed') whose
+ * last instance arrived before before_ms, with their instances, jobs,
+ * sends and derived UIDs, so the database does not grow for ever. A series
+ * sent again after that is a new series (new derived UIDs). *n = series
+ * deleted. One transaction. */
+int db_series_purge(db *d, int64_t before_ms, int *n);
+
 /* The wall clock stepped by delta_ms while the daemon ran (NTP, a restored
  * VM): the waits measured on it move with it, so that the quiet of a
  * receiving series, a deferred job's wait and a send's retry delay keep

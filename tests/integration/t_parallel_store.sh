@@ -19,5 +19,6 @@ for p in "${pids[@]}"; do wait "$p" || fail "a storescu failed"; done
 assert_stored_identical "$T"/s1/*.dcm "$T"/s2/*.dcm
 json=$("$LDCT" --state-dir "$STATE" series --json)
 [ "$(echo "$json" | grep -o '"instances":64' | wc -l)" = 2 ] || fail "ldct series: $json"
+[ "$("$LDCT" --state-dir "$STATE" series --limit 1 | wc -l)" = 2 ] || fail "series --limit 1: not a header and one line"
 "$LDCT" --state-dir "$STATE" status | grep -q "instances:   128" || fail "ldct status"
 stop_daemon || fail "exit code $?"

@@ -57,7 +57,7 @@ static void collect(void *ctx, const db_series_row *r)
 static listing list(db *d)
 {
     listing l = {0};
-    ck_assert_int_eq(db_series_list(d, collect, &l), 0);
+    ck_assert_int_eq(db_series_list(d, 0, collect, &l), 0);
     return l;
 }
 

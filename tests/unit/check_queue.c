@@ -477,6 +477,38 @@ static int has_path(const db_strings *v, const char *path)
     return 0;
 }
 
+/* The rows of a removed series go once its last instance is older than the
+ * history; series not removed stay, whatever their age. */
+START_TEST(removed_series_are_purged_after_their_history)
+{
+    char p[128];
+    db *d = open_fresh(p, sizeof p);
+    int64_t s = processed_series(d, "pacs"); /* instances at 1000 */
+    db_send snd;
+    ck_assert_int_eq(db_send_claim(d, 5000, &snd), 0);
+    ck_assert_int_eq(db_send_done(d, snd.id, 7000), 0);
+    put_instance(d, "1.2", 1, 500); /* older, but receiving */
+    db_strings removed;
+    ck_assert_int_eq(db_series_remove(d, s, &removed), 0);
+    db_strings_free(&removed);
+    int n = -1;
+    ck_assert_int_eq(db_series_purge(d, 1000, &n), 0);
+    ck_assert_int_eq(n, 0);
+    seen v = {0};
+    ck_assert_int_eq(db_jobs_list(d, 0, on_job, on_send, &v), 0);
+    ck_assert_int_eq(v.jobs, 1);
+    ck_assert_int_eq(db_series_purge(d, 1001, &n), 0);
+    ck_assert_int_eq(n, 1);
+    db_series_info si;
+    ck_assert_int_eq(db_series_get(d, "1.1", &si), LDCT_ENOTFOUND);
+    ck_assert_int_eq(db_series_get(d, "1.2", &si), 0);
+    v = (seen){0};
+    ck_assert_int_eq(db_jobs_list(d, 0, on_job, on_send, &v), 0);
+    ck_assert_int_eq(v.jobs + v.sends, 0);
+    db_close(d);
+}
+END_TEST
+
 START_TEST(delivered_series_expire_with_their_outbox_files_but_not_before)
 {
     char p[128];
@@ -883,6 +915,7 @@ int main(void)
     tcase_add_test(tc, resend_before_removal_keeps_the_series);
     tcase_add_test(tc, totals_count_every_series_state);
     tcase_add_test(tc, a_clock_step_moves_the_waits_with_it);
+    tcase_add_test(tc, removed_series_are_purged_after_their_history);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
