@@ -418,8 +418,8 @@ __global__ void __launch_bounds__(T3X *B3Y, MINB)
  * nlm3d_kernel, 4-14 nlm3d_v2_kernel (RS, NDX and min blocks per SM in the
  * launch3_p switch), 15.. the v3/v4/v6 variants of gpu/nlm_cuda_v3.cu (uniform
  * patch weights and P <= 2 only, v6 also S <= 5 and ~218 KB of shared
- * memory per block; other calls fall back to k_cfg3_wide, then to
- * k_cfg3_fallback).
+ * memory per block, v8 S = 5; other calls fall back to k_cfg3_lean, then
+ * k_cfg3_wide, then k_cfg3_fallback).
  * Chosen by measurement, see docs/PERFORMANCE.md; LDCT_NLM3D_CFG selects
  * one. */
 struct cfg3 {
@@ -445,11 +445,15 @@ constexpr int k_ncfg3 = k_nv12 + GPU__NLM3D_V3_N;
  * runs);
  * 36: variant 21, 35 with the cutoff in exp2's underflow instead of a
  * compare per weight (H200: 0.1839 s, cfg 35 0.1842 s in the same runs);
- * 37: variant 22, 36 with the x and y boxes as trees of partial sums,
- * fastest measured (H200: 0.1820 s). */
+ * 37: variant 22, 36 with the x and y boxes as trees of partial sums
+ * (H200: 0.1820 s); the default for S < 5;
+ * 38: variant 23, v8: 37's sweep on 16-plane tiles (plane classes in phase
+ * B, the copy made in two dz halves), S = 5 only, fastest measured (H200:
+ * see docs/PERFORMANCE.md, twelfth session). */
 constexpr int k_cfg3_fallback = 7;
+constexpr int k_cfg3_lean = 37; /* for windows v8 is not laid out for */
 constexpr int k_cfg3_wide = 27; /* for windows too large for a v6 variant */
-constexpr int k_cfg3_default = 37;
+constexpr int k_cfg3_default = 38;
 
 int cfg3_pick(void)
 {
@@ -618,10 +622,16 @@ void plan_layout(const gpu_nlm_params *p, const gpu_volume *in, int dim, plan *p
     pl->nz = in->nz;
     pl->cfg = dim == 3 ? cfg3_pick() : 0;
     pl->v3 = pl->cfg >= k_nv12 ? pl->cfg - k_nv12 : -1;
-    if (pl->v3 >= 0 && !gpu__nlm3d_v3_supported(pl->v3, pl->P, pl->S, p->gaussian)) {
-        const int wide = k_cfg3_wide - k_nv12;
-        pl->v3 = gpu__nlm3d_v3_supported(wide, pl->P, pl->S, p->gaussian) ? wide : -1;
-        pl->cfg = pl->v3 >= 0 ? k_cfg3_wide : k_cfg3_fallback;
+    if (pl->v3 >= 0) { /* unsupported here: the lean v6, the wide v3, then v2 */
+        const int chain[] = {pl->cfg, k_cfg3_lean, k_cfg3_wide};
+        pl->cfg = k_cfg3_fallback;
+        pl->v3 = -1;
+        for (int c : chain)
+            if (gpu__nlm3d_v3_supported(c - k_nv12, pl->P, pl->S, p->gaussian)) {
+                pl->cfg = c;
+                pl->v3 = c - k_nv12;
+                break;
+            }
     }
     pl->tx = T2X;
     pl->ty = T2Y;

@@ -896,6 +896,145 @@ __global__ void __launch_bounds__(32 * NG * NSPLIT, 1)
                                       TUNED ? 1.0f / sqrtf(kh3) : 1.0f);
 }
 
+/* v8 (kernel 11 of k_v3): v6's lean sweep (cfg 37) on a tile of 16 planes.
+ * Two changes pay for the depth. Plane classes: phase B's two warp halves
+ * take every other plane (bh = plane parity) with all slots of the group,
+ * instead of half the slots of every plane, so each voxel's sums live in
+ * one thread and the 112 accumulator registers hold 16 planes (v6: 8 planes
+ * twice). Phase A computes two planes, then phase B both, between two
+ * barriers. And the copy of the neighbourhood is made twice, for dz <= 0
+ * and for dz > 0 (LZ + 2P + S planes instead of LZ + 2R), which leaves
+ * room for it. The z halo of phase A falls from 12/8 to 20/16 planes, and
+ * the last dx group of 3 slots runs 3 slots in phase B too (v6 masks a
+ * fourth). S must be k_v6_smax: the dx groups are then 4, 4 and 3 slots and
+ * every read stays in the copy. */
+constexpr int k_v8_lz = 16;
+
+template <int P> struct nb8 {
+    using G = geom3<P, 4, 2, 4>;
+    static constexpr int RM = k_v6_smax + P, TX = 32, TY = G::TY, XH = G::XH, XW = 32;
+    static constexpr int XS = 2 * RM + TX + 1; /* odd: phase A's rows on different banks */
+    static constexpr int NYS = TY + 2 * RM, NZS = k_v8_lz + 2 * P + k_v6_smax, PL = NYS * XS;
+    static constexpr int FLOATS = NZS * PL;
+    static constexpr int XZF = 2 * 4 * XH * XW; /* z box sums of two planes, four slots */
+    static constexpr int SMEM = (int)sizeof(float) * (XZF + FLOATS);
+};
+
+/* Copies planes klo .. klo + nk - 1 of the tile's neighbourhood (rows and
+ * columns -R .. T + R - 1) to the copy, whose plane 0 is then plane klo. */
+template <typename N, int NT>
+__device__ __forceinline__ void nb8_load(float *SU, const float *orig, ptrdiff_t pp, int PXp, int R,
+                                         int klo, int nk)
+{
+    const int nrow = N::TY + 2 * R, nrows = nrow * nk, ncol = N::TX + 2 * R;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    for (int r = warp; r < nrows; r += NT / 32) {
+        const int k = r / nrow + klo, j = r % nrow - R;
+        const float *src = orig + (ptrdiff_t)k * pp + (ptrdiff_t)j * PXp - R;
+        float *dst = SU + (k - klo) * N::PL + (j + N::RM) * N::XS + N::RM - R;
+        for (int c = lane; c < ncol; c += 32)
+            cp4(dst + c, src + c);
+    }
+    cp_commit();
+    cp_wait_all();
+    __syncthreads();
+}
+
+/* One offset group of NB slots on a v8 tile: phase A plane by plane, phase
+ * B (thread: RYB rows of its column, plane parity bh, every slot) after
+ * each pair of planes. */
+template <int P, int NB, bool AFULL, typename XZT, int RYB, int LH, typename Src>
+__device__ __forceinline__ void v8_group(const v3ctx &c, const Src &m, ptrdiff_t doff, XZT &XZ,
+                                         float (&aw)[RYB][LH], float (&av)[RYB][LH])
+{
+    constexpr int RS = 4, NUA = RS + 2 * P, XW = sizeof(XZ[0][0][0]) / sizeof(float);
+    static_assert(Src::prescaled && Src::lean && Src::uflow, "v8 runs cfg 37's lean sweep");
+    zrun<P> zr[NB][RS];
+#pragma unroll
+    for (int s = 0; s < 2 * LH + 2 * P; s++) {
+        if (AFULL || c.aact) {
+            const float *a = m.arow + (ptrdiff_t)(s - P) * m.plane();
+            const float *b = a + doff;
+            float ua[NUA], ub[NUA + NB - 1];
+#pragma unroll
+            for (int k = 0; k < NUA; k++)
+                ua[k] = m.ld(a + k);
+#pragma unroll
+            for (int k = 0; k < NUA + NB - 1; k++)
+                ub[k] = m.ld(b + k);
+#pragma unroll
+            for (int j = 0; j < NB; j++)
+                phase_a_slot<RS, P, Src::one_chain, zrun<P>, Src::tree>(
+                    ua, ub + j, zr[j], s, &XZ[(s - 2 * P) & 1][j][c.ar][c.aseg * RS]);
+        }
+        if (s < 2 * P || ((s - 2 * P) & 1) == 0)
+            continue; /* phase B once both planes of a pair are in XZ */
+        const int kp = (s - 2 * P) / 2;
+        __syncthreads();
+#pragma unroll
+        for (int j = 0; j < NB; j++)
+            accumulate_uf<RYB, P, LH, Src>(&XZ[c.bh][j][c.bg * RYB][c.lane], XW,
+                                           m.brow + (ptrdiff_t)(2 * kp) * m.plane() + doff + j, m,
+                                           c.ycut, kp, aw, av);
+        __syncthreads(); /* the next pair's phase A rewrites XZ */
+    }
+}
+
+template <int P>
+__global__ void __launch_bounds__(256, 1)
+    nlm3d_v8_kernel(const float *__restrict__ pad, float *__restrict__ out, int nx, int ny, int nzs,
+                    int PXp, int PY, int S, float kh3, float ycut)
+{
+    using N = nb8<P>;
+    using G = typename N::G;
+    constexpr int LH = k_v8_lz / 2, RYB = G::RYB;
+    constexpr bool AF = G::XH * G::NSEG == G::NT;
+    extern __shared__ __align__(16) float sm8[];
+    float(*XZ)[4][G::XH][N::XW] = reinterpret_cast<float(*)[4][G::XH][N::XW]>(sm8);
+    float *SU = sm8 + N::XZF;
+
+    const int R = S + P;
+    const ptrdiff_t pp = (ptrdiff_t)PY * PXp;
+    const int x0 = blockIdx.x * G::TX, y0 = blockIdx.y * G::TY, z0 = blockIdx.z * k_v8_lz;
+    const float *orig = pad + (ptrdiff_t)(z0 + R) * pp + (ptrdiff_t)(y0 + R) * PXp + (x0 + R);
+    v3ctx c;
+    c.kh3 = kh3;
+    c.ycut = uflow_koff(ycut);
+    v3_roles<G>(c);
+    float aw[RYB][LH], av[RYB][LH];
+    zero_acc(aw, av);
+
+    for (int h = 0; h < 2; h++) { /* dz <= 0, then dz > 0 */
+        const int klo = h ? -P : -P - S;
+        nb8_load<N, G::NT>(SU, orig, pp, PXp, R, klo, k_v8_lz + 2 * P + S);
+        const float *o = SU - klo * N::PL + N::RM * N::XS + N::RM; /* voxel (x0, y0, z0) */
+        src_shared<N::PL, N::XS, true, 3> m;
+        m.arow = o + (c.ar - P) * N::XS + (c.aseg * 4 - P);
+        m.brow = o + c.bh * N::PL + (c.bg * RYB) * N::XS + c.lane;
+        for (int dz = h ? 1 : -S; dz <= (h ? S : 0); dz++)
+            for (int dy = -S; dy <= S; dy++)
+                for (int dx0 = -S; dx0 <= S; dx0 += 4) {
+                    const int doff = dz * N::PL + dy * N::XS + dx0;
+                    if (S - dx0 + 1 >= 4)
+                        v8_group<P, 4, AF>(c, m, doff, XZ, aw, av);
+                    else
+                        v8_group<P, 3, AF>(c, m, doff, XZ, aw, av);
+                }
+        /* The last group's final barrier: nobody reads this copy any more. */
+    }
+
+    const int x = x0 + c.lane;
+    const float oscale = 1.0f / sqrtf(kh3); /* the input was prescaled by sqrtf(kh3) */
+#pragma unroll
+    for (int i = 0; i < RYB; i++)
+#pragma unroll
+        for (int k = 0; k < LH; k++) {
+            const int y = y0 + c.bg * RYB + i, zz = z0 + 2 * k + c.bh;
+            if (x < nx && y < ny && zz < nzs)
+                out[((size_t)zz * ny + y) * nx + x] = oscale * (av[i][k] / aw[i][k]);
+        }
+}
+
 /* Variants (nlm.cu's LDCT_NLM3D_CFG 15.. map to 0..): kernel (3, 4, 5: v3
  * with MASK, 6: v6, 7: v6 prescaled with one x chain, 8: 7 lean, 9: 8 with
  * the cutoff in exp2's underflow, 10: 9 with tree boxes), LZ, RS,
@@ -904,29 +1043,30 @@ struct v3cfg {
     int kern, lz, rs, ndx, ng, nsplit, nsplita, minb;
 };
 const v3cfg k_v3[GPU__NLM3D_V3_N] = {
-    {3, 8, 8, 2, 4, 1, 1, 2},  /* 0: 128 threads, 2 blocks per SM */
-    {3, 8, 4, 4, 4, 2, 1, 1},  /* 1: 256 threads, offsets split over two threads */
-    {3, 6, 8, 2, 4, 1, 1, 2},  /* 2: as 0 with 6 planes (fewer registers) */
-    {3, 6, 4, 4, 4, 2, 1, 1},  /* 3: as 1 with 6 planes */
-    {3, 8, 8, 2, 8, 1, 1, 1},  /* 4: 256 threads, 56-row tiles */
-    {3, 6, 8, 2, 8, 1, 1, 1},  /* 5: as 4 with 6 planes */
-    {4, 6, 8, 4, 4, 2, 2, 1},  /* 6: staged; 8-column segments, offsets split in A and B */
-    {4, 6, 4, 4, 4, 2, 1, 1},  /* 7: staged 3 */
-    {4, 6, 8, 2, 4, 1, 1, 2},  /* 8: staged 2 */
-    {4, 8, 8, 4, 4, 2, 2, 1},  /* 9: as 6 with 8 planes */
-    {4, 8, 4, 4, 4, 2, 1, 1},  /* 10: staged 1 */
-    {4, 10, 8, 4, 4, 2, 2, 1}, /* 11: as 6 with 10 planes */
-    {5, 6, 4, 4, 4, 2, 1, 1},  /* 12: as 3 with MASK (no slot branches) */
-    {5, 8, 4, 4, 4, 2, 1, 1},  /* 13: as 12 with 8 planes */
-    {5, 10, 4, 4, 4, 2, 1, 1}, /* 14: as 12 with 10 planes */
-    {6, 6, 4, 4, 4, 2, 1, 1},  /* 15: as 12 on the neighbourhood in shared memory (S <= 5) */
-    {6, 8, 4, 4, 4, 2, 1, 1},  /* 16: as 15 with 8 planes */
-    {7, 6, 4, 4, 4, 2, 1, 1},  /* 17: as 15, prescaled input and one x-box chain */
-    {7, 8, 4, 4, 4, 2, 1, 1},  /* 18: as 17 with 8 planes */
-    {7, 8, 4, 4, 4, 2, 1, 1},  /* 19: as 18, phase A of a 3-slot last dx group has 3 slots */
-    {8, 8, 4, 4, 4, 2, 1, 1},  /* 20: as 19, z box as one running sum, y box one chain */
-    {9, 8, 4, 4, 4, 2, 1, 1},  /* 21: as 20, the cutoff in exp2's underflow (no compare) */
-    {10, 8, 4, 4, 4, 2, 1, 1}, /* 22: as 21, x and y boxes as trees of partial sums */
+    {3, 8, 8, 2, 4, 1, 1, 2},   /* 0: 128 threads, 2 blocks per SM */
+    {3, 8, 4, 4, 4, 2, 1, 1},   /* 1: 256 threads, offsets split over two threads */
+    {3, 6, 8, 2, 4, 1, 1, 2},   /* 2: as 0 with 6 planes (fewer registers) */
+    {3, 6, 4, 4, 4, 2, 1, 1},   /* 3: as 1 with 6 planes */
+    {3, 8, 8, 2, 8, 1, 1, 1},   /* 4: 256 threads, 56-row tiles */
+    {3, 6, 8, 2, 8, 1, 1, 1},   /* 5: as 4 with 6 planes */
+    {4, 6, 8, 4, 4, 2, 2, 1},   /* 6: staged; 8-column segments, offsets split in A and B */
+    {4, 6, 4, 4, 4, 2, 1, 1},   /* 7: staged 3 */
+    {4, 6, 8, 2, 4, 1, 1, 2},   /* 8: staged 2 */
+    {4, 8, 8, 4, 4, 2, 2, 1},   /* 9: as 6 with 8 planes */
+    {4, 8, 4, 4, 4, 2, 1, 1},   /* 10: staged 1 */
+    {4, 10, 8, 4, 4, 2, 2, 1},  /* 11: as 6 with 10 planes */
+    {5, 6, 4, 4, 4, 2, 1, 1},   /* 12: as 3 with MASK (no slot branches) */
+    {5, 8, 4, 4, 4, 2, 1, 1},   /* 13: as 12 with 8 planes */
+    {5, 10, 4, 4, 4, 2, 1, 1},  /* 14: as 12 with 10 planes */
+    {6, 6, 4, 4, 4, 2, 1, 1},   /* 15: as 12 on the neighbourhood in shared memory (S <= 5) */
+    {6, 8, 4, 4, 4, 2, 1, 1},   /* 16: as 15 with 8 planes */
+    {7, 6, 4, 4, 4, 2, 1, 1},   /* 17: as 15, prescaled input and one x-box chain */
+    {7, 8, 4, 4, 4, 2, 1, 1},   /* 18: as 17 with 8 planes */
+    {7, 8, 4, 4, 4, 2, 1, 1},   /* 19: as 18, phase A of a 3-slot last dx group has 3 slots */
+    {8, 8, 4, 4, 4, 2, 1, 1},   /* 20: as 19, z box as one running sum, y box one chain */
+    {9, 8, 4, 4, 4, 2, 1, 1},   /* 21: as 20, the cutoff in exp2's underflow (no compare) */
+    {10, 8, 4, 4, 4, 2, 1, 1},  /* 22: as 21, x and y boxes as trees of partial sums */
+    {11, 16, 4, 4, 4, 2, 1, 1}, /* 23: v8, as 22 on 16 planes: plane classes, copy in dz halves */
 };
 
 template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT, int MINB, bool MASK = false>
@@ -971,6 +1111,22 @@ cudaError_t launch_v6(const float *pad, float *out, int nx, int ny, int nzs, int
     dim3 block(G::NT),
         grid((nx + G::TX - 1) / G::TX, (ny + G::TY - 1) / G::TY, (nzs + LZ - 1) / LZ);
     kern<<<grid, block, smem, st>>>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut);
+    return cudaGetLastError();
+}
+
+template <int P>
+cudaError_t launch_v8(const float *pad, float *out, int nx, int ny, int nzs, int PXp, int PY, int S,
+                      float kh3, float ycut, cudaStream_t st)
+{
+    using N = nb8<P>;
+    auto kern = nlm3d_v8_kernel<P>;
+    cudaError_t e =
+        cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, N::SMEM);
+    if (e != cudaSuccess)
+        return e;
+    dim3 block(N::G::NT),
+        grid((nx + N::TX - 1) / N::TX, (ny + N::TY - 1) / N::TY, (nzs + k_v8_lz - 1) / k_v8_lz);
+    kern<<<grid, block, N::SMEM, st>>>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut);
     return cudaGetLastError();
 }
 
@@ -1030,6 +1186,8 @@ cudaError_t launch_p(int v, const float *pad, float *out, int nx, int ny, int nz
     case 22:
         return launch_v6<P, 8, 4, 4, 4, 2, true, true, 3>(pad, out, nx, ny, nzs, PXp, PY, S, kh3,
                                                           ycut, st);
+    case 23:
+        return launch_v8<P>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
     default:
         return launch_v<P, 8, 8, 2, 4, 1, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
     }
@@ -1063,6 +1221,11 @@ int gpu__nlm3d_v3_supported(int v, int P, int S, int gaussian)
 {
     if (v < 0 || v >= GPU__NLM3D_V3_N || P < 0 || P > 2 || gaussian)
         return 0;
+    /* v8: exactly the window its dx groups and copy are laid out for. */
+    if (k_v3[v].kern == 11)
+        return S == k_v6_smax && smem_fits(P == 0   ? nb8<0>::SMEM
+                                           : P == 1 ? nb8<1>::SMEM
+                                                    : nb8<2>::SMEM);
     /* v6: the window must fit the copy and the copy the device. */
     return k_v3[v].kern < 6 || (S <= k_v6_smax && smem_fits(v6_smem_needed(k_v3[v], P)));
 }
