@@ -49,6 +49,9 @@ typedef struct server {
     unsigned ticks;
     fail_run stable_fails, expire_fails; /* timer checks failing in a row (logged once) */
     int64_t clock_offset;                /* wall minus monotonic clock (ldct_clock_step) */
+    int lock_fd;         /* ldctd.lock: our pid while receiving, emptied once reception stopped */
+    int unclean_start;   /* the last run did not empty it: killed, crashed, power lost */
+    int suspects_marked; /* its receiving series are marked (db_series_interrupt_receiving) */
     int exit_code;
 } server;
 
@@ -432,6 +435,15 @@ static void log_queue_left(server *s)
                    sends);
 }
 
+/* The receiver stopped cleanly: every association ended or was aborted and
+ * marked (db_series_interrupted), so the next start need not suspect the
+ * receiving series. */
+static void mark_reception_stopped(server *s)
+{
+    if (s->lock_fd >= 0 && ftruncate(s->lock_fd, 0) != 0)
+        log_warn("cannot empty the lock file: the next start holds receiving series longer");
+}
+
 static void shutdown_all(server *s)
 {
     const int64_t t0 = ldct_now_ms();
@@ -444,6 +456,9 @@ static void shutdown_all(server *s)
                        s->cfg->node.shutdown_grace_seconds, active);
         scp_server_stop(s->scp, s->cfg->node.shutdown_grace_seconds);
         scp_server_free(s->scp);
+        mark_reception_stopped(s);
+    } else if (!s->unclean_start || s->suspects_marked) {
+        mark_reception_stopped(s); /* a failed start: nothing received, nothing to hand on */
     }
     if (s->workers && worker_pool_busy(s->workers))
         log_notice("waiting up to %d s for running jobs", grace_left(s, t0));
@@ -471,7 +486,16 @@ static void shutdown_all(server *s)
 /* One daemon per state directory: a second one would requeue the first's
  * running jobs and sends and delete its partial receptions. The lock is
  * held (fd left open) for the life of the process. */
-static int lock_state(const char *state_dir)
+/* Whether the lock file still names a pid: the run before ended without
+ * stopping its receiver (mark_reception_stopped). */
+static int lock_names_a_pid(int fd)
+{
+    char pid[32] = "";
+    ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+    return n > 0 && pid[0] >= '0' && pid[0] <= '9';
+}
+
+static int lock_state(server *s, const char *state_dir)
 {
     char path[1100];
     int rc = fs_mkdirs(state_dir);
@@ -491,6 +515,8 @@ static int lock_state(const char *state_dir)
         close(fd);
         return e == EWOULDBLOCK ? -EBUSY : -e;
     }
+    s->unclean_start = lock_names_a_pid(fd);
+    s->lock_fd = fd;
     char pid[32];
     int len = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
     if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len)
@@ -500,7 +526,7 @@ static int lock_state(const char *state_dir)
 
 static int open_state(server *s)
 {
-    int lrc = lock_state(s->cfg->node.state_dir);
+    int lrc = lock_state(s, s->cfg->node.state_dir);
     if (lrc)
         return lrc;
     ingest_policy p = policy_of(s->cfg);
@@ -522,6 +548,14 @@ static int open_state(server *s)
                    sends);
     if (!rc) /* a step back while stopped left times in the future */
         rc = db_clock_clamp(s->db, ldct_now_ms());
+    int held = 0;
+    if (!rc && s->unclean_start && (rc = db_series_interrupt_receiving(s->db, &held)) == 0)
+        s->suspects_marked = 1;
+    if (held)
+        log_notice("%d series were receiving when the last run ended without stopping (killed or"
+                   " crashed); each waits for its sender's resend (interrupted_seconds) before it"
+                   " counts as complete",
+                   held);
     return rc;
 }
 
@@ -562,7 +596,8 @@ int server_run(const char *config_path)
     server s = {.config_path = config_path,
                 .exit_code = 0,
                 .started_ms = ldct_now_ms(),
-                .clock_offset = INT64_MIN};
+                .clock_offset = INT64_MIN,
+                .lock_fd = -1};
     pthread_mutex_init(&s.cfg_lock, NULL);
     uv_loop_init(&s.loop);
     int rc = load_config(&s);

@@ -24,6 +24,7 @@ enum {
     ST_TOTALS,
     ST_INSTANCE_PATH,
     ST_SERIES_INTERRUPTED,
+    ST_SERIES_INTERRUPT_ALL,
     ST_COUNT
 };
 _Static_assert(ST_COUNT <= DB__ST_MAX, "raise DB__ST_MAX");
@@ -81,6 +82,7 @@ static const char *const SQL[ST_COUNT] = {
     [ST_INSTANCE_PATH] = "SELECT path FROM instances WHERE sop_instance_uid = ?1",
     [ST_SERIES_INTERRUPTED] = "UPDATE series SET interrupted = 1"
                               " WHERE series_uid = ?1 AND state = 'receiving'",
+    [ST_SERIES_INTERRUPT_ALL] = "UPDATE series SET interrupted = 1 WHERE state = 'receiving'",
 };
 
 int db_schema_version(void)
@@ -343,6 +345,17 @@ void db_series_quiet_from(db *d, int64_t ms)
 void db_series_interrupted_wait(db *d, int seconds)
 {
     d->interrupted_wait_s = seconds;
+}
+
+int db_series_interrupt_receiving(db *d, int *n)
+{
+    *n = 0;
+    sqlite3_stmt *s = stmt(d, ST_SERIES_INTERRUPT_ALL);
+    int rc = sqlite3_step(s) == SQLITE_DONE ? 0 : db__fail(d, "series interrupted");
+    sqlite3_reset(s);
+    if (!rc)
+        *n = sqlite3_changes(d->h);
+    return rc;
 }
 
 int db_series_interrupted(db *d, const char *series_uid)

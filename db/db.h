@@ -71,6 +71,10 @@ void db_series_quiet_from(db *d, int64_t ms);
 int db_series_interrupted(db *d, const char *series_uid);
 void db_series_interrupted_wait(db *d, int seconds);
 
+/* At a start after a run that was killed: every receiving series may have
+ * been cut off, so each is marked as interrupted. *n = series marked. */
+int db_series_interrupt_receiving(db *d, int *n);
+
 /* One row of the series list. Strings valid only during the callback. */
 typedef struct db_series_row {
     int64_t id;
