@@ -549,7 +549,8 @@ static int open_state(server *s)
     if (!rc) /* a step back while stopped left times in the future */
         rc = db_clock_clamp(s->db, ldct_now_ms());
     int held = 0;
-    if (!rc && s->unclean_start && (rc = db_series_interrupt_receiving(s->db, &held)) == 0)
+    if (!rc && s->unclean_start &&
+        (rc = db_series_interrupt_receiving(s->db, ldct_now_ms(), &held)) == 0)
         s->suspects_marked = 1;
     if (held)
         log_notice("%d series were receiving when the last run ended without stopping (killed or"

@@ -35,7 +35,8 @@ static const char *const SQL[ST_COUNT] = {
         " called_ae, first_received_ms, last_received_ms, stable_seconds)"
         " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8)"
         " ON CONFLICT (series_uid) DO UPDATE SET state = 'receiving', stable_ms = NULL,"
-        " interrupted = 0, last_received_ms = max(last_received_ms, excluded.last_received_ms),"
+        " interrupted_ms = CASE WHEN ?9 >= interrupted_ms THEN 0 ELSE interrupted_ms END,"
+        " last_received_ms = max(last_received_ms, excluded.last_received_ms),"
         " stable_seconds = excluded.stable_seconds"
         " RETURNING id",
     [ST_INSTANCE_OLD] = "SELECT path, series_id FROM instances WHERE sop_instance_uid = ?1",
@@ -53,7 +54,7 @@ static const char *const SQL[ST_COUNT] = {
                         " WHERE id = ?1 OR id = ?2",
     [ST_STABLE] = "UPDATE series SET state = 'stable', stable_ms = ?1"
                   " WHERE state = 'receiving'"
-                  " AND max(last_received_ms, ?2) + 1000 * CASE WHEN interrupted"
+                  " AND max(last_received_ms, ?2) + 1000 * CASE WHEN interrupted_ms > 0"
                   "  THEN max(stable_seconds, ?3) ELSE stable_seconds END <= ?1"
                   " RETURNING series_uid, instance_count",
     [ST_SERIES_LIST] =
@@ -80,9 +81,9 @@ static const char *const SQL[ST_COUNT] = {
                   " coalesce(sum(state = 'discarded'), 0) AS discarded,"
                   " coalesce(sum(state = 'removed'), 0) AS removed FROM series) AS s",
     [ST_INSTANCE_PATH] = "SELECT path FROM instances WHERE sop_instance_uid = ?1",
-    [ST_SERIES_INTERRUPTED] = "UPDATE series SET interrupted = 1"
+    [ST_SERIES_INTERRUPTED] = "UPDATE series SET interrupted_ms = ?2"
                               " WHERE series_uid = ?1 AND state = 'receiving'",
-    [ST_SERIES_INTERRUPT_ALL] = "UPDATE series SET interrupted = 1 WHERE state = 'receiving'",
+    [ST_SERIES_INTERRUPT_ALL] = "UPDATE series SET interrupted_ms = ?1 WHERE state = 'receiving'",
 };
 
 int db_schema_version(void)
@@ -272,6 +273,7 @@ static int series_upsert(db *d, const db_instance_rec *r, int64_t *id)
     db__bind_text(s, 6, r->called_ae);
     sqlite3_bind_int64(s, 7, r->received_ms);
     sqlite3_bind_int(s, 8, r->stable_seconds);
+    sqlite3_bind_int64(s, 9, r->assoc_started_ms);
     if (sqlite3_step(s) != SQLITE_ROW)
         return db__fail(d, "series upsert");
     *id = sqlite3_column_int64(s, 0);
@@ -347,10 +349,11 @@ void db_series_interrupted_wait(db *d, int seconds)
     d->interrupted_wait_s = seconds;
 }
 
-int db_series_interrupt_receiving(db *d, int *n)
+int db_series_interrupt_receiving(db *d, int64_t now_ms, int *n)
 {
     *n = 0;
     sqlite3_stmt *s = stmt(d, ST_SERIES_INTERRUPT_ALL);
+    sqlite3_bind_int64(s, 1, now_ms);
     int rc = sqlite3_step(s) == SQLITE_DONE ? 0 : db__fail(d, "series interrupted");
     sqlite3_reset(s);
     if (!rc)
@@ -358,10 +361,11 @@ int db_series_interrupt_receiving(db *d, int *n)
     return rc;
 }
 
-int db_series_interrupted(db *d, const char *series_uid)
+int db_series_interrupted(db *d, const char *series_uid, int64_t now_ms)
 {
     sqlite3_stmt *s = stmt(d, ST_SERIES_INTERRUPTED);
     db__bind_text(s, 1, series_uid);
+    sqlite3_bind_int64(s, 2, now_ms);
     int rc = sqlite3_step(s) == SQLITE_DONE ? 0 : db__fail(d, "series interrupted");
     sqlite3_reset(s);
     return rc;

@@ -41,8 +41,10 @@ typedef struct db_instance_rec {
     const char *calling_ae, *called_ae;
     const char *path;
     uint64_t size;
-    int64_t received_ms; /* Unix time in milliseconds */
-    int stable_seconds;  /* quiet time that makes this series stable */
+    int64_t received_ms;      /* Unix time in milliseconds */
+    int stable_seconds;       /* quiet time that makes this series stable */
+    int64_t assoc_started_ms; /* its association's start: one begun after the series
+                               * was interrupted clears that (db_series_interrupted) */
 } db_instance_rec;
 
 /* Records an instance in one transaction: creates or reopens its series
@@ -64,16 +66,19 @@ int db_series_mark_stable(db *d, int64_t now_ms, db_series_cb cb, void *ctx);
 void db_series_quiet_from(db *d, int64_t ms);
 
 /* A series whose association ended by an abort or an error (the sender's
- * stop, a network failure, our own stop after its grace) is probably cut
- * short: it waits at least `seconds` of quiet (db_series_interrupted_wait;
- * 0 = its stable_seconds) for the sender's resend before it is complete.
- * The next instance that arrives clears the mark. No-op unless receiving. */
-int db_series_interrupted(db *d, const char *series_uid);
+ * stop, a network failure, our own stop after its grace) at now_ms is
+ * probably cut short: it waits at least `seconds` of quiet
+ * (db_series_interrupted_wait; 0 = its stable_seconds) for the sender's
+ * resend before it is complete. An instance from an association begun
+ * after now_ms (the resend) clears the mark; one from an association that
+ * was already running (a sender using several) does not. No-op unless
+ * receiving. */
+int db_series_interrupted(db *d, const char *series_uid, int64_t now_ms);
 void db_series_interrupted_wait(db *d, int seconds);
 
 /* At a start after a run that was killed: every receiving series may have
  * been cut off, so each is marked as interrupted. *n = series marked. */
-int db_series_interrupt_receiving(db *d, int *n);
+int db_series_interrupt_receiving(db *d, int64_t now_ms, int *n);
 
 /* One row of the series list. Strings valid only during the callback. */
 typedef struct db_series_row {

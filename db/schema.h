@@ -98,7 +98,7 @@ static const char *const DB_MIGRATIONS[] = {
     "ALTER TABLE jobs ADD COLUMN not_before_ms INTEGER NOT NULL DEFAULT 0;",
     /* 4 -> 5: a series whose sending association ended by an abort or an
      * error waits longer for the sender's resend (db_series_interrupted). */
-    "ALTER TABLE series ADD COLUMN interrupted INTEGER NOT NULL DEFAULT 0;",
+    "ALTER TABLE series ADD COLUMN interrupted_ms INTEGER NOT NULL DEFAULT 0;",
 };
 
 #define DB_NMIGRATIONS ((int)(sizeof DB_MIGRATIONS / sizeof DB_MIGRATIONS[0]))

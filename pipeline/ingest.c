@@ -212,6 +212,7 @@ static int record(ingest *in, const scp_assoc_info *a, const scp_instance *inst,
         .size = inst->file_size,
         .received_ms = ldct_now_ms(),
         .stable_seconds = p.stable_seconds,
+        .assoc_started_ms = a->started_ms,
     };
     char old[1024];
     pthread_mutex_lock(&in->lock);
@@ -270,7 +271,7 @@ void ingest_assoc_interrupted(ingest *in, const scp_assoc_info *assoc,
 {
     for (int i = 0; i < n; i++) {
         pthread_mutex_lock(&in->lock);
-        int rc = db_series_interrupted(in->db, series_uids[i]);
+        int rc = db_series_interrupted(in->db, series_uids[i], ldct_now_ms());
         pthread_mutex_unlock(&in->lock);
         if (rc)
             log_warn("series %s: its association from %s ended by an abort or an error, and"
@@ -278,8 +279,8 @@ void ingest_assoc_interrupted(ingest *in, const scp_assoc_info *assoc,
                      series_uids[i], assoc->calling_ae, ldct_strerror(rc));
         else
             log_notice("series %s: its association from %s (%s) ended by an abort or an"
-                       " error; it waits for the sender's resend (%d s of quiet) before it"
-                       " counts as complete",
+                       " error; it waits for the sender's resend (at least %d s of quiet)"
+                       " before it counts as complete",
                        series_uids[i], assoc->calling_ae, assoc->peer_host, wait_s);
     }
 }

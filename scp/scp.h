@@ -50,6 +50,7 @@ typedef struct scp_assoc_info {
     const char *calling_ae; /* trimmed, never NULL */
     const char *called_ae;  /* trimmed, never NULL */
     const char *peer_host;  /* numeric address, never NULL */
+    int64_t started_ms;     /* when it was accepted (Unix ms) */
 } scp_assoc_info;
 
 /* One received instance. Strings are never NULL ("" when absent). */
@@ -90,8 +91,9 @@ typedef struct scp_handlers {
     unsigned (*store_end)(void *ctx, const scp_assoc_info *assoc, const scp_instance *inst,
                           char *comment, size_t comment_len);
     /* Optional: an association that stored instances (store_end answered
-     * success) ended by an abort or an error instead of a release: the
-     * series those instances belong to are probably cut short. */
+     * success) ended by an abort or an error (not a release, not silence
+     * between commands): the series of its last stored instance is
+     * probably cut short (n is 1). */
     void (*assoc_interrupted)(void *ctx, const scp_assoc_info *assoc,
                               const char *const *series_uids, int n);
 } scp_handlers;

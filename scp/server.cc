@@ -41,6 +41,7 @@
 /* common/ headers are plain C without linkage guards. */
 extern "C" {
 #include "common/err.h"
+#include "common/clock.h"
 #include "common/log.h"
 }
 
@@ -117,7 +118,7 @@ struct assoc_slot {
 struct assoc_ctx {
     std::string calling, called, peer;
     scp_assoc_info info{};
-    mutable std::vector<std::string> stored_series; /* of the instances stored, distinct */
+    mutable std::string last_series; /* of the last instance stored */
 };
 
 } // namespace
@@ -166,6 +167,7 @@ void fill_assoc_ctx(T_ASC_Association *assoc, assoc_ctx *a)
     a->info.calling_ae = a->calling.c_str();
     a->info.called_ae = a->called.c_str();
     a->info.peer_host = a->peer.c_str();
+    a->info.started_ms = ldct_now_ms();
 }
 
 const char *verdict_name(scp_assoc_verdict v)
@@ -311,10 +313,8 @@ unsigned finish_store(store_ctx *sc, bool write_failed)
     in.file_path = sc->path.c_str();
     const unsigned status =
         sc->srv->h.store_end(sc->srv->h.ctx, &sc->a->info, &in, sc->comment, sizeof sc->comment);
-    auto &seen = sc->a->stored_series;
-    if (status == SCP_STATUS_SUCCESS &&
-        std::find(seen.begin(), seen.end(), sc->series) == seen.end())
-        seen.push_back(sc->series);
+    if (status == SCP_STATUS_SUCCESS)
+        sc->a->last_series = sc->series;
     return status;
 }
 
@@ -532,7 +532,10 @@ void stop_reading(scp_server *srv)
         shutdown(t_slot->fd, SHUT_RD);
 }
 
-/* Serves DIMSE commands until release (returns true), abort or error. */
+/* Serves DIMSE commands until release or abort or error. Returns false when
+ * a transfer may have been cut short: an abort, or an error other than
+ * silence between commands (a sender that leaves an association open
+ * after its last instance runs into dimse_timeout there). */
 bool serve(scp_server *srv, const assoc_ctx *a, T_ASC_Association *assoc)
 {
     for (;;) {
@@ -550,6 +553,7 @@ bool serve(scp_server *srv, const assoc_ctx *a, T_ASC_Association *assoc)
             log_info("scp: association with %s aborted by the peer", a->calling.c_str());
             return false;
         }
+        const bool idle = c == DIMSE_NODATAAVAILABLE; /* no command within dimse_timeout */
         if (c.good() && msg.CommandField == DIMSE_C_ECHO_RQ)
             c = DIMSE_sendEchoResponse(assoc, pid, &msg.msg.CEchoRQ, STATUS_Success, nullptr);
         else if (c.good() && msg.CommandField == DIMSE_C_STORE_RQ)
@@ -564,21 +568,20 @@ bool serve(scp_server *srv, const assoc_ctx *a, T_ASC_Association *assoc)
             scp__cond_err(c, what.c_str());
             stop_reading(srv);
             ASC_abortAssociation(assoc);
-            return false;
+            return idle;
         }
     }
 }
 
-/* Tells the handler which series an association that did not end by a
- * release had stored instances of. */
+/* Tells the handler the series of the last instance an association that
+ * was cut short had stored (the series before it were complete: senders
+ * send series one after the other). */
 void report_interrupted(scp_server *srv, const assoc_ctx &a)
 {
-    if (a.stored_series.empty() || !srv->h.assoc_interrupted)
+    if (a.last_series.empty() || !srv->h.assoc_interrupted)
         return;
-    std::vector<const char *> uids;
-    for (const auto &u : a.stored_series)
-        uids.push_back(u.c_str());
-    srv->h.assoc_interrupted(srv->h.ctx, &a.info, uids.data(), (int)uids.size());
+    const char *uid = a.last_series.c_str();
+    srv->h.assoc_interrupted(srv->h.ctx, &a.info, &uid, 1);
 }
 
 /* Runs one received association request to its end: the busy check, the

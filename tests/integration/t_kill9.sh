@@ -31,16 +31,16 @@ for f in $(sqlite3 "$STATE/ldct.db" "SELECT path FROM instances"); do
     dcmdump -q "$f" > /dev/null || fail "unreadable $f"
 done
 [ -z "$(ls "$STATE/spool/.tmp")" ] || fail "partial files left after restart"
-[ "$(sql "SELECT state || ' ' || interrupted FROM series")" = "receiving 1" ] ||
-    fail "after kill -9 the series is $(sql "SELECT state || ' ' || interrupted FROM series")"
+[ "$(sql "SELECT state || ' ' || (interrupted_ms > 0) FROM series")" = "receiving 1" ] ||
+    fail "after kill -9 the series is $(sql "SELECT state || ' ' || (interrupted_ms > 0) FROM series")"
 grep -q "1 series were receiving when the last run ended without stopping" "$T/ldctd.log" ||
     fail "no log line for the series cut off by the kill"
 # The rest can be sent again; resends of acknowledged ones stay one row each.
 storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T"/s/*.dcm || fail "resend failed"
 [ "$(db_instances)" = 300 ] || fail "expected 300 rows, found $(db_instances)"
-[ "$(sql "SELECT interrupted FROM series")" = 0 ] || fail "the resend did not clear the mark"
+[ "$(sql "SELECT interrupted_ms > 0 FROM series")" = 0 ] || fail "the resend did not clear the mark"
 stop_daemon || fail "exit code $?"
 start_daemon
-[ "$(sql "SELECT state || ' ' || interrupted FROM series")" = "receiving 0" ] ||
-    fail "after a clean stop the series is $(sql "SELECT state || ' ' || interrupted FROM series")"
+[ "$(sql "SELECT state || ' ' || (interrupted_ms > 0) FROM series")" = "receiving 0" ] ||
+    fail "after a clean stop the series is $(sql "SELECT state || ' ' || (interrupted_ms > 0) FROM series")"
 stop_daemon || fail "exit code $?"

@@ -253,7 +253,8 @@ START_TEST(a_repeated_failure_is_logged_once_a_minute)
 END_TEST
 
 /* A series whose association was aborted waits the longer quiet, until
- * its next instance arrives. */
+ * an instance comes from an association begun after the abort (the
+ * resend); one from an association already running keeps the wait. */
 START_TEST(an_interrupted_series_waits_longer_for_its_resend)
 {
     db *d = open_fresh();
@@ -261,20 +262,26 @@ START_TEST(an_interrupted_series_waits_longer_for_its_resend)
     db_series_interrupted_wait(d, 600);
     db_instance_rec r = rec("1.2.3", "1.2.3.1", 100000);
     ck_assert_int_eq(db_instance_put(d, &r, old, sizeof old), 0);
-    ck_assert_int_eq(db_series_interrupted(d, "1.2.3"), 0);
+    ck_assert_int_eq(db_series_interrupted(d, "1.2.3", 100000), 0);
     ck_assert_int_eq(db_series_mark_stable(d, 100000 + 599999, NULL, NULL), 0);
     ck_assert_int_eq(db_series_mark_stable(d, 100000 + 600000, NULL, NULL), 1);
-    /* Reopened by a resend, then cut again: the mark comes back; the
-     * next instance clears it and the usual 30 s apply. */
+    /* Reopened by a resend, cut again at 800000. */
     r = rec("1.2.3", "1.2.3.2", 800000);
+    r.assoc_started_ms = 790000;
     ck_assert_int_eq(db_instance_put(d, &r, old, sizeof old), 0);
-    ck_assert_int_eq(db_series_interrupted(d, "1.2.3"), 0);
-    ck_assert_int_eq(db_series_mark_stable(d, 800000 + 30000, NULL, NULL), 0);
-    r = rec("1.2.3", "1.2.3.3", 900000);
+    ck_assert_int_eq(db_series_interrupted(d, "1.2.3", 800000), 0);
+    /* A second association of the sender, begun before the cut: still held. */
+    r = rec("1.2.3", "1.2.3.3", 810000);
+    r.assoc_started_ms = 795000;
+    ck_assert_int_eq(db_instance_put(d, &r, old, sizeof old), 0);
+    ck_assert_int_eq(db_series_mark_stable(d, 810000 + 30000, NULL, NULL), 0);
+    /* The resend, begun after it: the usual 30 s apply. */
+    r = rec("1.2.3", "1.2.3.4", 900000);
+    r.assoc_started_ms = 900000;
     ck_assert_int_eq(db_instance_put(d, &r, old, sizeof old), 0);
     ck_assert_int_eq(db_series_mark_stable(d, 900000 + 30000, NULL, NULL), 1);
     /* Only a receiving series takes the mark. */
-    ck_assert_int_eq(db_series_interrupted(d, "1.2.3"), 0);
+    ck_assert_int_eq(db_series_interrupted(d, "1.2.3", 950000), 0);
     ck_assert_str_eq(list(d).state[0], "stable");
     db_close(d);
 }

@@ -11,7 +11,7 @@
 
 static char state[64];
 static ingest *in;
-static const scp_assoc_info ASSOC = {"CT1", "LDCTNODE", "127.0.0.1"};
+static const scp_assoc_info ASSOC = {"CT1", "LDCTNODE", "127.0.0.1", 0};
 
 static void setup(void)
 {
