@@ -47,11 +47,11 @@ typedef struct server {
     int64_t started_ms;
     int nworkers;
     unsigned ticks;
-    fail_run stable_fails, expire_fails; /* timer checks failing in a row (logged once) */
-    int64_t clock_offset;                /* wall minus monotonic clock (ldct_clock_step) */
-    int lock_fd;         /* ldctd.lock: our pid while receiving, emptied once reception stopped */
-    int unclean_start;   /* the last run did not empty it: killed, crashed, power lost */
-    int suspects_marked; /* its receiving series are marked (db_series_interrupt_receiving) */
+    fail_run stable_fails, expire_fails, purge_fails; /* timer checks failing in a row */
+    int64_t clock_offset; /* wall minus monotonic clock (ldct_clock_step) */
+    int lock_fd;          /* ldctd.lock: our pid while receiving, emptied once reception stopped */
+    int unclean_start;    /* the last run did not empty it: killed, crashed, power lost */
+    int suspects_marked;  /* its receiving series are marked (db_series_interrupt_receiving) */
     int exit_code;
 } server;
 
@@ -152,24 +152,27 @@ static void on_stable_timer(uv_timer_t *t)
     }
 }
 
-/* Rows of series removed history_days ago go (db_series_purge). */
-static int purge_history(server *s, int64_t now_ms)
+/* Rows of removed series whose last instance is history_days old go
+ * (db_series_purge, a batch per retention tick). */
+static void purge_history(server *s, int64_t now_ms)
 {
     const int days = s->cfg->node.history_days;
     int n = 0, rc = days > 0 ? db_series_purge(s->db, now_ms - (int64_t)days * 86400000, &n) : 0;
     if (n > 0)
-        log_info("history: the rows of %d series removed over %d day(s) ago deleted", n, days);
-    return rc;
+        log_info("history: deleted the rows of %d removed series last received over %d day(s)"
+                 " ago",
+                 n, days);
+    if (rc < 0 && fail_run_first(&s->purge_fails))
+        log_warn("history purge failed: %s (retrying every 5 s)", ldct_strerror(rc));
+    if (rc >= 0 && (n = fail_run_end(&s->purge_fails)) > 0)
+        log_notice("history purge works again after %d failed tries", n);
 }
 
 static void on_expire_timer(uv_timer_t *t)
 {
     server *s = t->data;
     int rc = schedule_expire(s->db, s->cfg, ldct_now_ms()), failed = 0;
-    if (rc >= 0) {
-        const int prc = purge_history(s, ldct_now_ms());
-        rc = prc < 0 ? prc : rc;
-    }
+    purge_history(s, ldct_now_ms());
     if (rc < 0 && fail_run_first(&s->expire_fails))
         log_warn("retention check failed: %s (retrying every 5 s)", ldct_strerror(rc));
     if (rc >= 0 && (failed = fail_run_end(&s->expire_fails)) > 0)

@@ -64,6 +64,7 @@ enum {
     Q_SEND_DONE,
     Q_SEND_FAILED,
     Q_SEND_INTERRUPTED,
+    Q_PURGE_DUE,
     Q_PURGE_DERIVED,
     Q_PURGE_SENDS,
     Q_PURGE_JOBS,
@@ -983,10 +984,28 @@ int db_recover(db *d, int max_attempts, int64_t now_ms, int *jobs, int *sends)
 
 /* ---- history ---------------------------------------------------------------- */
 
-#define PURGED_SERIES "(SELECT id FROM series WHERE state = 'removed' AND last_received_ms < ?1)"
+/* At most this many series per call, so one call stays short on the event
+ * loop even when a long history becomes due at once (an upgrade). */
+#define PURGE_BATCH "200"
+#define PURGED_SERIES                                                                              \
+    "(SELECT id FROM series WHERE state = 'removed' AND last_received_ms < ?1"                     \
+    " ORDER BY id LIMIT " PURGE_BATCH ")"
 
 int db_series_purge(db *d, int64_t before_ms, int *n)
 {
+    *n = 0;
+    sqlite3_stmt *due = db__stmt(d, Q_PURGE_DUE,
+                                 "SELECT EXISTS (SELECT 1 FROM series WHERE state = 'removed'"
+                                 " AND last_received_ms < ?1)");
+    if (!due)
+        return LDCT_EDB;
+    sqlite3_bind_int64(due, 1, before_ms);
+    int step = sqlite3_step(due), any = step == SQLITE_ROW && sqlite3_column_int(due, 0);
+    sqlite3_reset(due);
+    if (step != SQLITE_ROW)
+        return db__fail(d, "purge");
+    if (!any) /* the usual case: no write transaction (no flush) every tick */
+        return 0;
     static const char *const sql[] = {
         "DELETE FROM derived_instances WHERE job_id IN"
         " (SELECT id FROM jobs WHERE series_id IN " PURGED_SERIES ")",
@@ -996,7 +1015,6 @@ int db_series_purge(db *d, int64_t before_ms, int *n)
         "DELETE FROM instances WHERE series_id IN " PURGED_SERIES,
         "DELETE FROM series WHERE id IN " PURGED_SERIES,
     };
-    *n = 0;
     int rc = begin(d);
     for (int i = 0; i < 5 && !rc; i++) {
         sqlite3_stmt *s = db__stmt(d, Q_PURGE_DERIVED + i, sql[i]);

@@ -167,9 +167,10 @@ int db_recover(db *d, int max_attempts, int64_t now_ms, int *jobs, int *sends);
 
 /* Deletes the rows of series removed by retention (state 'removed') whose
  * last instance arrived before before_ms, with their instances, jobs,
- * sends and derived UIDs, so the database does not grow for ever. A series
- * sent again after that is a new series (new derived UIDs). *n = series
- * deleted. One transaction. */
+ * sends and derived UIDs, so the database does not grow for ever: at most
+ * 200 series per call (call it again while *n is 200). A series sent
+ * again after that is a new series (new derived UIDs). *n = series
+ * deleted. One transaction, none when nothing is due. */
 int db_series_purge(db *d, int64_t before_ms, int *n);
 
 /* The wall clock stepped by delta_ms while the daemon ran (NTP, a restored

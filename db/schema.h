@@ -98,7 +98,11 @@ static const char *const DB_MIGRATIONS[] = {
     "ALTER TABLE jobs ADD COLUMN not_before_ms INTEGER NOT NULL DEFAULT 0;",
     /* 4 -> 5: a series whose sending association ended by an abort or an
      * error waits longer for the sender's resend (db_series_interrupted). */
-    "ALTER TABLE series ADD COLUMN interrupted_ms INTEGER NOT NULL DEFAULT 0;",
+    "ALTER TABLE series ADD COLUMN interrupted_ms INTEGER NOT NULL DEFAULT 0;"
+    /* and sends are found by series (series removal and purge, listings):
+     * without this index every deleted series row scanned all sends for
+     * its foreign key. */
+    "CREATE INDEX sends_series ON sends(series_id);",
 };
 
 #define DB_NMIGRATIONS ((int)(sizeof DB_MIGRATIONS / sizeof DB_MIGRATIONS[0]))

@@ -8,6 +8,7 @@
 #include "tests/unit/testutil.h"
 
 #include <check.h>
+#include <sqlite3.h>
 #include <string.h>
 
 static db *open_fresh(char *path, size_t len)
@@ -509,6 +510,32 @@ START_TEST(removed_series_are_purged_after_their_history)
 }
 END_TEST
 
+/* A long history due at once (an upgrade) goes 200 series per call. */
+START_TEST(a_long_history_is_purged_in_batches)
+{
+    char p[128];
+    db *d = open_fresh(p, sizeof p);
+    sqlite3 *h;
+    ck_assert_int_eq(sqlite3_open(p, &h), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(h,
+                                  "WITH RECURSIVE k(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM k"
+                                  " WHERE i < 250) INSERT INTO series (study_uid, series_uid,"
+                                  " state, first_received_ms, last_received_ms, stable_seconds)"
+                                  " SELECT '1', 'u' || i, 'removed', 1000, 1000, 30 FROM k",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(h);
+    int n = -1;
+    ck_assert_int_eq(db_series_purge(d, 2000, &n), 0);
+    ck_assert_int_eq(n, 200);
+    ck_assert_int_eq(db_series_purge(d, 2000, &n), 0);
+    ck_assert_int_eq(n, 50);
+    ck_assert_int_eq(db_series_purge(d, 2000, &n), 0);
+    ck_assert_int_eq(n, 0);
+    db_close(d);
+}
+END_TEST
+
 START_TEST(delivered_series_expire_with_their_outbox_files_but_not_before)
 {
     char p[128];
@@ -916,6 +943,7 @@ int main(void)
     tcase_add_test(tc, totals_count_every_series_state);
     tcase_add_test(tc, a_clock_step_moves_the_waits_with_it);
     tcase_add_test(tc, removed_series_are_purged_after_their_history);
+    tcase_add_test(tc, a_long_history_is_purged_in_batches);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
