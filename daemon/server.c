@@ -48,10 +48,11 @@ typedef struct server {
     int nworkers;
     unsigned ticks;
     fail_run stable_fails, expire_fails, purge_fails; /* timer checks failing in a row */
-    int64_t clock_offset; /* wall minus monotonic clock (ldct_clock_step) */
-    int lock_fd;          /* ldctd.lock: our pid while receiving, emptied once reception stopped */
-    int unclean_start;    /* the last run did not empty it: killed, crashed, power lost */
-    int suspects_marked;  /* its receiving series are marked (db_series_interrupt_receiving) */
+    int64_t clock_offset;  /* wall minus monotonic clock (ldct_clock_step) */
+    int64_t clock_pending; /* steps not yet applied to the database */
+    int lock_fd;           /* ldctd.lock: our pid while receiving, emptied once reception stopped */
+    int unclean_start;     /* the last run did not empty it: killed, crashed, power lost */
+    int suspects_marked;   /* its receiving series are marked (db_series_interrupt_receiving) */
     int exit_code;
 } server;
 
@@ -120,18 +121,22 @@ static void on_series_stable(void *ctx, const char *series_uid, int instances)
 /* A step of the wall clock moves the waits measured on it (db_clock_stepped). */
 static void follow_clock_steps(server *s)
 {
+    const int64_t now = ldct_now_ms();
     const int64_t step =
-        ldct_clock_step(&s->clock_offset, ldct_now_ms(), ldct_mono_ms(), CLOCK_STEP_TOLERANCE_MS);
-    if (!step)
+        ldct_clock_step(&s->clock_offset, now, ldct_mono_ms(), CLOCK_STEP_TOLERANCE_MS);
+    s->clock_pending += step;
+    if (!s->clock_pending)
         return;
-    int rc = db_clock_stepped(s->db, step);
-    if (rc)
-        log_warn("the system clock stepped by %+.1f s; the waits could not follow it: %s",
+    int rc = db_clock_stepped(s->db, s->clock_pending, now);
+    if (rc && step) /* kept in clock_pending: tried again at the next tick */
+        log_warn("the system clock stepped by %+.1f s; the waits could not follow it yet: %s",
                  step / 1000.0, ldct_strerror(rc));
-    else
-        log_warn("the system clock stepped by %+.1f s; the quiet of receiving series, deferred"
-                 " jobs and send retries keep their lengths",
-                 step / 1000.0);
+    if (rc)
+        return;
+    log_warn("the system clock stepped by %+.1f s; the quiet of receiving series, deferred jobs"
+             " and send retries keep their lengths",
+             s->clock_pending / 1000.0);
+    s->clock_pending = 0;
 }
 
 static void on_stable_timer(uv_timer_t *t)
@@ -443,7 +448,7 @@ static void log_queue_left(server *s)
  * receiving series. */
 static void mark_reception_stopped(server *s)
 {
-    if (s->lock_fd >= 0 && ftruncate(s->lock_fd, 0) != 0)
+    if (s->lock_fd >= 0 && (ftruncate(s->lock_fd, 0) != 0 || fsync(s->lock_fd) != 0))
         log_warn("cannot empty the lock file: the next start holds receiving series longer");
 }
 
@@ -522,7 +527,8 @@ static int lock_state(server *s, const char *state_dir)
     s->lock_fd = fd;
     char pid[32];
     int len = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
-    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len)
+    /* Synced: after a power loss the next start must still find the pid. */
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len || fsync(fd) != 0)
         log_warn("cannot write the pid into %s", path);
     return 0;
 }

@@ -75,6 +75,7 @@ enum {
     Q_CLOCK_SENDS,
     Q_CLAMP_SERIES,
     Q_CLAMP_JOBS,
+    Q_CLAMP_SENDS,
     Q_COUNT
 };
 _Static_assert(Q_COUNT <= DB__QST_MAX, "raise DB__QST_MAX");
@@ -1038,14 +1039,20 @@ static int run_with(db *d, int slot, const char *sql, int64_t a)
     return run(d, s, "clock step");
 }
 
-int db_clock_stepped(db *d, int64_t delta_ms)
+int db_clock_stepped(db *d, int64_t delta_ms, int64_t now_ms)
 {
     int rc = begin(d);
+    sqlite3_stmt *s = rc ? NULL
+                         : db__stmt(d, Q_CLOCK_SERIES,
+                                    "UPDATE series SET last_received_ms = last_received_ms + ?1"
+                                    " WHERE state = 'receiving' AND (last_received_ms < ?2 - 1500"
+                                    "  OR last_received_ms > ?2 + 500)");
+    if (s) {
+        sqlite3_bind_int64(s, 1, delta_ms);
+        sqlite3_bind_int64(s, 2, now_ms);
+    }
     if (!rc)
-        rc = run_with(d, Q_CLOCK_SERIES,
-                      "UPDATE series SET last_received_ms = last_received_ms + ?1"
-                      " WHERE state = 'receiving'",
-                      delta_ms);
+        rc = run(d, s, "clock step");
     if (!rc)
         rc = run_with(d, Q_CLOCK_JOBS,
                       "UPDATE jobs SET not_before_ms = not_before_ms + ?1"
@@ -1075,6 +1082,11 @@ int db_clock_clamp(db *d, int64_t now_ms)
                      "UPDATE jobs SET not_before_ms = ?1"
                      " WHERE state = 'pending' AND not_before_ms > ?1 + 3600000", /* defers: 15 s */
                      now_ms);
+    if (!rc) /* retry delays are at most retry_max_seconds, 7 days */
+        rc = run_with(d, Q_CLAMP_SENDS,
+                      "UPDATE sends SET next_attempt_ms = ?1"
+                      " WHERE state = 'pending' AND next_attempt_ms > ?1 + 8 * 86400000",
+                      now_ms);
     return end(d, rc);
 }
 

@@ -174,16 +174,20 @@ int db_recover(db *d, int max_attempts, int64_t now_ms, int *jobs, int *sends);
 int db_series_purge(db *d, int64_t before_ms, int *n);
 
 /* The wall clock stepped by delta_ms while the daemon ran (NTP, a restored
- * VM): the waits measured on it move with it, so that the quiet of a
- * receiving series, a deferred job's wait and a send's retry delay keep
- * their length (a step back would stall them, a step forward end them
- * early). Past events (received, finished) keep their times. One
- * transaction. */
-int db_clock_stepped(db *d, int64_t delta_ms);
+ * VM), noticed at now_ms (on the new clock) within about a second: the
+ * waits measured on it move with it, so that the quiet of a receiving
+ * series, a deferred job's wait and a send's retry delay keep their length
+ * (a step back would stall them, a step forward end them early). A series
+ * that received an instance since the step (its time within 1.5 s of now)
+ * is on the new clock already and stays; a job or send that failed in that
+ * second moves too (its wait is off by the step). Past events (received,
+ * finished) keep their times. One transaction. */
+int db_clock_stepped(db *d, int64_t delta_ms, int64_t now_ms);
 
 /* At start-up, for a step back while the daemon was stopped: a receiving
- * series last heard of in the future counts as heard of now, and a job
- * deferred more than an hour ahead (deferrals are 15 s) goes now. One transaction. */
+ * series last heard of in the future counts as heard of now, a job
+ * deferred more than an hour ahead (deferrals are 15 s) and a send due
+ * more than 8 days ahead (retry delays are at most 7) go now. One transaction. */
 int db_clock_clamp(db *d, int64_t now_ms);
 
 /* ---- listing (ldct jobs) -------------------------------------------------- */

@@ -170,8 +170,6 @@ int schedule_pending(db *d, const ldct_config *cfg)
     return rc ? rc : n;
 }
 
-/* Removes the files of a series (spool and outbox), then each directory
- * that held them when it is empty. */
 /* Removes dir, then its parents while they are empty and lie below one of
  * the state directory's own folders: spool/<study>/<series> takes the study
  * folder with it, spool/ and outbox/ themselves stay. rmdir fails
@@ -190,6 +188,8 @@ static void remove_empty_dirs(char *dir, const char *root)
     }
 }
 
+/* Removes the files of a series (spool and outbox), then each directory
+ * that held them when it is empty (remove_empty_dirs). */
 static void remove_files(const db_strings *paths, const char *root)
 {
     char dir[1024] = "";

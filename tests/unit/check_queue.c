@@ -378,9 +378,12 @@ START_TEST(a_clock_step_moves_the_waits_with_it)
     db_job j;
     ck_assert_int_eq(db_job_claim(d, "w", T, &j), 0);
     ck_assert_int_eq(db_job_defer(d, a, T, T + 15000, DB_JOB_WAIT_SPACE ": x", NULL), 0);
-    put_instance(d, "1.2", 1, T); /* receiving, stable_seconds 1 */
-    ck_assert_int_eq(db_clock_stepped(d, -H), 0);
-    const int64_t B = T - H; /* the same moment on the stepped clock */
+    put_instance(d, "1.2", 1, T);       /* receiving, stable_seconds 1 */
+    const int64_t B = T - H;            /* the same moment on the stepped clock */
+    put_instance(d, "1.4", 1, B - 200); /* received after the step, before its tick */
+    ck_assert_int_eq(db_clock_stepped(d, -H, B), 0);
+    ck_assert_int_eq(db_series_mark_stable(d, B + 799, NULL, NULL), 0);
+    ck_assert_int_eq(db_series_mark_stable(d, B + 800, NULL, NULL), 1); /* 1.4, not moved */
     ck_assert_int_eq(db_series_mark_stable(d, B + 999, NULL, NULL), 0);
     ck_assert_int_eq(db_series_mark_stable(d, B + 1000, NULL, NULL), 1);
     ck_assert_int_eq(db_send_claim(d, B + 9999, &s), LDCT_ENOTFOUND);
