@@ -536,7 +536,8 @@ END_TEST
 /* nlm3d configurations of gpu/nlm.cu selectable with LDCT_NLM3D_CFG:
  * 0-3 nlm3d_kernel, 4-14 nlm3d_v2_kernel, 15-38 the v3, v4, v6 and v8 variants of
  * gpu/nlm_cuda_v3.cu (which fall back to cfg 7 for Gaussian weights or
- * P > 2, and v6 to cfg 27 for S > 5). Keep in step with k_ncfg3 there. */
+ * P > 2, v6 to cfg 27 for S > 5, and v8 to cfg 37 for S != 5). Keep in step
+ * with k_ncfg3 there. */
 enum { NLM3D_NCFG = 39, NLM3D_FIRST_V3 = 15 };
 
 /* Runs nlm3d on the GPU with LDCT_NLM3D_CFG = cfg (poisoned output). */
@@ -632,6 +633,8 @@ START_TEST(cuda3d_every_configuration_matches_ref)
     check_cfgs_vs_ref(33, 35, 27, 3, 2, 0, 1000000); /* slabs (2 or more for every cfg) */
     check_cfgs_vs_ref(11, 9, 7, 4, 2, 0, 0);         /* window larger than the volume */
     check_cfgs_vs_ref(23, 19, 13, 6, 1, 0, 0);       /* S > 5: v6 falls back to cfg 27 */
+    check_cfgs_vs_ref(41, 35, 37, 5, 1, 0, 0);       /* v8 (cfg 38) with P = 1: 30 rows in A */
+    check_cfgs_vs_ref(45, 39, 21, 5, 0, 0, 0);       /* v8 with P = 0: 32-row tiles */
 }
 END_TEST
 
