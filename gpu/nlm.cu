@@ -448,12 +448,15 @@ constexpr int k_ncfg3 = k_nv12 + GPU__NLM3D_V3_N;
  * 37: variant 22, 36 with the x and y boxes as trees of partial sums
  * (H200: 0.1820 s); the default for S < 5;
  * 38: variant 23, v8: 37's sweep on 16-plane tiles (plane classes in phase
- * B, the copy made in two dz halves), S = 5 only, fastest measured (H200:
- * see docs/PERFORMANCE.md, twelfth session). */
+ * B, the copy made in two dz halves), S = 5 only (H200: 0.1688 s, 37
+ * 0.1820 s in the same runs);
+ * 39: variant 24, v8 on 12-plane tiles with two XZ pair buffers (one
+ * barrier per plane pair, 252 registers), fastest measured (H200: 0.1685 s,
+ * 38 0.1688 s, three alternating runs). */
 constexpr int k_cfg3_fallback = 7;
 constexpr int k_cfg3_lean = 37; /* for windows v8 is not laid out for */
 constexpr int k_cfg3_wide = 27; /* for windows too large for a v6 variant */
-constexpr int k_cfg3_default = 38;
+constexpr int k_cfg3_default = 39;
 
 int cfg3_pick(void)
 {

@@ -908,15 +908,16 @@ __global__ void __launch_bounds__(32 * NG * NSPLIT, 1)
  * the last dx group of 3 slots runs 3 slots in phase B too (v6 masks a
  * fourth). S must be k_v6_smax: the dx groups are then 4, 4 and 3 slots and
  * every read stays in the copy. */
-constexpr int k_v8_lz = 16;
-
-template <int P> struct nb8 {
+/* NBUF 2 (cfg 39, LZ 12): two XZ buffers of a plane pair, so phase A of
+ * the next pair writes one while phase B reads the other, one barrier per
+ * pair; the copy of 12 + 2P + S planes leaves room for the second buffer. */
+template <int P, int LZ, int NBUF> struct nb8 {
     using G = geom3<P, 4, 2, 4>;
     static constexpr int RM = k_v6_smax + P, TX = 32, TY = G::TY, XH = G::XH, XW = 32;
     static constexpr int XS = 2 * RM + TX + 1; /* odd: phase A's rows on different banks */
-    static constexpr int NYS = TY + 2 * RM, NZS = k_v8_lz + 2 * P + k_v6_smax, PL = NYS * XS;
+    static constexpr int NYS = TY + 2 * RM, NZS = LZ + 2 * P + k_v6_smax, PL = NYS * XS;
     static constexpr int FLOATS = NZS * PL;
-    static constexpr int XZF = 2 * 4 * XH * XW; /* z box sums of two planes, four slots */
+    static constexpr int XZF = NBUF * 2 * 4 * XH * XW; /* z box sums: plane pairs, four slots */
     static constexpr int SMEM = (int)sizeof(float) * (XZF + FLOATS);
 };
 
@@ -943,12 +944,13 @@ __device__ __forceinline__ void nb8_load(float *SU, const float *orig, ptrdiff_t
 /* One offset group of NB slots on a v8 tile: phase A plane by plane, phase
  * B (thread: RYB rows of its column, plane parity bh, every slot) after
  * each pair of planes. */
-template <int P, int NB, bool AFULL, typename XZT, int RYB, int LH, typename Src>
+template <int P, int NB, bool AFULL, int NBUF, typename XZT, int RYB, int LH, typename Src>
 __device__ __forceinline__ void v8_group(const v3ctx &c, const Src &m, ptrdiff_t doff, XZT &XZ,
                                          float (&aw)[RYB][LH], float (&av)[RYB][LH])
 {
     constexpr int RS = 4, NUA = RS + 2 * P, XW = sizeof(XZ[0][0][0]) / sizeof(float);
     static_assert(Src::prescaled && Src::lean && Src::uflow, "v8 runs cfg 37's lean sweep");
+    static_assert(LH % NBUF == 0, "pair buffers must alternate across groups");
     zrun<P> zr[NB][RS];
 #pragma unroll
     for (int s = 0; s < 2 * LH + 2 * P; s++) {
@@ -965,7 +967,8 @@ __device__ __forceinline__ void v8_group(const v3ctx &c, const Src &m, ptrdiff_t
 #pragma unroll
             for (int j = 0; j < NB; j++)
                 phase_a_slot<RS, P, Src::one_chain, zrun<P>, Src::tree>(
-                    ua, ub + j, zr[j], s, &XZ[(s - 2 * P) & 1][j][c.ar][c.aseg * RS]);
+                    ua, ub + j, zr[j], s,
+                    &XZ[((s - 2 * P) / 2 % NBUF) * 2 + ((s - 2 * P) & 1)][j][c.ar][c.aseg * RS]);
         }
         if (s < 2 * P || ((s - 2 * P) & 1) == 0)
             continue; /* phase B once both planes of a pair are in XZ */
@@ -973,21 +976,22 @@ __device__ __forceinline__ void v8_group(const v3ctx &c, const Src &m, ptrdiff_t
         __syncthreads();
 #pragma unroll
         for (int j = 0; j < NB; j++)
-            accumulate_uf<RYB, P, LH, Src>(&XZ[c.bh][j][c.bg * RYB][c.lane], XW,
+            accumulate_uf<RYB, P, LH, Src>(&XZ[(kp % NBUF) * 2 + c.bh][j][c.bg * RYB][c.lane], XW,
                                            m.brow + (ptrdiff_t)(2 * kp) * m.plane() + doff + j, m,
                                            c.ycut, kp, aw, av);
-        __syncthreads(); /* the next pair's phase A rewrites XZ */
+        if (NBUF == 1)
+            __syncthreads(); /* the next pair's phase A rewrites XZ */
     }
 }
 
-template <int P>
+template <int P, int LZ, int NBUF>
 __global__ void __launch_bounds__(256, 1)
     nlm3d_v8_kernel(const float *__restrict__ pad, float *__restrict__ out, int nx, int ny, int nzs,
                     int PXp, int PY, int S, float kh3, float ycut)
 {
-    using N = nb8<P>;
+    using N = nb8<P, LZ, NBUF>;
     using G = typename N::G;
-    constexpr int LH = k_v8_lz / 2, RYB = G::RYB;
+    constexpr int LH = LZ / 2, RYB = G::RYB;
     constexpr bool AF = G::XH * G::NSEG == G::NT;
     extern __shared__ __align__(16) float sm8[];
     float(*XZ)[4][G::XH][N::XW] = reinterpret_cast<float(*)[4][G::XH][N::XW]>(sm8);
@@ -995,7 +999,7 @@ __global__ void __launch_bounds__(256, 1)
 
     const int R = S + P;
     const ptrdiff_t pp = (ptrdiff_t)PY * PXp;
-    const int x0 = blockIdx.x * G::TX, y0 = blockIdx.y * G::TY, z0 = blockIdx.z * k_v8_lz;
+    const int x0 = blockIdx.x * G::TX, y0 = blockIdx.y * G::TY, z0 = blockIdx.z * LZ;
     const float *orig = pad + (ptrdiff_t)(z0 + R) * pp + (ptrdiff_t)(y0 + R) * PXp + (x0 + R);
     v3ctx c;
     c.kh3 = kh3;
@@ -1006,7 +1010,9 @@ __global__ void __launch_bounds__(256, 1)
 
     for (int h = 0; h < 2; h++) { /* dz <= 0, then dz > 0 */
         const int klo = h ? -P : -P - S;
-        nb8_load<N, G::NT>(SU, orig, pp, PXp, R, klo, k_v8_lz + 2 * P + S);
+        if (NBUF > 1 && h)
+            __syncthreads(); /* the last phase B read the copy after the last barrier */
+        nb8_load<N, G::NT>(SU, orig, pp, PXp, R, klo, LZ + 2 * P + S);
         const float *o = SU - klo * N::PL + N::RM * N::XS + N::RM; /* voxel (x0, y0, z0) */
         src_shared<N::PL, N::XS, true, 3> m;
         m.arow = o + (c.ar - P) * N::XS + (c.aseg * 4 - P);
@@ -1016,11 +1022,11 @@ __global__ void __launch_bounds__(256, 1)
                 for (int dx0 = -S; dx0 <= S; dx0 += 4) {
                     const int doff = dz * N::PL + dy * N::XS + dx0;
                     if (S - dx0 + 1 >= 4)
-                        v8_group<P, 4, AF>(c, m, doff, XZ, aw, av);
+                        v8_group<P, 4, AF, NBUF>(c, m, doff, XZ, aw, av);
                     else
-                        v8_group<P, 3, AF>(c, m, doff, XZ, aw, av);
+                        v8_group<P, 3, AF, NBUF>(c, m, doff, XZ, aw, av);
                 }
-        /* The last group's final barrier: nobody reads this copy any more. */
+        /* NBUF 1: the last group's final barrier ends the reads of this copy. */
     }
 
     const int x = x0 + c.lane;
@@ -1067,6 +1073,7 @@ const v3cfg k_v3[GPU__NLM3D_V3_N] = {
     {9, 8, 4, 4, 4, 2, 1, 1},   /* 21: as 20, the cutoff in exp2's underflow (no compare) */
     {10, 8, 4, 4, 4, 2, 1, 1},  /* 22: as 21, x and y boxes as trees of partial sums */
     {11, 16, 4, 4, 4, 2, 1, 1}, /* 23: v8, as 22 on 16 planes: plane classes, copy in dz halves */
+    {12, 12, 4, 4, 4, 2, 1, 1}, /* 24: v8 on 12 planes with two XZ pair buffers */
 };
 
 template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT, int MINB, bool MASK = false>
@@ -1114,18 +1121,18 @@ cudaError_t launch_v6(const float *pad, float *out, int nx, int ny, int nzs, int
     return cudaGetLastError();
 }
 
-template <int P>
+template <int P, int LZ, int NBUF>
 cudaError_t launch_v8(const float *pad, float *out, int nx, int ny, int nzs, int PXp, int PY, int S,
                       float kh3, float ycut, cudaStream_t st)
 {
-    using N = nb8<P>;
-    auto kern = nlm3d_v8_kernel<P>;
+    using N = nb8<P, LZ, NBUF>;
+    auto kern = nlm3d_v8_kernel<P, LZ, NBUF>;
     cudaError_t e =
         cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, N::SMEM);
     if (e != cudaSuccess)
         return e;
     dim3 block(N::G::NT),
-        grid((nx + N::TX - 1) / N::TX, (ny + N::TY - 1) / N::TY, (nzs + k_v8_lz - 1) / k_v8_lz);
+        grid((nx + N::TX - 1) / N::TX, (ny + N::TY - 1) / N::TY, (nzs + LZ - 1) / LZ);
     kern<<<grid, block, N::SMEM, st>>>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut);
     return cudaGetLastError();
 }
@@ -1187,7 +1194,9 @@ cudaError_t launch_p(int v, const float *pad, float *out, int nx, int ny, int nz
         return launch_v6<P, 8, 4, 4, 4, 2, true, true, 3>(pad, out, nx, ny, nzs, PXp, PY, S, kh3,
                                                           ycut, st);
     case 23:
-        return launch_v8<P>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
+        return launch_v8<P, 16, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
+    case 24:
+        return launch_v8<P, 12, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
     default:
         return launch_v<P, 8, 8, 2, 4, 1, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
     }
@@ -1223,9 +1232,13 @@ int gpu__nlm3d_v3_supported(int v, int P, int S, int gaussian)
         return 0;
     /* v8: exactly the window its dx groups and copy are laid out for. */
     if (k_v3[v].kern == 11)
-        return S == k_v6_smax && smem_fits(P == 0   ? nb8<0>::SMEM
-                                           : P == 1 ? nb8<1>::SMEM
-                                                    : nb8<2>::SMEM);
+        return S == k_v6_smax && smem_fits(P == 0   ? nb8<0, 16, 1>::SMEM
+                                           : P == 1 ? nb8<1, 16, 1>::SMEM
+                                                    : nb8<2, 16, 1>::SMEM);
+    if (k_v3[v].kern == 12)
+        return S == k_v6_smax && smem_fits(P == 0   ? nb8<0, 12, 2>::SMEM
+                                           : P == 1 ? nb8<1, 12, 2>::SMEM
+                                                    : nb8<2, 12, 2>::SMEM);
     /* v6: the window must fit the copy and the copy the device. */
     return k_v3[v].kern < 6 || (S <= k_v6_smax && smem_fits(v6_smem_needed(k_v3[v], P)));
 }

@@ -534,11 +534,11 @@ START_TEST(cuda_tiny_budget_slabs_give_identical_result)
 END_TEST
 
 /* nlm3d configurations of gpu/nlm.cu selectable with LDCT_NLM3D_CFG:
- * 0-3 nlm3d_kernel, 4-14 nlm3d_v2_kernel, 15-38 the v3, v4, v6 and v8 variants of
+ * 0-3 nlm3d_kernel, 4-14 nlm3d_v2_kernel, 15-39 the v3, v4, v6 and v8 variants of
  * gpu/nlm_cuda_v3.cu (which fall back to cfg 7 for Gaussian weights or
  * P > 2, v6 to cfg 27 for S > 5, and v8 to cfg 37 for S != 5). Keep in step
  * with k_ncfg3 there. */
-enum { NLM3D_NCFG = 39, NLM3D_FIRST_V3 = 15 };
+enum { NLM3D_NCFG = 40, NLM3D_FIRST_V3 = 15 };
 
 /* Runs nlm3d on the GPU with LDCT_NLM3D_CFG = cfg (poisoned output). */
 static void cuda3d_cfg(int cfg, const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *out,
@@ -751,15 +751,19 @@ START_TEST(cuda3d_v3_slabs_give_identical_result)
         snprintf(what, sizeof what, "cfg %d slabs", cfg);
         assert_identical(&a, &b, what);
     }
-    /* v8 (cfg 38) runs S = 5 only, its slabs start at multiples of its 16
-     * planes: 4.8 MB holds 33 planes here, so 2 slabs of 32 and 15. */
+    /* v8 (cfg 38, 39) runs S = 5 only, its slabs start at multiples of its
+     * 16 or 12 planes: 4.8 MB holds 33 planes here, so 2 slabs. */
     p.search_radius = 5;
-    gpu_nlm_stats sa = {0}, sb = {0};
-    cuda3d_cfg(38, &p, &in, &a, 0, &sa);
-    cuda3d_cfg(38, &p, &in, &b, 4800000, &sb);
-    ck_assert_int_eq(sa.slabs, 1);
-    ck_assert_int_eq(sb.slabs, 2);
-    assert_identical(&a, &b, "cfg 38 slabs");
+    for (int cfg = 38; cfg <= 39; cfg++) {
+        gpu_nlm_stats sa = {0}, sb = {0};
+        cuda3d_cfg(cfg, &p, &in, &a, 0, &sa);
+        cuda3d_cfg(cfg, &p, &in, &b, 4800000, &sb);
+        ck_assert_int_eq(sa.slabs, 1);
+        ck_assert_int_eq(sb.slabs, 2);
+        char what[32];
+        snprintf(what, sizeof what, "cfg %d slabs", cfg);
+        assert_identical(&a, &b, what);
+    }
     gpu_volume_close(&in);
     gpu_volume_close(&a);
     gpu_volume_close(&b);
