@@ -451,12 +451,14 @@ constexpr int k_ncfg3 = k_nv12 + GPU__NLM3D_V3_N;
  * B, the copy made in two dz halves), S = 5 only (H200: 0.1688 s, 37
  * 0.1820 s in the same runs);
  * 39: variant 24, v8 on 12-plane tiles with two XZ pair buffers (one
- * barrier per plane pair, 252 registers), fastest measured (H200: 0.1685 s,
- * 38 0.1688 s, three alternating runs). */
+ * barrier per plane pair, 252 registers; H200: 0.1685 s, 38 0.1688 s);
+ * 40: variant 25, v8 on 12-plane tiles with four plane classes of 14 rows
+ * (phase B reads 18 XZ rows per 14 outputs instead of 11 per 7), fastest
+ * measured (H200: 0.1657 s, 39 0.1686 s, three alternating runs). */
 constexpr int k_cfg3_fallback = 7;
 constexpr int k_cfg3_lean = 37; /* for windows v8 is not laid out for */
 constexpr int k_cfg3_wide = 27; /* for windows too large for a v6 variant */
-constexpr int k_cfg3_default = 39;
+constexpr int k_cfg3_default = 40;
 
 int cfg3_pick(void)
 {

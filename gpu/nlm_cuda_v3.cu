@@ -911,13 +911,13 @@ __global__ void __launch_bounds__(32 * NG * NSPLIT, 1)
 /* NBUF 2 (cfg 39, LZ 12): two XZ buffers of a plane pair, so phase A of
  * the next pair writes one while phase B reads the other, one barrier per
  * pair; the copy of 12 + 2P + S planes leaves room for the second buffer. */
-template <int P, int LZ, int NBUF> struct nb8 {
-    using G = geom3<P, 4, 2, 4>;
+template <int P, int LZ, int NBUF, int NCL = 2> struct nb8 {
+    using G = geom3<P, 8 / NCL, NCL, 4>; /* warps: 8 / NCL row groups x NCL plane classes */
     static constexpr int RM = k_v6_smax + P, TX = 32, TY = G::TY, XH = G::XH, XW = 32;
     static constexpr int XS = 2 * RM + TX + 1; /* odd: phase A's rows on different banks */
     static constexpr int NYS = TY + 2 * RM, NZS = LZ + 2 * P + k_v6_smax, PL = NYS * XS;
     static constexpr int FLOATS = NZS * PL;
-    static constexpr int XZF = NBUF * 2 * 4 * XH * XW; /* z box sums: plane pairs, four slots */
+    static constexpr int XZF = NBUF * NCL * 4 * XH * XW; /* z box sums: NCL planes, four slots */
     static constexpr int SMEM = (int)sizeof(float) * (XZF + FLOATS);
 };
 
@@ -944,7 +944,7 @@ __device__ __forceinline__ void nb8_load(float *SU, const float *orig, ptrdiff_t
 /* One offset group of NB slots on a v8 tile: phase A plane by plane, phase
  * B (thread: RYB rows of its column, plane parity bh, every slot) after
  * each pair of planes. */
-template <int P, int NB, bool AFULL, int NBUF, typename XZT, int RYB, int LH, typename Src>
+template <int P, int NB, bool AFULL, int NBUF, int NCL, typename XZT, int RYB, int LH, typename Src>
 __device__ __forceinline__ void v8_group(const v3ctx &c, const Src &m, ptrdiff_t doff, XZT &XZ,
                                          float (&aw)[RYB][LH], float (&av)[RYB][LH])
 {
@@ -953,7 +953,7 @@ __device__ __forceinline__ void v8_group(const v3ctx &c, const Src &m, ptrdiff_t
     static_assert(LH % NBUF == 0, "pair buffers must alternate across groups");
     zrun<P> zr[NB][RS];
 #pragma unroll
-    for (int s = 0; s < 2 * LH + 2 * P; s++) {
+    for (int s = 0; s < NCL * LH + 2 * P; s++) {
         if (AFULL || c.aact) {
             const float *a = m.arow + (ptrdiff_t)(s - P) * m.plane();
             const float *b = a + doff;
@@ -968,30 +968,32 @@ __device__ __forceinline__ void v8_group(const v3ctx &c, const Src &m, ptrdiff_t
             for (int j = 0; j < NB; j++)
                 phase_a_slot<RS, P, Src::one_chain, zrun<P>, Src::tree>(
                     ua, ub + j, zr[j], s,
-                    &XZ[((s - 2 * P) / 2 % NBUF) * 2 + ((s - 2 * P) & 1)][j][c.ar][c.aseg * RS]);
+                    &XZ[((s - 2 * P) / NCL % NBUF) * NCL + (s - 2 * P) % NCL][j][c.ar]
+                       [c.aseg * RS]);
         }
-        if (s < 2 * P || ((s - 2 * P) & 1) == 0)
-            continue; /* phase B once both planes of a pair are in XZ */
-        const int kp = (s - 2 * P) / 2;
+        if (s < 2 * P || (s - 2 * P) % NCL != NCL - 1)
+            continue; /* phase B once all NCL planes of a batch are in XZ */
+        const int kp = (s - 2 * P) / NCL;
         __syncthreads();
 #pragma unroll
         for (int j = 0; j < NB; j++)
-            accumulate_uf<RYB, P, LH, Src>(&XZ[(kp % NBUF) * 2 + c.bh][j][c.bg * RYB][c.lane], XW,
-                                           m.brow + (ptrdiff_t)(2 * kp) * m.plane() + doff + j, m,
+            accumulate_uf<RYB, P, LH, Src>(&XZ[(kp % NBUF) * NCL + c.bh][j][c.bg * RYB][c.lane], XW,
+                                           m.brow + (ptrdiff_t)(NCL * kp) * m.plane() + doff + j, m,
                                            c.ycut, kp, aw, av);
         if (NBUF == 1)
             __syncthreads(); /* the next pair's phase A rewrites XZ */
     }
 }
 
-template <int P, int LZ, int NBUF>
+template <int P, int LZ, int NBUF, int NCL>
 __global__ void __launch_bounds__(256, 1)
     nlm3d_v8_kernel(const float *__restrict__ pad, float *__restrict__ out, int nx, int ny, int nzs,
                     int PXp, int PY, int S, float kh3, float ycut)
 {
-    using N = nb8<P, LZ, NBUF>;
+    using N = nb8<P, LZ, NBUF, NCL>;
     using G = typename N::G;
-    constexpr int LH = LZ / 2, RYB = G::RYB;
+    constexpr int LH = LZ / NCL, RYB = G::RYB;
+    static_assert(LH * NCL == LZ, "whole plane batches");
     constexpr bool AF = G::XH * G::NSEG == G::NT;
     extern __shared__ __align__(16) float sm8[];
     float(*XZ)[4][G::XH][N::XW] = reinterpret_cast<float(*)[4][G::XH][N::XW]>(sm8);
@@ -1022,9 +1024,9 @@ __global__ void __launch_bounds__(256, 1)
                 for (int dx0 = -S; dx0 <= S; dx0 += 4) {
                     const int doff = dz * N::PL + dy * N::XS + dx0;
                     if (S - dx0 + 1 >= 4)
-                        v8_group<P, 4, AF, NBUF>(c, m, doff, XZ, aw, av);
+                        v8_group<P, 4, AF, NBUF, NCL>(c, m, doff, XZ, aw, av);
                     else
-                        v8_group<P, 3, AF, NBUF>(c, m, doff, XZ, aw, av);
+                        v8_group<P, 3, AF, NBUF, NCL>(c, m, doff, XZ, aw, av);
                 }
         /* NBUF 1: the last group's final barrier ends the reads of this copy. */
     }
@@ -1035,7 +1037,7 @@ __global__ void __launch_bounds__(256, 1)
     for (int i = 0; i < RYB; i++)
 #pragma unroll
         for (int k = 0; k < LH; k++) {
-            const int y = y0 + c.bg * RYB + i, zz = z0 + 2 * k + c.bh;
+            const int y = y0 + c.bg * RYB + i, zz = z0 + NCL * k + c.bh;
             if (x < nx && y < ny && zz < nzs)
                 out[((size_t)zz * ny + y) * nx + x] = oscale * (av[i][k] / aw[i][k]);
         }
@@ -1074,6 +1076,7 @@ const v3cfg k_v3[GPU__NLM3D_V3_N] = {
     {10, 8, 4, 4, 4, 2, 1, 1},  /* 22: as 21, x and y boxes as trees of partial sums */
     {11, 16, 4, 4, 4, 2, 1, 1}, /* 23: v8, as 22 on 16 planes: plane classes, copy in dz halves */
     {12, 12, 4, 4, 4, 2, 1, 1}, /* 24: v8 on 12 planes with two XZ pair buffers */
+    {13, 12, 4, 4, 2, 4, 1, 1}, /* 25: v8 on 12 planes, 4 plane classes of 14 rows */
 };
 
 template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT, int MINB, bool MASK = false>
@@ -1121,12 +1124,12 @@ cudaError_t launch_v6(const float *pad, float *out, int nx, int ny, int nzs, int
     return cudaGetLastError();
 }
 
-template <int P, int LZ, int NBUF>
+template <int P, int LZ, int NBUF, int NCL = 2>
 cudaError_t launch_v8(const float *pad, float *out, int nx, int ny, int nzs, int PXp, int PY, int S,
                       float kh3, float ycut, cudaStream_t st)
 {
-    using N = nb8<P, LZ, NBUF>;
-    auto kern = nlm3d_v8_kernel<P, LZ, NBUF>;
+    using N = nb8<P, LZ, NBUF, NCL>;
+    auto kern = nlm3d_v8_kernel<P, LZ, NBUF, NCL>;
     cudaError_t e =
         cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, N::SMEM);
     if (e != cudaSuccess)
@@ -1197,6 +1200,8 @@ cudaError_t launch_p(int v, const float *pad, float *out, int nx, int ny, int nz
         return launch_v8<P, 16, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
     case 24:
         return launch_v8<P, 12, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
+    case 25:
+        return launch_v8<P, 12, 1, 4>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
     default:
         return launch_v<P, 8, 8, 2, 4, 1, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
     }
@@ -1239,6 +1244,10 @@ int gpu__nlm3d_v3_supported(int v, int P, int S, int gaussian)
         return S == k_v6_smax && smem_fits(P == 0   ? nb8<0, 12, 2>::SMEM
                                            : P == 1 ? nb8<1, 12, 2>::SMEM
                                                     : nb8<2, 12, 2>::SMEM);
+    if (k_v3[v].kern == 13)
+        return S == k_v6_smax && smem_fits(P == 0   ? nb8<0, 12, 1, 4>::SMEM
+                                           : P == 1 ? nb8<1, 12, 1, 4>::SMEM
+                                                    : nb8<2, 12, 1, 4>::SMEM);
     /* v6: the window must fit the copy and the copy the device. */
     return k_v3[v].kern < 6 || (S <= k_v6_smax && smem_fits(v6_smem_needed(k_v3[v], P)));
 }

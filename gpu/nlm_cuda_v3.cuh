@@ -13,7 +13,7 @@
 #include <cuda_runtime.h>
 
 /* Number of v3 variants; variant v in [0, GPU__NLM3D_V3_N). */
-enum { GPU__NLM3D_V3_N = 25 };
+enum { GPU__NLM3D_V3_N = 26 };
 
 /* Nonzero when variant v handles patch radius P and search radius S
  * without Gaussian weights. */

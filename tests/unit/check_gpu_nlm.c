@@ -534,11 +534,11 @@ START_TEST(cuda_tiny_budget_slabs_give_identical_result)
 END_TEST
 
 /* nlm3d configurations of gpu/nlm.cu selectable with LDCT_NLM3D_CFG:
- * 0-3 nlm3d_kernel, 4-14 nlm3d_v2_kernel, 15-39 the v3, v4, v6 and v8 variants of
+ * 0-3 nlm3d_kernel, 4-14 nlm3d_v2_kernel, 15-40 the v3, v4, v6 and v8 variants of
  * gpu/nlm_cuda_v3.cu (which fall back to cfg 7 for Gaussian weights or
  * P > 2, v6 to cfg 27 for S > 5, and v8 to cfg 37 for S != 5). Keep in step
  * with k_ncfg3 there. */
-enum { NLM3D_NCFG = 40, NLM3D_FIRST_V3 = 15 };
+enum { NLM3D_NCFG = 41, NLM3D_FIRST_V3 = 15 };
 
 /* Runs nlm3d on the GPU with LDCT_NLM3D_CFG = cfg (poisoned output). */
 static void cuda3d_cfg(int cfg, const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *out,
@@ -754,7 +754,7 @@ START_TEST(cuda3d_v3_slabs_give_identical_result)
     /* v8 (cfg 38, 39) runs S = 5 only, its slabs start at multiples of its
      * 16 or 12 planes: 4.8 MB holds 33 planes here, so 2 slabs. */
     p.search_radius = 5;
-    for (int cfg = 38; cfg <= 39; cfg++) {
+    for (int cfg = 38; cfg <= 40; cfg++) {
         gpu_nlm_stats sa = {0}, sb = {0};
         cuda3d_cfg(cfg, &p, &in, &a, 0, &sa);
         cuda3d_cfg(cfg, &p, &in, &b, 4800000, &sb);
