@@ -438,6 +438,33 @@ template <typename G> __device__ __forceinline__ void v3_roles(v3ctx &c)
     c.bh = G::NSPLIT == 1 ? 0 : warp / G::NG;
 }
 
+/* Phase A of plane step s (plane z0 - P + s): the U(o) and U(o+d) row
+ * segments, then the x box and z box of each of the NS slots (without MASK
+ * only j < nval), stored from step 2P on into xz[j] at the thread's row and
+ * segment. Shared by v3_group and v8_group. */
+template <int P, int RS, int NS, bool MASK, typename ZR, typename Src, typename XZP>
+__device__ __forceinline__ void phase_a_step(const v3ctx &c, const Src &m, ptrdiff_t doff, int s,
+                                             int nval, ZR (&zr)[NS][RS], XZP xz)
+{
+    constexpr int NUA = RS + 2 * P;
+    const float *a = m.arow + (ptrdiff_t)(s - P) * m.plane();
+    const float *b = a + doff;
+    float ua[NUA], ub[NUA + NS - 1];
+#pragma unroll
+    for (int k = 0; k < NUA; k++)
+        ua[k] = m.ld(a + k);
+#pragma unroll
+    for (int k = 0; k < NUA + NS - 1; k++)
+        ub[k] = m.ld(b + k);
+#pragma unroll
+    for (int j = 0; j < NS; j++) {
+        if (!MASK && j >= nval)
+            continue;
+        phase_a_slot<RS, P, Src::one_chain, ZR, Src::tree>(ua, ub + j, zr[j], s,
+                                                           &xz[j][c.ar][c.aseg * RS]);
+    }
+}
+
 template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT, bool MASK, bool AFULL, int NDXA = NDX,
           typename XZT, int RYB, typename Src>
 __device__ __forceinline__ void v3_group(const v3ctx &c, const Src &m, ptrdiff_t doff, int nval,
@@ -445,7 +472,6 @@ __device__ __forceinline__ void v3_group(const v3ctx &c, const Src &m, ptrdiff_t
 {
     constexpr int NDXB = NDX / NSPLIT;
     constexpr int XW = sizeof(XZ[0][0][0]) / sizeof(float); /* the kernel's XZ row stride */
-    constexpr int NUA = RS + 2 * P;
     float ycutj[NDXB];
 #pragma unroll
     for (int jj = 0; jj < NDXB; jj++)
@@ -456,24 +482,8 @@ __device__ __forceinline__ void v3_group(const v3ctx &c, const Src &m, ptrdiff_t
     for (int s = 0; s < LZ + 2 * P; s++) {
         /* Phase A: x box sums of plane z0 - P + s, z box sums (AFULL: every
          * thread owns a segment, no branch). */
-        if (AFULL || c.aact) {
-            const float *a = m.arow + (ptrdiff_t)(s - P) * m.plane();
-            const float *b = a + doff;
-            float ua[NUA], ub[NUA + NDXA - 1];
-#pragma unroll
-            for (int k = 0; k < NUA; k++)
-                ua[k] = m.ld(a + k);
-#pragma unroll
-            for (int k = 0; k < NUA + NDXA - 1; k++)
-                ub[k] = m.ld(b + k);
-#pragma unroll
-            for (int j = 0; j < NDXA; j++) {
-                if (!MASK && j >= nval)
-                    continue;
-                phase_a_slot<RS, P, Src::one_chain, ZR, Src::tree>(
-                    ua, ub + j, zr[j], s, &XZ[(s - 2 * P) & 1][j][c.ar][c.aseg * RS]);
-            }
-        }
+        if (AFULL || c.aact)
+            phase_a_step<P, RS, NDXA, MASK>(c, m, doff, s, nval, zr, XZ[(s - 2 * P) & 1]);
         if (s < 2 * P)
             continue; /* ring still filling: nothing shared yet */
         /* Phase B: y box sums, weights, accumulation for plane z. */
@@ -948,29 +958,16 @@ template <int P, int NB, bool AFULL, int NBUF, int NCL, typename XZT, int RYB, i
 __device__ __forceinline__ void v8_group(const v3ctx &c, const Src &m, ptrdiff_t doff, XZT &XZ,
                                          float (&aw)[RYB][LH], float (&av)[RYB][LH])
 {
-    constexpr int RS = 4, NUA = RS + 2 * P, XW = sizeof(XZ[0][0][0]) / sizeof(float);
+    constexpr int RS = 4, XW = sizeof(XZ[0][0][0]) / sizeof(float);
     static_assert(Src::prescaled && Src::lean && Src::uflow, "v8 runs cfg 37's lean sweep");
     static_assert(LH % NBUF == 0, "pair buffers must alternate across groups");
     zrun<P> zr[NB][RS];
 #pragma unroll
     for (int s = 0; s < NCL * LH + 2 * P; s++) {
-        if (AFULL || c.aact) {
-            const float *a = m.arow + (ptrdiff_t)(s - P) * m.plane();
-            const float *b = a + doff;
-            float ua[NUA], ub[NUA + NB - 1];
-#pragma unroll
-            for (int k = 0; k < NUA; k++)
-                ua[k] = m.ld(a + k);
-#pragma unroll
-            for (int k = 0; k < NUA + NB - 1; k++)
-                ub[k] = m.ld(b + k);
-#pragma unroll
-            for (int j = 0; j < NB; j++)
-                phase_a_slot<RS, P, Src::one_chain, zrun<P>, Src::tree>(
-                    ua, ub + j, zr[j], s,
-                    &XZ[((s - 2 * P) / NCL % NBUF) * NCL + (s - 2 * P) % NCL][j][c.ar]
-                       [c.aseg * RS]);
-        }
+        const int zs = s < 2 * P ? 0 : s - 2 * P; /* the plane stored (none before 2P) */
+        if (AFULL || c.aact)
+            phase_a_step<P, RS, NB, true>(c, m, doff, s, NB, zr,
+                                          XZ[(zs / NCL % NBUF) * NCL + zs % NCL]);
         if (s < 2 * P || (s - 2 * P) % NCL != NCL - 1)
             continue; /* phase B once all NCL planes of a batch are in XZ */
         const int kp = (s - 2 * P) / NCL;
