@@ -76,6 +76,17 @@ stop_daemon() {
 # Number of instance rows in the database.
 db_instances() { sqlite3 "$STATE/ldct.db" "SELECT count(*) FROM instances"; }
 
+# Waits (200 polls of INTERVAL s, default 0.02) until the database holds at
+# least N instances, so a test can act in the middle of a transfer; goes on
+# either way (the test checks what it needs).
+await_instances() {
+    local n=$1 interval=${2:-0.02}
+    for _ in $(seq 1 200); do
+        [ "$(db_instances 2>/dev/null || echo 0)" -ge "$n" ] && return 0
+        sleep "$interval"
+    done
+}
+
 # The dataset of a DICOM file without its meta header, for comparisons.
 dataset_of() { dcmconv -q -F "$1" "$2"; }
 

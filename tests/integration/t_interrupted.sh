@@ -12,10 +12,7 @@ uid=$(dcmdump -q +P 0020,000e "$T/s/IMG0001.dcm" | sed -E 's/.*\[([^]]*)\].*/\1/
 start_daemon
 storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T"/s/*.dcm > "$T/storescu.log" 2>&1 &
 sender=$!
-for _ in $(seq 1 200); do
-    [ "$(db_instances 2>/dev/null || echo 0)" -ge 10 ] && break
-    sleep 0.02
-done
+await_instances 10
 kill -9 "$sender"
 wait "$sender" 2>/dev/null
 cut=$(db_instances)

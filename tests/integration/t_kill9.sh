@@ -8,11 +8,7 @@
 start_daemon
 storescu -v -aec LDCTNODE 127.0.0.1 "$PORT" "$T"/s/*.dcm > "$T/storescu.log" 2>&1 &
 sender=$!
-for _ in $(seq 1 200); do
-    n=$(db_instances 2>/dev/null || echo 0)
-    [ "${n:-0}" -ge 40 ] && break
-    sleep 0.05
-done
+await_instances 40 0.05
 kill -9 "$DAEMON_PID"
 wait "$DAEMON_PID" 2>/dev/null
 DAEMON_PID=

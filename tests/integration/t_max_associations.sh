@@ -7,10 +7,7 @@ write_config "max_associations = 1"
 start_daemon
 storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T"/s/*.dcm > "$T/storescu.log" 2>&1 &
 sender=$!
-for _ in $(seq 1 200); do
-    [ "$(db_instances 2>/dev/null || echo 0)" -ge 5 ] && break
-    sleep 0.02
-done
+await_instances 5
 out=$(echoscu -aec LDCTNODE 127.0.0.1 "$PORT" 2>&1) && fail "second association accepted"
 echo "$out" | grep -q "Local Limit Exceeded" || fail "wrong reason: $out"
 echo "$out" | grep -q "Rejected Transient" || fail "not transient: $out"

@@ -6,10 +6,7 @@
 start_daemon
 storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T"/s/*.dcm > "$T/storescu.log" 2>&1 &
 sender=$!
-for _ in $(seq 1 200); do
-    [ "$(db_instances 2>/dev/null || echo 0)" -ge 10 ] && break
-    sleep 0.05
-done
+await_instances 10 0.05
 kill -TERM "$DAEMON_PID"
 sleep 0.3
 echo_out=$(echoscu -aec LDCTNODE 127.0.0.1 "$PORT" 2>&1) && fail "new association accepted while stopping"
