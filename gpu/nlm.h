@@ -130,6 +130,9 @@ int gpu__mirror(int i, int n);
 int gpu__nlm_check(const gpu_nlm_params *p, const gpu_volume *in, const gpu_volume *out, int dim);
 /* 1D patch weights g[0..2P] (normalised per axis so the product sums to 1). */
 void gpu__nlm_patch_weights(int patch_radius, int gaussian, float *g);
+/* The instruction set the CPU reference runs with now: "avx512", "avx2" or
+ * "plain" (the widest the CPU has, capped by LDCT_NLM_REF_ISA). */
+const char *gpu__nlm_ref_isa(void);
 
 #ifdef __cplusplus
 }

@@ -224,6 +224,55 @@ START_TEST(ref_cutoff_matches_naive_and_changes_the_result)
 }
 END_TEST
 
+/* Every instruction set the reference is compiled for (AVX-512, AVX2,
+ * plain), capped with LDCT_NLM_REF_ISA, against the naive definition, and
+ * against each other (the plain build rounds unfused products). Sets the
+ * CPU lacks fall back to the next one; the log line says which ran. */
+START_TEST(ref_instruction_sets_match_naive_and_each_other)
+{
+    const char *isa[] = {"avx512", "avx2", "plain"};
+    gpu_volume in, out[3];
+    ck_assert_int_eq(gpu_volume_init(&in, 23, 19, 9, 1), 0);
+    fill_phantom(&in, 10.0);
+    gpu_nlm_params p;
+    gpu_nlm_params_default(&p);
+    p.search_radius = 3;
+    p.patch_radius = 2;
+    p.h_auto = 0;
+    p.h = 14.0f;
+    for (int dim = 2; dim <= 3; dim++) {
+        for (int i = 0; i < 3; i++) {
+            ck_assert_int_eq(setenv("LDCT_NLM_REF_ISA", isa[i], 1), 0);
+            const char *ran = gpu__nlm_ref_isa();
+            /* never wider than the cap; plain always runs as asked */
+            ck_assert(i < 2 || strcmp(ran, "plain") == 0);
+            ck_assert(i < 1 || strcmp(ran, "avx512") != 0);
+            ck_assert_int_eq(gpu_volume_init(&out[i], 23, 19, 9, 1), 0);
+            poison(&out[i]);
+            ck_assert_int_eq(dim == 3 ? gpu_nlm3d_ref(&p, &in, &out[i], NULL)
+                                      : gpu_nlm2d_ref(&p, &in, &out[i], NULL),
+                             0);
+            double e = i ? rel_l2_vol(&out[i], &out[0], NULL, NULL) : 0.0;
+            printf("ref nlm%dd with %s (asked %s): rel L2 vs %s %.3g\n", dim, ran, isa[i], isa[0],
+                   e);
+            ck_assert_msg(e <= 1e-6, "%s vs %s: rel L2 %.3g", isa[i], isa[0], e);
+        }
+        unsetenv("LDCT_NLM_REF_ISA");
+        size_t n = gpu_volume_count(&in);
+        double *ref = malloc(n * sizeof *ref);
+        ck_assert_ptr_nonnull(ref);
+        naive_nlm(&p, p.h, &in, ref, dim);
+        for (int i = 0; i < 3; i++) {
+            double e = rel_l2(&out[i], ref, n);
+            ck_assert_msg(e <= 1e-5, "%s vs naive: rel L2 %.3g", isa[i], e);
+            gpu_volume_close(&out[i]);
+        }
+        free(ref);
+    }
+    gpu_volume_close(&in);
+}
+END_TEST
+
 /* With h from the noise, below strength 0.8 the cutoff grows as (0.8 /
  * s)^2, so it stays the same multiple of the expected distance of similar
  * patches (1 / s^2 in units of h^2); at 0.8 and above it is as given. */
@@ -803,6 +852,7 @@ static Suite *nlm_suite(void)
     tcase_add_test(tc, ref2d_matches_naive_for_several_radii_and_odd_sizes);
     tcase_add_test(tc, ref3d_matches_naive_for_several_radii_and_odd_sizes);
     tcase_add_test(tc, ref_cutoff_matches_naive_and_changes_the_result);
+    tcase_add_test(tc, ref_instruction_sets_match_naive_and_each_other);
     tcase_add_test(tc, effective_cutoff_keeps_a_margin_at_low_strength);
     tcase_add_test(tc, ref3d_same_result_with_any_thread_count);
     tcase_add_test(tc, nlm_rejects_bad_parameters);
