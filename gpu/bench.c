@@ -228,6 +228,8 @@ static int run_one(const opts *o, int dim, const int *size, int S, int P, const 
         double vo = (double)gpu_volume_count(&in) * offs;
         char dname[32], gname[128] = "";
         gpu_device_name(&dev, dname, sizeof dname);
+        /* The CPU reference's vector build (avx512, avx2, plain). */
+        const char *isa = dev.kind == GPU_DEVICE_CUDA ? "" : gpu__nlm_ref_isa();
 #if LDCT_WITH_CUDA
         if (dev.kind == GPU_DEVICE_CUDA)
             gpu__cuda_device_name(dev.index, gname, sizeof gname);
@@ -236,19 +238,21 @@ static int run_one(const opts *o, int dim, const int *size, int S, int P, const 
         double sample = out.data[gpu_volume_count(&out) / 2];
         if (o->json) {
             printf("{\"algo\":\"%s\",\"size\":\"%dx%dx%d\",\"device\":\"%s\",\"gpu_name\":\"%s\","
-                   "\"search_radius\":%d,\"patch_radius\":%d,\"gaussian\":%d,\"cutoff\":%g,"
+                   "\"cpu_isa\":\"%s\",\"search_radius\":%d,\"patch_radius\":%d,\"gaussian\":%d,"
+                   "\"cutoff\":%g,"
                    "\"h\":%.4g,"
                    "\"repeat\":%d,\"seconds_median\":%.6f,\"seconds_min\":%.6f,"
                    "\"kernel_seconds_median\":%.6f,\"voxel_offsets_per_s\":%.4e,"
                    "\"kernel_voxel_offsets_per_s\":%.4e,\"slabs\":%d,\"chunks\":%d,"
                    "\"sample\":%.4f}\n",
-                   o->algo, size[0], size[1], size[2], dname, gname, S, P, o->gaussian,
+                   o->algo, size[0], size[1], size[2], dname, gname, isa, S, P, o->gaussian,
                    (double)p.cutoff, (double)h, n, wmed, wmin, kmed, vo / wmed,
                    kmed > 0 ? vo / kmed : 0.0, slabs, chunks, sample);
         } else {
-            printf("%s %dx%dx%d S=%d P=%d %s: median %.4f s (min %.4f, kernels %.4f s), "
+            printf("%s %dx%dx%d S=%d P=%d %s%s%s: median %.4f s (min %.4f, kernels %.4f s), "
                    "%.3g voxel-offsets/s\n",
-                   o->algo, size[0], size[1], size[2], S, P, dname, wmed, wmin, kmed, vo / wmed);
+                   o->algo, size[0], size[1], size[2], S, P, dname, *isa ? " " : "", isa, wmed,
+                   wmin, kmed, vo / wmed);
         }
         fflush(stdout);
     } else {
