@@ -859,18 +859,20 @@ int db_job_failed(db *d, int64_t job_id, int64_t now_ms, const char *error, int 
     return end(d, run(d, u, "series failed"));
 }
 
-static int job_step_aside(db *d, int64_t job_id, int64_t not_before_ms, const char *note)
+static int job_step_aside(db *d, int64_t job_id, int64_t now_ms, int64_t not_before_ms,
+                          const char *note)
 {
     sqlite3_stmt *s =
         db__stmt(d, Q_JOB_DEFER,
                  "UPDATE jobs SET state = 'pending', attempts = max(attempts - 1, 0),"
-                 " last_error = ?2, not_before_ms = ?3, started_ms = NULL, worker = ''"
-                 " WHERE id = ?1 AND state = 'running'");
+                 " last_error = ?2, not_before_ms = ?3, wait_set_ms = ?4,"
+                 " started_ms = NULL, worker = '' WHERE id = ?1 AND state = 'running'");
     if (!s)
         return LDCT_EDB;
     sqlite3_bind_int64(s, 1, job_id);
     db__bind_text(s, 2, note);
     sqlite3_bind_int64(s, 3, not_before_ms);
+    sqlite3_bind_int64(s, 4, now_ms);
     return run(d, s, "job defer");
 }
 
@@ -885,7 +887,7 @@ int db_job_defer(db *d, int64_t job_id, int64_t now_ms, int64_t not_before_ms, c
         rc = job_superseded(d, job_id, &late);
     if (!rc) /* overtaken by new instances: the series' next job does it all */
         rc = late ? job_mark_done(d, job_id, now_ms, 1, dests, &series_id)
-                  : job_step_aside(d, job_id, not_before_ms, note);
+                  : job_step_aside(d, job_id, now_ms, not_before_ms, note);
     if (superseded)
         *superseded = late;
     return end(d, rc);
@@ -974,8 +976,8 @@ int db_recover(db *d, int max_attempts, int64_t now_ms, int *jobs, int *sends)
                           now_ms, jobs);
     if (!rc)
         rc = recover_step(d, Q_RECOVER_SENDS,
-                          "UPDATE sends SET state = 'pending', next_attempt_ms = ?2"
-                          " WHERE state = 'sending'",
+                          "UPDATE sends SET state = 'pending', next_attempt_ms = ?2,"
+                          " wait_set_ms = ?2 WHERE state = 'sending'",
                           max_attempts, now_ms, sends);
     if (!rc && failed)
         log_warn("%d job(s) failed: the daemon stopped while running them %d times", failed,
@@ -1039,30 +1041,42 @@ static int run_with(db *d, int slot, const char *sql, int64_t a)
     return run(d, s, "clock step");
 }
 
-int db_clock_stepped(db *d, int64_t delta_ms, int64_t now_ms)
+/* Runs sql with ?1 the step and ?2 the time it was noticed. */
+static int run_step(db *d, int slot, const char *sql, int64_t delta_ms, int64_t now_ms)
 {
-    int rc = begin(d);
-    sqlite3_stmt *s = rc ? NULL
-                         : db__stmt(d, Q_CLOCK_SERIES,
-                                    "UPDATE series SET last_received_ms = last_received_ms + ?1"
-                                    " WHERE state = 'receiving' AND (last_received_ms < ?2 - 1500"
-                                    "  OR last_received_ms > ?2 + 500)");
+    sqlite3_stmt *s = db__stmt(d, slot, sql);
     if (s) {
         sqlite3_bind_int64(s, 1, delta_ms);
         sqlite3_bind_int64(s, 2, now_ms);
     }
+    return run(d, s, "clock step");
+}
+
+/* Times written in the last 1.5 s before now (or up to 0.5 s after it)
+ * were read from the stepped clock already: the step is noticed up to a
+ * second after it happens. */
+#define STEPPED_ALREADY(col) "(" col " < ?2 - 1500 OR " col " > ?2 + 500)"
+
+int db_clock_stepped(db *d, int64_t delta_ms, int64_t now_ms)
+{
+    int rc = begin(d);
     if (!rc)
-        rc = run(d, s, "clock step");
+        rc = run_step(d, Q_CLOCK_SERIES,
+                      "UPDATE series SET last_received_ms = last_received_ms + ?1"
+                      " WHERE state = 'receiving' AND " STEPPED_ALREADY("last_received_ms"),
+                      delta_ms, now_ms);
     if (!rc)
-        rc = run_with(d, Q_CLOCK_JOBS,
+        rc = run_step(d, Q_CLOCK_JOBS,
                       "UPDATE jobs SET not_before_ms = not_before_ms + ?1"
-                      " WHERE state = 'pending' AND not_before_ms > 0",
-                      delta_ms);
+                      " WHERE state = 'pending' AND not_before_ms > 0"
+                      " AND " STEPPED_ALREADY("wait_set_ms"),
+                      delta_ms, now_ms);
     if (!rc)
-        rc = run_with(d, Q_CLOCK_SENDS,
+        rc = run_step(d, Q_CLOCK_SENDS,
                       "UPDATE sends SET next_attempt_ms = next_attempt_ms + ?1"
-                      " WHERE state = 'pending' AND next_attempt_ms > 0",
-                      delta_ms);
+                      " WHERE state = 'pending' AND next_attempt_ms > 0"
+                      " AND " STEPPED_ALREADY("wait_set_ms"),
+                      delta_ms, now_ms);
     if (!rc)
         d->quiet_from_ms += delta_ms;
     return end(d, rc);
@@ -1264,9 +1278,10 @@ int db_send_interrupted(db *d, int64_t send_id)
 int db_send_failed(db *d, int64_t send_id, int64_t now_ms, int64_t next_attempt_ms,
                    const char *error)
 {
-    sqlite3_stmt *s = db__stmt(d, Q_SEND_FAILED,
-                               "UPDATE sends SET state = ?2, next_attempt_ms = ?3,"
-                               " last_error = ?4, finished_ms = ?5 WHERE id = ?1");
+    sqlite3_stmt *s =
+        db__stmt(d, Q_SEND_FAILED,
+                 "UPDATE sends SET state = ?2, next_attempt_ms = ?3,"
+                 " last_error = ?4, finished_ms = ?5, wait_set_ms = ?6 WHERE id = ?1");
     if (!s)
         return LDCT_EDB;
     int dead = next_attempt_ms < 0;
@@ -1276,5 +1291,6 @@ int db_send_failed(db *d, int64_t send_id, int64_t now_ms, int64_t next_attempt_
     db__bind_text(s, 4, error);
     if (dead)
         sqlite3_bind_int64(s, 5, now_ms);
+    sqlite3_bind_int64(s, 6, now_ms);
     return run(d, s, "send failed");
 }

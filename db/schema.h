@@ -103,6 +103,11 @@ static const char *const DB_MIGRATIONS[] = {
      * without this index every deleted series row scanned all sends for
      * its foreign key. */
     "CREATE INDEX sends_series ON sends(series_id);",
+    /* 5 -> 6: when a job's not_before_ms or a send's next_attempt_ms was
+     * set, so a clock step moves only the waits set on the old clock
+     * (db_clock_stepped). */
+    "ALTER TABLE jobs ADD COLUMN wait_set_ms INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE sends ADD COLUMN wait_set_ms INTEGER NOT NULL DEFAULT 0;",
 };
 
 #define DB_NMIGRATIONS ((int)(sizeof DB_MIGRATIONS / sizeof DB_MIGRATIONS[0]))

@@ -378,9 +378,19 @@ START_TEST(a_clock_step_moves_the_waits_with_it)
     db_job j;
     ck_assert_int_eq(db_job_claim(d, "w", T, &j), 0);
     ck_assert_int_eq(db_job_defer(d, a, T, T + 15000, DB_JOB_WAIT_SPACE ": x", NULL), 0);
+    int64_t b = job(d, stable_series(d, "1.5", 1), 0, "pacs", 1);
     put_instance(d, "1.2", 1, T);       /* receiving, stable_seconds 1 */
     const int64_t B = T - H;            /* the same moment on the stepped clock */
     put_instance(d, "1.4", 1, B - 200); /* received after the step, before its tick */
+    /* A send failing and a job deferred after the step, before its tick:
+     * their waits are on the new clock already. */
+    db_send s2;
+    ck_assert_int_eq(db_send_claim(d, B - 300, &s2), 0);
+    ck_assert_int_ne(s2.id, s.id);
+    ck_assert_int_eq(db_send_failed(d, s2.id, B - 300, B + 19700, "refused"), 0);
+    ck_assert_int_eq(db_job_claim(d, "w", B - 300, &j), 0);
+    ck_assert_int_eq(j.id, b);
+    ck_assert_int_eq(db_job_defer(d, b, B - 300, B + 24700, DB_JOB_WAIT_SPACE ": x", NULL), 0);
     ck_assert_int_eq(db_clock_stepped(d, -H, B), 0);
     ck_assert_int_eq(db_series_mark_stable(d, B + 799, NULL, NULL), 0);
     ck_assert_int_eq(db_series_mark_stable(d, B + 800, NULL, NULL), 1); /* 1.4, not moved */
@@ -388,9 +398,17 @@ START_TEST(a_clock_step_moves_the_waits_with_it)
     ck_assert_int_eq(db_series_mark_stable(d, B + 1000, NULL, NULL), 1);
     ck_assert_int_eq(db_send_claim(d, B + 9999, &s), LDCT_ENOTFOUND);
     ck_assert_int_eq(db_send_claim(d, B + 10000, &s), 0);
+    ck_assert_int_ne(s.id, s2.id);
+    ck_assert_int_eq(db_send_done(d, s.id, B + 10000), 0); /* one send per destination */
+    ck_assert_int_eq(db_send_claim(d, B + 19699, &s), LDCT_ENOTFOUND); /* s2 not moved */
+    ck_assert_int_eq(db_send_claim(d, B + 19700, &s), 0);
+    ck_assert_int_eq(s.id, s2.id);
     ck_assert_int_eq(db_job_claim(d, "w", B + 14999, &j), LDCT_ENOTFOUND);
     ck_assert_int_eq(db_job_claim(d, "w", B + 15000, &j), 0);
     ck_assert_int_eq(j.id, a);
+    ck_assert_int_eq(db_job_claim(d, "w", B + 24699, &j), LDCT_ENOTFOUND); /* b not moved */
+    ck_assert_int_eq(db_job_claim(d, "w", B + 24700, &j), 0);
+    ck_assert_int_eq(j.id, b);
     /* Stopped over a step back: a series heard of in the future is quiet
      * from now at the start. */
     put_instance(d, "1.3", 1, T);
