@@ -555,342 +555,458 @@ static inline __attribute__((always_inline)) void accumulate(float *aw, float *a
     }
 }
 
+/* One task of the core: output planes [z0, z1) and rows [y0, y0 + B) of one
+ * frame, its workspace (layout_of) and the sizes every step uses. */
+typedef struct task {
+    const core *c;
+    const layout *lo;
+    int z0, z1, y0, L, B, PX;
+    size_t pplane, oplane;
+    size_t bxs, bplane; /* ring row stride, ring plane size */
+    int nring, nyr;     /* z ring and y ring lengths (2P + 1) */
+    float *U, *accw, *accv, *zring, *zsum, *yring, *ysum, *drow, *trow, *wrow, *wring;
+} task;
+
+/* One group: up to NG consecutive dx with the same (dy, dz); member g has
+ * offset dxg[g], its rows of weights start at origin x ox0[g] and are bx[g]
+ * long. Rows oy0 .. oy0 + by - 1 of origins are swept. */
+typedef struct group {
+    int dz, dy, dx, ng, oy0, by;
+    int dxg[NG], ox0[NG], bx[NG];
+} group;
+
+/* One plane q of a group's sweep: qi planes swept before it; it completes
+ * origin plane zo once done; own / sym: zo (own pairs) or zo + dz
+ * (symmetric ones) is an output plane of the task. */
+typedef struct sweep_plane {
+    int qi, zo, done, own, sym;
+    const float *ua, *ub; /* planes q and q + dz of the task's copy */
+} sweep_plane;
+
+static void task_init(task *t, const core *c, float *ws, const layout *lo, int z0, int z1, int y0,
+                      int y1)
+{
+    t->c = c;
+    t->lo = lo;
+    t->z0 = z0;
+    t->z1 = z1;
+    t->y0 = y0;
+    t->L = z1 - z0;
+    t->B = y1 - y0;
+    t->PX = c->nx + 2 * c->r[0];
+    t->pplane = (size_t)t->PX * (t->B + 2 * c->r[1]);
+    t->oplane = (size_t)c->nx * t->B;
+    t->bxs = pad16((size_t)c->nx + c->s[0] + 2 * c->p[0]);
+    t->bplane = t->bxs * (size_t)(t->B + c->s[1]);
+    t->nring = 2 * c->p[2] + 1;
+    t->nyr = 2 * c->p[1] + 1;
+    t->U = ws + lo->u;
+    t->accw = ws + lo->accw;
+    t->accv = ws + lo->accv;
+    t->zring = ws + lo->zring;
+    t->zsum = ws + lo->zsum;
+    t->yring = ws + lo->yring;
+    t->ysum = ws + lo->ysum;
+    t->drow = ws + lo->drow;
+    t->trow = ws + lo->trow;
+    t->wrow = ws + lo->wrow;
+    t->wring = ws + lo->wring;
+}
+
+/* Mirrored, scaled copy of the task's box with its halo; the centre
+ * offset's weight 1 in the accumulators. */
+static void task_start(const task *t, const float *src)
+{
+    const core *c = t->c;
+    const int nx = c->nx, rx = c->r[0], ry = c->r[1], rz = c->r[2];
+    for (int zz = 0; zz < t->L + 2 * rz; zz++) {
+        int gz = gpu__mirror(t->z0 - rz + zz, c->nz);
+        for (int yy = 0; yy < t->B + 2 * ry; yy++) {
+            int gy = gpu__mirror(t->y0 - ry + yy, c->ny);
+            const float *srow = src + (size_t)gz * nx * c->ny + (size_t)gy * nx;
+            float *urow = t->U + zz * t->pplane + (size_t)yy * t->PX;
+            for (int xx = 0; xx < t->PX; xx++)
+                urow[xx] = srow[gpu__mirror(xx - rx, nx)] * c->uscale;
+        }
+    }
+    for (int z = 0; z < t->L; z++)
+        for (int y = 0; y < t->B; y++) {
+            const float *urow = t->U + (size_t)(z + rz) * t->pplane + (size_t)(y + ry) * t->PX + rx;
+            float *aw = t->accw + (size_t)z * t->oplane + (size_t)y * nx;
+            float *av = t->accv + (size_t)z * t->oplane + (size_t)y * nx;
+            for (int x = 0; x < nx; x++) {
+                aw[x] = 1.0f;
+                av[x] = urow[x];
+            }
+        }
+}
+
+/* The output: accumulated values over weights, unscaled. */
+static inline __attribute__((always_inline)) void task_finish(const task *t, float *dst)
+{
+    const core *c = t->c;
+    const int nx = c->nx;
+    for (int z = 0; z < t->L; z++)
+        for (int y = 0; y < t->B; y++) {
+            float *o = dst + (size_t)(t->z0 + z) * nx * c->ny + (size_t)(t->y0 + y) * nx;
+            const float *aw = t->accw + (size_t)z * t->oplane + (size_t)y * nx;
+            const float *av = t->accv + (size_t)z * t->oplane + (size_t)y * nx;
+#pragma omp simd
+            for (int x = 0; x < nx; x++)
+                o[x] = av[x] / (aw[x] * c->uscale);
+        }
+}
+
+static void group_init(const task *t, group *gr, int dz, int dy, int dx)
+{
+    const int sx = t->c->s[0];
+    gr->dz = dz;
+    gr->dy = dy;
+    gr->dx = dx;
+    gr->ng = sx - dx + 1 < NG ? sx - dx + 1 : NG;
+    gr->oy0 = dy > 0 ? -dy : 0;
+    gr->by = t->B + abs(dy);
+    for (int g = 0; g < gr->ng; g++) {
+        gr->dxg[g] = dx + g;
+        gr->ox0[g] = gr->dxg[g] > 0 ? -gr->dxg[g] : 0;
+        gr->bx[g] = t->c->nx + abs(gr->dxg[g]);
+    }
+}
+
+static inline __attribute__((always_inline)) void plane_init(const task *t, const group *gr, int q,
+                                                             sweep_plane *pl)
+{
+    const int pz = t->c->p[2], rz = t->c->r[2], oz0 = t->z0 - gr->dz;
+    pl->qi = q - (oz0 - pz);
+    pl->zo = q - pz;
+    pl->done = pl->qi >= 2 * pz;
+    pl->own = pl->done && pl->zo >= t->z0 && pl->zo < t->z1;
+    pl->sym = pl->done && pl->zo + gr->dz >= t->z0 && pl->zo + gr->dz < t->z1;
+    pl->ua = t->U + (size_t)(q - t->z0 + rz) * t->pplane;
+    pl->ub = t->U + (size_t)(q + gr->dz - t->z0 + rz) * t->pplane;
+}
+
+/* Squared differences of row y for every member into drow. Members on one
+ * side of dx = 0 share a row of the difference: U(o) for dx <= 0 (then
+ * U(o + d) moves right by g), U(o + d) for dx > 0 (then U(o) moves left by
+ * g); one loop for all of them. */
+static inline __attribute__((always_inline)) void group_diffs(const task *t, const group *gr,
+                                                              const sweep_plane *pl, int y)
+{
+    const core *c = t->c;
+    const int px = c->p[0], rx = c->r[0], ry = c->r[1], dx = gr->dx, ng = gr->ng;
+    const size_t rows = t->lo->rows;
+    if (ng > 1 && (dx > 0 || dx + ng - 1 <= 0)) {
+        const int g1 = dx > 0; /* member with the widest row */
+        const float *a = pl->ua + (size_t)(y + ry) * t->PX + (gr->ox0[0] - px + rx);
+        const float *b = pl->ub + (size_t)(y + gr->dy + ry) * t->PX + (gr->ox0[0] - px + rx + dx);
+        diff_rows(t->drow, rows, a, b, dx > 0, gr->bx[g1 ? ng - 1 : 0] + 2 * px, ng);
+        return;
+    }
+    for (int g = 0; g < ng; g++) {
+        const int n = gr->bx[g] + 2 * px;
+        const float *a = pl->ua + (size_t)(y + ry) * t->PX + (gr->ox0[g] - px + rx);
+        const float *b =
+            pl->ub + (size_t)(y + gr->dy + ry) * t->PX + (gr->ox0[g] - px + rx + gr->dxg[g]);
+        float *gd = t->drow + g * rows;
+#pragma omp simd
+        for (int x = 0; x < n; x++) {
+            float v = a[x] - b[x];
+            gd[x] = v * v;
+        }
+    }
+}
+
+/* Where member g's weights of origin row yo go: for dz = 0 (then dy >= 0)
+ * a ring of dy + 1 rows, so that row oy can take its own weights and those
+ * of origin row oy - dy in one pass; else one row. */
+static inline __attribute__((always_inline)) float *weights_row(const task *t, const group *gr,
+                                                                int g, int yo)
+{
+    return gr->dz == 0 ? t->wring + g * t->lo->wring_len + (size_t)(yo % (gr->dy + 1)) * t->bxs
+                       : t->wrow + g * t->lo->rows;
+}
+
+/* Box patch, row yo of origins of member g: the y running sum (gys holds
+ * rows yo .. yo + 2P - 1 of x box sums; xr is row yo + 2P, xold row yo,
+ * which leaves), then in 3D the z running sum over the ring of 2P + 1
+ * planes (slot of plane qi; the one it overwrites leaves the z window),
+ * then the weights once the z window is full. */
+static inline __attribute__((always_inline)) void box_weights(const task *t, const group *gr,
+                                                              const sweep_plane *pl, int g, int yo,
+                                                              const float *xr, const int fma)
+{
+    const int gbx = gr->bx[g], nring = t->nring, qi = pl->qi;
+    const int32_t cutb = t->c->cutb;
+    float *gys = t->ysum + g * t->lo->rows;
+    const float *xold = t->yring + g * t->lo->yring_len + (size_t)(yo % t->nyr) * t->bxs;
+    float *restrict wout = weights_row(t, gr, g, yo);
+    float *zr =
+        t->zring + g * t->lo->zring_len + (size_t)(qi % nring) * t->bplane + (size_t)yo * t->bxs;
+    float *zs = t->zsum + g * t->lo->zsum_len + (size_t)yo * t->bxs;
+    if (nring == 1) {
+#pragma omp simd
+        for (int x = 0; x < gbx; x++) {
+            float v = gys[x] + xr[x];
+            gys[x] = v - xold[x];
+            wout[x] = exp2_neg(v, cutb, fma);
+        }
+    } else if (qi == 0) {
+#pragma omp simd
+        for (int x = 0; x < gbx; x++) {
+            float v = gys[x] + xr[x];
+            gys[x] = v - xold[x];
+            zr[x] = v;
+            zs[x] = v;
+        }
+    } else if (qi < nring - 1) {
+#pragma omp simd
+        for (int x = 0; x < gbx; x++) {
+            float v = gys[x] + xr[x];
+            gys[x] = v - xold[x];
+            zr[x] = v;
+            zs[x] += v;
+        }
+    } else if (qi == nring - 1) {
+#pragma omp simd
+        for (int x = 0; x < gbx; x++) {
+            float v = gys[x] + xr[x];
+            gys[x] = v - xold[x];
+            zr[x] = v;
+            float s = zs[x] + v;
+            zs[x] = s;
+            wout[x] = exp2_neg(s, cutb, fma);
+        }
+    } else {
+#pragma omp simd
+        for (int x = 0; x < gbx; x++) {
+            float v = gys[x] + xr[x];
+            gys[x] = v - xold[x];
+            float s = zs[x] + v - zr[x];
+            zr[x] = v;
+            zs[x] = s;
+            wout[x] = exp2_neg(s, cutb, fma);
+        }
+    }
+}
+
+/* Gaussian-weighted patch, row yo of origins of member g: weighted taps
+ * over the y ring, in 3D over the z ring of 2P + 1 planes (origin plane zo
+ * = q - P is complete once 2P + 1 planes are in), then the weights. */
+static inline __attribute__((always_inline)) void
+gauss_weights(const task *t, const group *gr, const sweep_plane *pl, int g, int yo, const int fma)
+{
+    const core *c = t->c;
+    const int gbx = gr->bx[g], nring = t->nring, qi = pl->qi, pz = c->p[2];
+    const float *gyring = t->yring + g * t->lo->yring_len;
+    float *trow = t->trow;
+    const float *x0 = gyring + (size_t)(yo % t->nyr) * t->bxs;
+    float g0 = c->g[1][0];
+#pragma omp simd
+    for (int x = 0; x < gbx; x++)
+        trow[x] = g0 * x0[x];
+    for (int k = 1; k <= 2 * c->p[1]; k++) {
+        const float *xk = gyring + (size_t)((yo + k) % t->nyr) * t->bxs;
+        float gk = c->g[1][k];
+#pragma omp simd
+        for (int x = 0; x < gbx; x++)
+            trow[x] += gk * xk[x];
+    }
+    if (nring > 1) {
+        const float *zg = t->zring + g * t->lo->zring_len;
+        float *zr = t->zring + g * t->lo->zring_len + (size_t)(qi % nring) * t->bplane +
+                    (size_t)yo * t->bxs;
+#pragma omp simd
+        for (int x = 0; x < gbx; x++)
+            zr[x] = trow[x];
+        if (!pl->done)
+            return;
+        const float *z0r = zg + (size_t)((qi - 2 * pz) % nring) * t->bplane + (size_t)yo * t->bxs;
+        float g0z = c->g[2][0];
+#pragma omp simd
+        for (int x = 0; x < gbx; x++)
+            trow[x] = g0z * z0r[x];
+        for (int k = 1; k < nring; k++) {
+            const float *zk =
+                zg + (size_t)((qi - 2 * pz + k) % nring) * t->bplane + (size_t)yo * t->bxs;
+            float gk = c->g[2][k];
+#pragma omp simd
+            for (int x = 0; x < gbx; x++)
+                trow[x] += gk * zk[x];
+        }
+    }
+    float *restrict wout = weights_row(t, gr, g, yo);
+#pragma omp simd
+    for (int x = 0; x < gbx; x++)
+        wout[x] = exp2_neg(trow[x], c->cutb, fma);
+}
+
+/* Member g on difference row yr of plane pl: x box into its y ring, then
+ * (past the y warm-up) the weights of origin row yr - 2P. */
+static inline __attribute__((always_inline)) void
+member_row(const task *t, const group *gr, const sweep_plane *pl, int g, int yr, const int fma)
+{
+    const core *c = t->c;
+    const int px = c->p[0], py = c->p[1], gbx = gr->bx[g];
+    float *gys = t->ysum + g * t->lo->rows;
+    float *gyring = t->yring + g * t->lo->yring_len;
+    const float *gd = t->drow + g * t->lo->rows;
+    float *xr = gyring + (size_t)(yr % t->nyr) * t->bxs;
+    if (c->box && t->nring == 1 && py > 0 && yr >= 2 * py) {
+        /* 2D past the warm-up: fused, see xbox_exp. */
+        const int yo = yr - 2 * py;
+        xbox_exp(xr, gys, gyring + (size_t)(yo % t->nyr) * t->bxs, weights_row(t, gr, g, yo), gd,
+                 gbx, px, c->cutb, fma);
+        return;
+    }
+    if (c->box) {
+        xbox(xr, gd, gbx, px);
+    } else {
+#pragma omp simd
+        for (int x = 0; x < gbx; x++)
+            xr[x] = c->g[0][0] * gd[x];
+        for (int k = 1; k <= 2 * px; k++) {
+            const float *dk = gd + k;
+            float gk = c->g[0][k];
+#pragma omp simd
+            for (int x = 0; x < gbx; x++)
+                xr[x] += gk * dk[x];
+        }
+    }
+    if (yr < 2 * py) {
+        if (c->box) {
+#pragma omp simd
+            for (int x = 0; x < gbx; x++)
+                gys[x] += xr[x];
+        }
+        return;
+    }
+    if (c->box)
+        box_weights(t, gr, pl, g, yr - 2 * py, xr, fma);
+    else
+        gauss_weights(t, gr, pl, g, yr - 2 * py, fma);
+}
+
+/* dz = 0, origin row oy: own pairs o = (x, oy) with weight w(o) and U(o +
+ * d), symmetric ones o = (x - dx, oy - dy) with w(o) and U(o), for every
+ * member (dx + g: U(o + d) g columns right, U(o) g columns left). */
+static inline __attribute__((always_inline)) void accumulate_in_plane(const task *t,
+                                                                      const group *gr,
+                                                                      const sweep_plane *pl, int yo,
+                                                                      int oy, const int fma)
+{
+    const int nx = t->c->nx, rx = t->c->r[0], ry = t->c->r[1], dy = gr->dy, dx = gr->dx;
+    const float *wp[2 * NG], *up[2 * NG];
+    const size_t zi = (size_t)(pl->zo - t->z0);
+    const float *uz = t->U + (size_t)(pl->zo - t->z0 + t->c->r[2]) * t->pplane;
+    const float *ud = uz + (size_t)(oy + dy + ry) * t->PX + rx + dx;
+    const float *uo = uz + (size_t)(oy - dy + ry) * t->PX + rx - dx;
+    const size_t sa = (size_t)(yo % (dy + 1)) * t->bxs;
+    const size_t sb = (size_t)((yo - dy) % (dy + 1)) * t->bxs;
+    for (int g = 0; g < gr->ng; g++) {
+        const float *wg = t->wring + g * t->lo->wring_len;
+        wp[2 * g] = wg + sb - gr->ox0[g] - gr->dxg[g];
+        up[2 * g] = uo - g;
+        wp[2 * g + 1] = wg + sa - gr->ox0[g];
+        up[2 * g + 1] = ud + g;
+    }
+    accumulate(t->accw + zi * t->oplane + (size_t)oy * nx,
+               t->accv + zi * t->oplane + (size_t)oy * nx, wp, up, nx, 2 * gr->ng, fma);
+}
+
+/* dz > 0, origin row oy of plane zo: own pairs (o in the task: w(o) U(o +
+ * d)) and symmetric ones (o + d in the task gets w(o) U(o)). */
+static inline __attribute__((always_inline)) void
+accumulate_across_planes(const task *t, const group *gr, const sweep_plane *pl, int oy, int own_row,
+                         int sym_row, const int fma)
+{
+    const int nx = t->c->nx, rx = t->c->r[0], ry = t->c->r[1], rz = t->c->r[2];
+    const float *wp[2 * NG] = {0}, *up[2 * NG] = {0}; /* accumulate's cases go to 2 NG */
+    if (own_row) {
+        size_t zi = (size_t)(pl->zo - t->z0);
+        const float *ud = t->U + (size_t)(pl->zo + gr->dz - t->z0 + rz) * t->pplane +
+                          (size_t)(oy + gr->dy + ry) * t->PX + rx + gr->dx;
+        for (int g = 0; g < gr->ng; g++) {
+            wp[g] = t->wrow + g * t->lo->rows - gr->ox0[g]; /* origin x */
+            up[g] = ud + g;
+        }
+        accumulate(t->accw + zi * t->oplane + (size_t)oy * nx,
+                   t->accv + zi * t->oplane + (size_t)oy * nx, wp, up, nx, gr->ng, fma);
+    }
+    if (sym_row) {
+        size_t zi = (size_t)(pl->zo + gr->dz - t->z0);
+        const float *uo = t->U + (size_t)(pl->zo - t->z0 + rz) * t->pplane +
+                          (size_t)(oy + ry) * t->PX + rx - gr->dx;
+        for (int g = 0; g < gr->ng; g++) {
+            wp[g] = t->wrow + g * t->lo->rows - gr->ox0[g] - gr->dxg[g]; /* origin x - dx - g */
+            up[g] = uo - g;
+        }
+        accumulate(t->accw + zi * t->oplane + (size_t)(oy + gr->dy) * nx,
+                   t->accv + zi * t->oplane + (size_t)(oy + gr->dy) * nx, wp, up, nx, gr->ng, fma);
+    }
+}
+
+/* One plane of a group's sweep, row by row: differences, every member's
+ * boxes and weights, then both sides' accumulation of the origin row the
+ * row completes. */
+static inline __attribute__((always_inline)) void group_plane(const task *t, const group *gr,
+                                                              const sweep_plane *pl, const int fma)
+{
+    const int py = t->c->p[1], B = t->B, dy = gr->dy;
+    for (int g = 0; g < gr->ng; g++)
+        for (int x = 0; x < gr->bx[g]; x++)
+            t->ysum[g * t->lo->rows + x] = 0;
+    for (int yr = 0; yr < gr->by + 2 * py; yr++) {
+        group_diffs(t, gr, pl, gr->oy0 - py + yr);
+        for (int g = 0; g < gr->ng; g++)
+            member_row(t, gr, pl, g, yr, fma);
+        if (yr < 2 * py || !pl->done)
+            continue;
+        const int yo = yr - 2 * py, oy = gr->oy0 + yo;
+        const int own_row = pl->own && oy >= 0 && oy < B;
+        const int sym_row = pl->sym && oy + dy >= 0 && oy + dy < B;
+        if (gr->dz == 0) {
+            if (own_row)
+                accumulate_in_plane(t, gr, pl, yo, oy, fma);
+        } else {
+            accumulate_across_planes(t, gr, pl, oy, own_row, sym_row, fma);
+        }
+    }
+}
+
 /* Runs the core on output planes [z0, z1) and rows [y0, y1) of one frame.
  * ws: workspace of layout_of(c, L, B) floats, L >= z1 - z0, B >= y1 - y0.
  * For each offset one sweep over the planes computes, row by row and without
  * leaving L1: the squared differences, their x box (direct taps), the y sum
  * (running sum or weighted taps over a ring of 2P+1 rows), the z sum
  * (running sum or weighted taps over a ring of 2P+1 row-planes, 3D only),
- * then the weights and both sides' accumulation. Per offset only the
- * task's input and accumulators are touched, which bands keep in L2. */
+ * then the weights and both sides' accumulation. Offsets in the positive
+ * half, in groups of up to NG consecutive dx with the same (dy, dz): each
+ * member has its own rings, and the accumulators are updated once per
+ * group, which halves their traffic (they live in L2, the rings in L1). Per
+ * offset only the task's input and accumulators are touched, which bands
+ * keep in L2. */
 static inline __attribute__((always_inline)) void chunk_body(const core *c, const float *src,
                                                              float *dst, int z0, int z1, int y0,
                                                              int y1, float *ws, const layout *lo,
                                                              const int fma)
 {
-    const int nx = c->nx, ny = c->ny, nz = c->nz;
-    const int sx = c->s[0], sy = c->s[1], sz = c->s[2];
-    const int px = c->p[0], py = c->p[1], pz = c->p[2];
-    const int rx = c->r[0], ry = c->r[1], rz = c->r[2];
-    const int L = z1 - z0, B = y1 - y0;
-    const int PX = nx + 2 * rx, PY = B + 2 * ry, PZ = L + 2 * rz;
-    const size_t pplane = (size_t)PX * PY, oplane = (size_t)nx * B;
-    const size_t bxs = pad16((size_t)nx + sx + 2 * px); /* row stride of ring rows */
-    const size_t bplane = bxs * (size_t)(B + sy);
-    const int nring = 2 * pz + 1, nyr = 2 * py + 1;
-    const int box = c->box;
-    const float us = c->uscale;
-    const int32_t cutb = c->cutb;
-
-    float *restrict U = ws + lo->u;
-    float *restrict accw = ws + lo->accw;
-    float *restrict accv = ws + lo->accv;
-    float *restrict zring = ws + lo->zring;
-    float *restrict zsum = ws + lo->zsum;
-    float *restrict yring = ws + lo->yring;
-    float *restrict ysum = ws + lo->ysum;
-    float *restrict drow = ws + lo->drow;
-    float *restrict trow = ws + lo->trow;
-    float *restrict wrow = ws + lo->wrow;
-    float *restrict wring = ws + lo->wring;
-
-    /* Mirrored copy of the task's box with its halo. */
-    for (int zz = 0; zz < PZ; zz++) {
-        int gz = gpu__mirror(z0 - rz + zz, nz);
-        for (int yy = 0; yy < PY; yy++) {
-            int gy = gpu__mirror(y0 - ry + yy, ny);
-            const float *srow = src + (size_t)gz * nx * ny + (size_t)gy * nx;
-            float *urow = U + zz * pplane + (size_t)yy * PX;
-            for (int xx = 0; xx < PX; xx++)
-                urow[xx] = srow[gpu__mirror(xx - rx, nx)] * us;
-        }
-    }
-    /* Centre offset: weight 1. */
-    for (int z = 0; z < L; z++)
-        for (int y = 0; y < B; y++) {
-            const float *urow = U + (size_t)(z + rz) * pplane + (size_t)(y + ry) * PX + rx;
-            float *aw = accw + (size_t)z * oplane + (size_t)y * nx;
-            float *av = accv + (size_t)z * oplane + (size_t)y * nx;
-            for (int x = 0; x < nx; x++) {
-                aw[x] = 1.0f;
-                av[x] = urow[x];
-            }
-        }
-
-    const float *gx = c->g[0], *gy = c->g[1], *gz = c->g[2];
-    /* Offsets in the positive half, in groups of up to NG consecutive dx
-     * with the same (dy, dz): each member has its own rings, and the
-     * accumulators are updated once per group, which halves their traffic
-     * (they live in L2, the rings in L1). */
+    task t;
+    task_init(&t, c, ws, lo, z0, z1, y0, y1);
+    task_start(&t, src);
+    const int sx = c->s[0], sy = c->s[1], sz = c->s[2], pz = c->p[2];
     for (int dz = 0; dz <= sz; dz++)
-        for (int dy = -sy; dy <= sy; dy++) {
-            const int dx_first = dz == 0 && dy == 0 ? 1 : -sx;
-            if (dz == 0 && dy < 0)
-                continue;
-            for (int dx = dx_first; dx <= sx; dx += NG) {
-                const int ng = sx - dx + 1 < NG ? sx - dx + 1 : NG;
-                const int oy0 = dy > 0 ? -dy : 0, by = B + abs(dy);
-                const int oz0 = z0 - dz, oz1 = z1; /* origin planes */
-                int dxg[NG], ox0[NG], bx[NG];
-                for (int g = 0; g < ng; g++) {
-                    dxg[g] = dx + g;
-                    ox0[g] = dxg[g] > 0 ? -dxg[g] : 0;
-                    bx[g] = nx + abs(dxg[g]);
-                }
-                for (int q = oz0 - pz; q < oz1 + pz; q++) {
-                    const int qi = q - (oz0 - pz); /* planes of this sweep so far */
-                    const int zo = q - pz;         /* origin plane completed by q */
-                    const int done = qi >= 2 * pz;
-                    const int own = done && zo >= z0 && zo < z1;
-                    const int sym = done && zo + dz >= z0 && zo + dz < z1;
-                    const float *ua = U + (size_t)(q - z0 + rz) * pplane;
-                    const float *ub = U + (size_t)(q + dz - z0 + rz) * pplane;
-                    for (int g = 0; g < ng; g++)
-                        for (int x = 0; x < bx[g]; x++)
-                            ysum[g * lo->rows + x] = 0;
-                    for (int yr = 0; yr < by + 2 * py; yr++) {
-                        const int y = oy0 - py + yr; /* row of the differences */
-                        const int yo = yr - 2 * py, oy = oy0 + yo;
-                        /* Members on one side of dx = 0 share a row of
-                         * the difference: U(o) for dx <= 0 (then U(o + d)
-                         * moves right by g), U(o + d) for dx > 0 (then U(o)
-                         * moves left by g); one loop for all of them. */
-                        const int shared = ng > 1 && (dx > 0 || dx + ng - 1 <= 0);
-                        if (shared) {
-                            const int g1 = dx > 0; /* member with the widest row */
-                            const float *a = ua + (size_t)(y + ry) * PX + (ox0[0] - px + rx);
-                            const float *b =
-                                ub + (size_t)(y + dy + ry) * PX + (ox0[0] - px + rx + dx);
-                            diff_rows(drow, lo->rows, a, b, dx > 0, bx[g1 ? ng - 1 : 0] + 2 * px,
-                                      ng);
-                        }
-                        for (int g = 0; g < ng; g++) {
-                            const int ddx = dxg[g], gbx = bx[g], n = gbx + 2 * px;
-                            float *gys = ysum + g * lo->rows;
-                            float *gyring = yring + g * lo->yring_len;
-                            float *gd = drow + g * lo->rows;
-                            if (!shared) {
-                                const float *a = ua + (size_t)(y + ry) * PX + (ox0[g] - px + rx);
-                                const float *b =
-                                    ub + (size_t)(y + dy + ry) * PX + (ox0[g] - px + rx + ddx);
-#pragma omp simd
-                                for (int x = 0; x < n; x++) {
-                                    float t = a[x] - b[x];
-                                    gd[x] = t * t;
-                                }
-                            }
-                            /* x box into the y ring. */
-                            float *xr = gyring + (size_t)(yr % nyr) * bxs;
-                            if (box && nring == 1 && py > 0 && yr >= 2 * py) {
-                                /* 2D past the warm-up: fused, see xbox_exp. */
-                                const int yo1 = yr - 2 * py;
-                                float *w1 = dz == 0 ? wring + g * lo->wring_len +
-                                                          (size_t)(yo1 % (dy + 1)) * bxs
-                                                    : wrow + g * lo->rows;
-                                xbox_exp(xr, gys, gyring + (size_t)(yo1 % nyr) * bxs, w1, gd, gbx,
-                                         px, cutb, fma);
-                                continue;
-                            }
-                            if (box) {
-                                xbox(xr, gd, gbx, px);
-                            } else {
-#pragma omp simd
-                                for (int x = 0; x < gbx; x++)
-                                    xr[x] = gx[0] * gd[x];
-                                for (int k = 1; k <= 2 * px; k++) {
-                                    const float *dk = gd + k;
-                                    float gk = gx[k];
-#pragma omp simd
-                                    for (int x = 0; x < gbx; x++)
-                                        xr[x] += gk * dk[x];
-                                }
-                            }
-                            if (yr < 2 * py) {
-                                if (box) {
-#pragma omp simd
-                                    for (int x = 0; x < gbx; x++)
-                                        gys[x] += xr[x];
-                                }
-                                continue;
-                            }
-                            /* Row yo of origins: y sum of ring rows yo .. yo +
-                             * 2P, then (3D) the z sum, then the weights. dz =
-                             * 0 (then dy >= 0): weights go to a ring of dy + 1
-                             * rows, so that row oy can take its own weights
-                             * and those of origin row oy - dy in one pass. */
-                            float *restrict wout =
-                                dz == 0 ? wring + g * lo->wring_len + (size_t)(yo % (dy + 1)) * bxs
-                                        : wrow + g * lo->rows;
-                            float *zslot =
-                                zring + g * lo->zring_len + (size_t)(qi % nring) * bplane;
-                            if (box) {
-                                /* gys holds rows yo .. yo + 2P - 1; row yo
-                                 * leaves after this one. */
-                                const float *xold = gyring + (size_t)(yo % nyr) * bxs;
-                                float *zr = zslot + (size_t)yo * bxs;
-                                float *zs = zsum + g * lo->zsum_len + (size_t)yo * bxs;
-                                if (nring == 1) {
-#pragma omp simd
-                                    for (int x = 0; x < gbx; x++) {
-                                        float t = gys[x] + xr[x];
-                                        gys[x] = t - xold[x];
-                                        wout[x] = exp2_neg(t, cutb, fma);
-                                    }
-                                } else if (qi == 0) {
-#pragma omp simd
-                                    for (int x = 0; x < gbx; x++) {
-                                        float t = gys[x] + xr[x];
-                                        gys[x] = t - xold[x];
-                                        zr[x] = t;
-                                        zs[x] = t;
-                                    }
-                                } else if (qi < nring - 1) {
-#pragma omp simd
-                                    for (int x = 0; x < gbx; x++) {
-                                        float t = gys[x] + xr[x];
-                                        gys[x] = t - xold[x];
-                                        zr[x] = t;
-                                        zs[x] += t;
-                                    }
-                                } else if (qi == nring - 1) {
-#pragma omp simd
-                                    for (int x = 0; x < gbx; x++) {
-                                        float t = gys[x] + xr[x];
-                                        gys[x] = t - xold[x];
-                                        zr[x] = t;
-                                        float v = zs[x] + t;
-                                        zs[x] = v;
-                                        wout[x] = exp2_neg(v, cutb, fma);
-                                    }
-                                } else {
-                                    /* The slot held plane q - (2P+1), which
-                                     * leaves the z window. */
-#pragma omp simd
-                                    for (int x = 0; x < gbx; x++) {
-                                        float t = gys[x] + xr[x];
-                                        gys[x] = t - xold[x];
-                                        float v = zs[x] + t - zr[x];
-                                        zr[x] = t;
-                                        zs[x] = v;
-                                        wout[x] = exp2_neg(v, cutb, fma);
-                                    }
-                                }
-                            } else {
-                                const float *x0 = gyring + (size_t)(yo % nyr) * bxs;
-                                float g0 = gy[0];
-#pragma omp simd
-                                for (int x = 0; x < gbx; x++)
-                                    trow[x] = g0 * x0[x];
-                                for (int k = 1; k <= 2 * py; k++) {
-                                    const float *xk = gyring + (size_t)((yo + k) % nyr) * bxs;
-                                    float gk = gy[k];
-#pragma omp simd
-                                    for (int x = 0; x < gbx; x++)
-                                        trow[x] += gk * xk[x];
-                                }
-                                if (nring > 1) {
-                                    /* z: plane q's row into the ring; origin
-                                     * plane zo = q - P is complete once 2P+1
-                                     * planes are in. */
-                                    float *zr = zslot + (size_t)yo * bxs;
-#pragma omp simd
-                                    for (int x = 0; x < gbx; x++)
-                                        zr[x] = trow[x];
-                                    if (!done)
-                                        continue;
-                                    const float *zg = zring + g * lo->zring_len;
-                                    const float *z0r = zg +
-                                                       (size_t)((qi - 2 * pz) % nring) * bplane +
-                                                       (size_t)yo * bxs;
-                                    float g0z = gz[0];
-#pragma omp simd
-                                    for (int x = 0; x < gbx; x++)
-                                        trow[x] = g0z * z0r[x];
-                                    for (int k = 1; k < nring; k++) {
-                                        const float *zk =
-                                            zg + (size_t)((qi - 2 * pz + k) % nring) * bplane +
-                                            (size_t)yo * bxs;
-                                        float gk = gz[k];
-#pragma omp simd
-                                        for (int x = 0; x < gbx; x++)
-                                            trow[x] += gk * zk[x];
-                                    }
-                                }
-#pragma omp simd
-                                for (int x = 0; x < gbx; x++)
-                                    wout[x] = exp2_neg(trow[x], cutb, fma);
-                            }
-                        }
-                        if (yr < 2 * py || !done)
-                            continue;
-                        const int own_row = own && oy >= 0 && oy < B;
-                        const int sym_row = sym && oy + dy >= 0 && oy + dy < B;
-                        const float *wp[2 * NG], *up[2 * NG];
-                        if (dz == 0) {
-                            if (!own_row)
-                                continue;
-                            /* Row oy: own pairs o = (x, oy) with weight
-                             * w(o) and U(o + d), symmetric ones o = (x - dx,
-                             * oy - dy) with w(o) and U(o), for every member
-                             * (dx + g: U(o + d) g columns right, U(o) g
-                             * columns left). */
-                            size_t zi = (size_t)(zo - z0);
-                            const float *uz = U + (size_t)(zo - z0 + rz) * pplane;
-                            const float *ud = uz + (size_t)(oy + dy + ry) * PX + rx + dx;
-                            const float *uo = uz + (size_t)(oy - dy + ry) * PX + rx - dx;
-                            const size_t sa = (size_t)(yo % (dy + 1)) * bxs;
-                            const size_t sb = (size_t)((yo - dy) % (dy + 1)) * bxs;
-                            for (int g = 0; g < ng; g++) {
-                                const float *wg = wring + g * lo->wring_len;
-                                wp[2 * g] = wg + sb - ox0[g] - dxg[g];
-                                up[2 * g] = uo - g;
-                                wp[2 * g + 1] = wg + sa - ox0[g];
-                                up[2 * g + 1] = ud + g;
-                            }
-                            accumulate(accw + zi * oplane + (size_t)oy * nx,
-                                       accv + zi * oplane + (size_t)oy * nx, wp, up, nx, 2 * ng,
-                                       fma);
-                            continue;
-                        }
-                        /* Own: o = (ox0 + x, oy, zo) in the task. */
-                        if (own_row) {
-                            size_t zi = (size_t)(zo - z0);
-                            const float *ud = U + (size_t)(zo + dz - z0 + rz) * pplane +
-                                              (size_t)(oy + dy + ry) * PX + rx + dx;
-                            for (int g = 0; g < ng; g++) {
-                                wp[g] = wrow + g * lo->rows - ox0[g]; /* origin x */
-                                up[g] = ud + g;
-                            }
-                            accumulate(accw + zi * oplane + (size_t)oy * nx,
-                                       accv + zi * oplane + (size_t)oy * nx, wp, up, nx, ng, fma);
-                        }
-                        /* Symmetric: o + d in the task gets w * U(o). */
-                        if (sym_row) {
-                            size_t zi = (size_t)(zo + dz - z0);
-                            const float *uo = U + (size_t)(zo - z0 + rz) * pplane +
-                                              (size_t)(oy + ry) * PX + rx - dx;
-                            for (int g = 0; g < ng; g++) {
-                                /* origin x - dx - g */
-                                wp[g] = wrow + g * lo->rows - ox0[g] - dxg[g];
-                                up[g] = uo - g;
-                            }
-                            accumulate(accw + zi * oplane + (size_t)(oy + dy) * nx,
-                                       accv + zi * oplane + (size_t)(oy + dy) * nx, wp, up, nx, ng,
-                                       fma);
-                        }
-                    }
+        for (int dy = dz == 0 ? 0 : -sy; dy <= sy; dy++)
+            for (int dx = dz == 0 && dy == 0 ? 1 : -sx; dx <= sx; dx += NG) {
+                group gr;
+                group_init(&t, &gr, dz, dy, dx);
+                for (int q = z0 - dz - pz; q < z1 + pz; q++) {
+                    sweep_plane pl;
+                    plane_init(&t, &gr, q, &pl);
+                    group_plane(&t, &gr, &pl, fma);
                 }
             }
-        }
-    for (int z = 0; z < L; z++)
-        for (int y = 0; y < B; y++) {
-            float *o = dst + (size_t)(z0 + z) * nx * ny + (size_t)(y0 + y) * nx;
-            const float *aw = accw + (size_t)z * oplane + (size_t)y * nx;
-            const float *av = accv + (size_t)z * oplane + (size_t)y * nx;
-#pragma omp simd
-            for (int x = 0; x < nx; x++)
-                o[x] = av[x] / (aw[x] * us);
-        }
+    task_finish(&t, dst);
 }
 
 /* The core compiled three times: for AVX-512 (F, VL, BW, DQ) with FMA and
