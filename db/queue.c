@@ -1093,12 +1093,12 @@ int db_clock_clamp(db *d, int64_t now_ms)
     if (!rc)
         rc =
             run_with(d, Q_CLAMP_JOBS,
-                     "UPDATE jobs SET not_before_ms = ?1"
+                     "UPDATE jobs SET not_before_ms = ?1, wait_set_ms = ?1"
                      " WHERE state = 'pending' AND not_before_ms > ?1 + 3600000", /* defers: 15 s */
                      now_ms);
     if (!rc) /* retry delays are at most retry_max_seconds, 7 days */
         rc = run_with(d, Q_CLAMP_SENDS,
-                      "UPDATE sends SET next_attempt_ms = ?1"
+                      "UPDATE sends SET next_attempt_ms = ?1, wait_set_ms = ?1"
                       " WHERE state = 'pending' AND next_attempt_ms > ?1 + 8 * 86400000",
                       now_ms);
     return end(d, rc);

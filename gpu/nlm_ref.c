@@ -1024,10 +1024,17 @@ __attribute__((target("avx2,fma"))) static void chunk_run_avx2(const core *c, co
     chunk_body(c, src, dst, z0, z1, y0, y1, ws, lo, 1);
 }
 
-__attribute__((
-    target("avx512f,avx512vl,avx512bw,avx512dq,fma,prefer-vector-width=512"))) static void
-chunk_run_avx512(const core *c, const float *src, float *dst, int z0, int z1, int y0, int y1,
-                 float *ws, const layout *lo)
+/* 512-bit vectors: GCC takes the preference in the target attribute,
+ * clang (which ignores the whole attribute if it sees that option) as
+ * min_vector_width. */
+#if defined(__clang__)
+#define AVX512_CORE target("avx512f,avx512vl,avx512bw,avx512dq,fma"), min_vector_width(512)
+#else
+#define AVX512_CORE target("avx512f,avx512vl,avx512bw,avx512dq,fma,prefer-vector-width=512")
+#endif
+__attribute__((AVX512_CORE)) static void chunk_run_avx512(const core *c, const float *src,
+                                                          float *dst, int z0, int z1, int y0,
+                                                          int y1, float *ws, const layout *lo)
 {
     chunk_body(c, src, dst, z0, z1, y0, y1, ws, lo, 1);
 }
@@ -1042,13 +1049,26 @@ static void chunk_run_plain(const core *c, const float *src, float *dst, int z0,
 typedef void (*chunk_fn)(const core *, const float *, float *, int, int, int, int, float *,
                          const layout *);
 
-/* The widest instruction set allowed by LDCT_NLM_REF_ISA (avx512, avx2 or
- * plain: a ceiling for tests and tuning; unset: no ceiling) that the CPU
- * has: 2 AVX-512, 1 AVX2, 0 plain. */
+/* The ceiling LDCT_NLM_REF_ISA sets (avx512, avx2 or plain, for tests and
+ * tuning): 2, 1, 0; unset or unknown (said once): no ceiling. */
+static int isa_cap(void)
+{
+    static int warned;
+    const char *cap = getenv("LDCT_NLM_REF_ISA");
+    if (!cap || !*cap || !strcmp(cap, "avx512"))
+        return 2;
+    if (!strcmp(cap, "avx2") || !strcmp(cap, "plain"))
+        return cap[0] == 'a';
+    if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+        log_warn("LDCT_NLM_REF_ISA=%s is not avx512, avx2 or plain; ignored", cap);
+    return 2;
+}
+
+/* The widest instruction set the CPU has under that ceiling: 2 AVX-512, 1
+ * AVX2, 0 plain. */
 static int isa_level(void)
 {
-    const char *cap = getenv("LDCT_NLM_REF_ISA");
-    int limit = !cap || !*cap || !strcmp(cap, "avx512") ? 2 : !strcmp(cap, "avx2") ? 1 : 0;
+    const int limit = isa_cap();
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     __builtin_cpu_init();
     if (limit >= 2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&

@@ -103,13 +103,15 @@ static int stopping(sender_pool *p)
 
 /* Records the outcome; retried every second while the database refuses
  * (busy, disk full), because a send left 'sending' would hold its
- * destination until the next start. */
-static void record(sender *s, const db_send *snd, int ok, int64_t next, const char *err)
+ * destination until the next start. A failure is recorded as of
+ * failed_ms, the time its next attempt `next` was counted from (the
+ * clock-step handling compares the two). */
+static void record(sender *s, const db_send *snd, int ok, int64_t failed_ms, int64_t next,
+                   const char *err)
 {
     for (int tries = 1;; tries++) {
-        int64_t now = ldct_now_ms();
-        int rc = ok ? db_send_done(s->db, snd->id, now)
-                    : db_send_failed(s->db, snd->id, now, next < 0 ? -1 : next, err);
+        int rc = ok ? db_send_done(s->db, snd->id, ldct_now_ms())
+                    : db_send_failed(s->db, snd->id, failed_ms, next < 0 ? -1 : next, err);
         if (rc == 0)
             return;
         if (rc != LDCT_EBUSY_DB && rc != LDCT_EDB) {
@@ -140,7 +142,7 @@ static void finish(sender *s, const db_send *snd, const cfg_destination *d, int 
     if (rc == 0) {
         log_notice("send %lld done: %s series of job %lld to %s (attempt %d)", (long long)snd->id,
                    snd->what, (long long)snd->job_id, snd->destination, snd->attempts);
-        record(s, snd, 1, 0, err);
+        record(s, snd, 1, 0, 0, err);
         return;
     }
     int64_t delay = d ? sender_backoff_ms(d, snd->attempts) : -1;
@@ -150,7 +152,8 @@ static void finish(sender *s, const db_send *snd, const cfg_destination *d, int 
     else
         log_warn("send %lld to %s failed (attempt %d): %s; next try in %.0f s", (long long)snd->id,
                  snd->destination, snd->attempts, err, delay / 1000.0);
-    record(s, snd, 0, delay < 0 ? -1 : ldct_now_ms() + delay, err);
+    const int64_t now = ldct_now_ms();
+    record(s, snd, 0, now, delay < 0 ? -1 : now + delay, err);
 }
 
 /* A destination missing from the configuration makes the send dead at once

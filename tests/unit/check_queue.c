@@ -418,6 +418,39 @@ START_TEST(a_clock_step_moves_the_waits_with_it)
 }
 END_TEST
 
+/* A database of schema 5 (before wait_set_ms) is upgraded, and the waits
+ * it held are moved by a clock step like any set before the step. */
+START_TEST(waits_from_a_schema_5_database_move_with_a_step)
+{
+    char p[128];
+    db *d = open_fresh(p, sizeof p);
+    const int64_t H = 3600000, T = 100 * H;
+    job(d, stable_series(d, "1.1", 1), 0, "pacs", 1);
+    db_send s;
+    ck_assert_int_eq(db_send_claim(d, T, &s), 0);
+    ck_assert_int_eq(db_send_failed(d, s.id, T, T + 10000, "refused"), 0);
+    db_close(d);
+    sqlite3 *h; /* back to schema 5 */
+    ck_assert_int_eq(sqlite3_open(p, &h), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(h,
+                                  "ALTER TABLE jobs DROP COLUMN wait_set_ms;"
+                                  "ALTER TABLE sends DROP COLUMN wait_set_ms;"
+                                  "PRAGMA user_version = 5",
+                                  0, 0, 0),
+                     SQLITE_OK);
+    sqlite3_close(h);
+    ck_assert_int_eq(db_open(p, 0, &d), 0);
+    int v = 0;
+    ck_assert_int_eq(db_user_version(d, &v), 0);
+    ck_assert_int_eq(v, db_schema_version());
+    const int64_t B = T - H;
+    ck_assert_int_eq(db_clock_stepped(d, -H, B), 0);
+    ck_assert_int_eq(db_send_claim(d, B + 9999, &s), LDCT_ENOTFOUND);
+    ck_assert_int_eq(db_send_claim(d, B + 10000, &s), 0);
+    db_close(d);
+}
+END_TEST
+
 typedef struct {
     int n;
     int64_t id;
@@ -963,6 +996,7 @@ int main(void)
     tcase_add_test(tc, resend_before_removal_keeps_the_series);
     tcase_add_test(tc, totals_count_every_series_state);
     tcase_add_test(tc, a_clock_step_moves_the_waits_with_it);
+    tcase_add_test(tc, waits_from_a_schema_5_database_move_with_a_step);
     tcase_add_test(tc, removed_series_are_purged_after_their_history);
     tcase_add_test(tc, a_long_history_is_purged_in_batches);
     suite_add_tcase(s, tc);
