@@ -105,6 +105,9 @@ int gpu_nlm_resolve_h(const gpu_nlm_params *p, const gpu_volume *in, float *h);
  * h_auto = 0. For callers that estimate the noise once and run many times
  * or report h. Returns 0 or an error of gpu_nlm_resolve_h (p unchanged). */
 int gpu_nlm_fix_h(gpu_nlm_params *p, const gpu_volume *in);
+/* The same with the noise already estimated: sigma = gpu_noise_sigma of
+ * the input (callers that report it estimate it once). */
+void gpu_nlm_fix_h_sigma(gpu_nlm_params *p, double sigma);
 
 int gpu_nlm2d_ref(const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *out,
                   const gpu_device *dev);

@@ -234,6 +234,20 @@ int gpu_noise_sigma(const gpu_volume *in, double *sigma)
     return 0;
 }
 
+/* h = strength * sqrt(2) * sigma, or 1e-3 (with a warning) where that is
+ * about 0. */
+static float h_of_noise(const gpu_nlm_params *p, double sigma)
+{
+    double v = p->strength * sqrt(2.0) * sigma;
+    if (!(v > 1e-6)) {
+        log_warn("nlm: estimated noise %.3g: nothing to remove (a noise-free, synthetic or "
+                 "already filtered series?); the result equals the input (h = 1e-3)",
+                 sigma);
+        v = 1e-3;
+    }
+    return (float)v;
+}
+
 int gpu_nlm_resolve_h(const gpu_nlm_params *p, const gpu_volume *in, float *h)
 {
     if (!p->h_auto) {
@@ -244,26 +258,27 @@ int gpu_nlm_resolve_h(const gpu_nlm_params *p, const gpu_volume *in, float *h)
     int rc = gpu_noise_sigma(in, &sigma);
     if (rc)
         return rc;
-    double v = p->strength * sqrt(2.0) * sigma;
-    if (!(v > 1e-6)) {
-        log_warn("nlm: estimated noise %.3g: nothing to remove (a noise-free, synthetic or "
-                 "already filtered series?); the result equals the input (h = 1e-3)",
-                 sigma);
-        v = 1e-3;
-    }
-    *h = (float)v;
+    *h = h_of_noise(p, sigma);
     return 0;
+}
+
+void gpu_nlm_fix_h_sigma(gpu_nlm_params *p, double sigma)
+{
+    const float h = p->h_auto ? h_of_noise(p, sigma) : p->h;
+    p->cutoff = gpu_nlm_effective_cutoff(p); /* while h_auto and strength still apply */
+    p->h = h;
+    p->h_auto = 0;
 }
 
 int gpu_nlm_fix_h(gpu_nlm_params *p, const gpu_volume *in)
 {
-    float h;
-    int rc = gpu_nlm_resolve_h(p, in, &h);
-    if (rc)
-        return rc;
-    p->cutoff = gpu_nlm_effective_cutoff(p); /* while h_auto and strength still apply */
-    p->h = h;
-    p->h_auto = 0;
+    double sigma = 0;
+    if (p->h_auto) {
+        int rc = gpu_noise_sigma(in, &sigma);
+        if (rc)
+            return rc;
+    }
+    gpu_nlm_fix_h_sigma(p, sigma);
     return 0;
 }
 

@@ -340,12 +340,13 @@ static int denoise(const asm_series *s, const process_opts *o, int algo, gpu_vol
     const gpu_device cpu = {.kind = GPU_DEVICE_CPU};
     const gpu_device *dev = o->dev ? o->dev : &cpu;
     gpu_nlm_params p = radii_resolved(&o->nlm, algo);
-    int rc = gpu_nlm_fix_h(&p, &s->vol);
-    if (rc)
+    /* The noise once: for h (h_auto) and for the report (always). */
+    int rc = gpu_noise_sigma(&s->vol, &r->noise_sigma);
+    if (rc && p.h_auto)
         return snprintf(err, err_len, "cannot estimate the noise of the series"), rc;
+    gpu_nlm_fix_h_sigma(&p, r->noise_sigma);
     r->h = p.h;
     r->cutoff = p.cutoff;
-    (void)gpu_noise_sigma(&s->vol, &r->noise_sigma);
     gpu_device_name(dev, r->device, sizeof r->device);
     rc = run_filter(algo, &p, o, s, out, dev);
     if (rc && dev->kind == GPU_DEVICE_CUDA && gpu_failure(rc)) {

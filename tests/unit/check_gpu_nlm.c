@@ -331,9 +331,19 @@ START_TEST(effective_cutoff_keeps_a_margin_at_low_strength)
     q.patch_radius = 1;
     q.strength = 0.5f;
     ck_assert_int_eq(gpu_nlm3d_ref(&q, &in, &a, NULL), 0);
+    gpu_nlm_params k = q; /* the same from a noise estimated beforehand */
+    double sigma = 0;
+    ck_assert_int_eq(gpu_noise_sigma(&in, &sigma), 0);
     ck_assert_int_eq(gpu_nlm_fix_h(&q, &in), 0); /* explicit h, cutoff 10.24 */
     ck_assert(!q.h_auto && q.h > 0);
     ck_assert_float_eq_tol(q.cutoff, 10.24f, 1e-5f);
+    gpu_nlm_fix_h_sigma(&k, sigma);
+    ck_assert(!k.h_auto);
+    ck_assert_float_eq(k.h, q.h);
+    ck_assert_float_eq(k.cutoff, q.cutoff);
+    gpu_nlm_fix_h_sigma(&k, 2 * sigma); /* h explicit now: the noise no longer counts */
+    ck_assert_float_eq(k.h, q.h);
+    ck_assert_float_eq(k.cutoff, q.cutoff);
     ck_assert_int_eq(gpu_nlm3d_ref(&q, &in, &b, NULL), 0);
     ck_assert_float_eq(rel_l2_vol(&a, &b, NULL, NULL), 0.0);
     q.cutoff = 4; /* the plain cutoff at that h differs */
