@@ -183,10 +183,13 @@ static const float *sample_at(const gpu_volume *in, size_t idx)
     return in->data + s * (size_t)nx * (size_t)ny + (size_t)y * (size_t)nx + x;
 }
 
-static void find_flat_values(const gpu_volume *in, size_t total, size_t stride, flat_values *f)
+/* Samples j0 .. j1 - 1 (sample j at index j * stride): their count, the
+ * flat ones and the first 4 flat values in sample order. */
+static void find_flat_values(const gpu_volume *in, size_t stride, size_t j0, size_t j1,
+                             flat_values *f)
 {
-    for (size_t idx = 0; idx < total; idx += stride) {
-        const float *a = sample_at(in, idx);
+    for (size_t j = j0; j < j1; j++) {
+        const float *a = sample_at(in, j * stride);
         f->samples++;
         if (!flat3x3(a, in->nx))
             continue;
@@ -196,29 +199,18 @@ static void find_flat_values(const gpu_volume *in, size_t total, size_t stride, 
     }
 }
 
-int gpu_noise_sigma(const gpu_volume *in, double *sigma)
+/* |responses| of samples j0 .. j1 - 1 into r, leaving out those touching a
+ * flat value; returns how many. */
+static size_t noise_responses(const gpu_volume *in, size_t stride, size_t j0, size_t j1,
+                              const flat_values *f, float *r)
 {
-    if (!in || !in->data || in->nx < 3 || in->ny < 3 || !sigma)
-        return LDCT_EINPUT;
     const int nx = in->nx;
-    const size_t total = (size_t)(nx - 2) * (size_t)(in->ny - 2) * (size_t)in->nz * (size_t)in->nt;
-    /* Sample at most ~4M responses on a regular stride: enough for a median. */
-    const size_t stride = total > 4000000 ? total / 4000000 + 1 : 1;
-    flat_values f = {.n = 0};
-    find_flat_values(in, total, stride, &f);
-    *sigma = 0.0;
-    /* Mostly one value (a noise-free or synthetic image): nothing to remove. */
-    if (f.flat * 10 > f.samples * 6)
-        return 0;
-    float *r = malloc(f.samples * sizeof *r);
-    if (!r)
-        return -ENOMEM;
     size_t m = 0;
-    for (size_t idx = 0; idx < total; idx += stride) {
-        const float *a = sample_at(in, idx);
+    for (size_t j = j0; j < j1; j++) {
+        const float *a = sample_at(in, j * stride);
         /* Padding and its border hold no noise: left out, so it neither
          * lowers (flat) nor raises (the step at its edge) the median. */
-        if (f.n && touches_flat(a, nx, &f))
+        if (f->n && touches_flat(a, nx, f))
             continue;
         /* Immerkaer's mask [1 -2 1; -2 4 -2; 1 -2 1]: a difference of two
          * Laplacians that cancels smooth (up to quadratic) structure. */
@@ -226,6 +218,69 @@ int gpu_noise_sigma(const gpu_volume *in, double *sigma)
                   a[nx - 1] - 2 * a[nx] + a[nx + 1];
         r[m++] = fabsf(v);
     }
+    return m;
+}
+
+/* The samples in NOISE_PARTS parts, each pass over them in parallel; the
+ * parts are merged in sample order, so the result is the one of a single
+ * pass (the same flat values, the same responses in the same order). */
+enum { NOISE_PARTS = 64 };
+
+static void flat_values_all(const gpu_volume *in, size_t stride, size_t ns, flat_values *f)
+{
+    flat_values part[NOISE_PARTS];
+    memset(part, 0, sizeof part);
+#pragma omp parallel for schedule(static)
+    for (int p = 0; p < NOISE_PARTS; p++)
+        find_flat_values(in, stride, ns * p / NOISE_PARTS, ns * (p + 1) / NOISE_PARTS, &part[p]);
+    memset(f, 0, sizeof *f);
+    for (int p = 0; p < NOISE_PARTS; p++) {
+        f->samples += part[p].samples;
+        f->flat += part[p].flat;
+        for (int i = 0; i < part[p].n; i++)
+            if (f->n < 4 && !is_flat_value(f, part[p].v[i]))
+                f->v[f->n++] = part[p].v[i];
+    }
+}
+
+/* Every kept response, in sample order, into r (room for ns); returns how
+ * many. */
+static size_t noise_responses_all(const gpu_volume *in, size_t stride, size_t ns,
+                                  const flat_values *f, float *r)
+{
+    size_t m[NOISE_PARTS];
+#pragma omp parallel for schedule(static)
+    for (int p = 0; p < NOISE_PARTS; p++) {
+        const size_t j0 = ns * p / NOISE_PARTS;
+        m[p] = noise_responses(in, stride, j0, ns * (p + 1) / NOISE_PARTS, f, r + j0);
+    }
+    size_t n = 0;
+    for (int p = 0; p < NOISE_PARTS; p++) {
+        memmove(r + n, r + ns * p / NOISE_PARTS, m[p] * sizeof *r);
+        n += m[p];
+    }
+    return n;
+}
+
+int gpu_noise_sigma(const gpu_volume *in, double *sigma)
+{
+    if (!in || !in->data || in->nx < 3 || in->ny < 3 || !sigma)
+        return LDCT_EINPUT;
+    const size_t total =
+        (size_t)(in->nx - 2) * (size_t)(in->ny - 2) * (size_t)in->nz * (size_t)in->nt;
+    /* Sample at most ~4M responses on a regular stride: enough for a median. */
+    const size_t stride = total > 4000000 ? total / 4000000 + 1 : 1;
+    const size_t ns = (total + stride - 1) / stride; /* samples */
+    flat_values f;
+    flat_values_all(in, stride, ns, &f);
+    *sigma = 0.0;
+    /* Mostly one value (a noise-free or synthetic image): nothing to remove. */
+    if (f.flat * 10 > f.samples * 6)
+        return 0;
+    float *r = malloc(ns * sizeof *r);
+    if (!r)
+        return -ENOMEM;
+    size_t m = noise_responses_all(in, stride, ns, &f, r);
     float med = m ? select_kth(r, m, m / 2) : 0.0f;
     free(r);
     /* The mask's coefficients have squared norm 36, so L ~ N(0, 36 sigma^2)
