@@ -328,7 +328,7 @@ extern "C" int gpu_anlm_cuda(const gpu_anlm_params *p, const gpu_volume *in, gpu
      * chunks, the host copy of one overlapping the DMA of the other. */
     gpu_stage::lease stage;
     const bool staged = (!gpu_stage::host_pinned(in->data) || !gpu_stage::host_pinned(out->data)) &&
-                        gpu_stage::acquire(&stage, d.index, (size_t)8 << 20) == 0;
+                        gpu_stage::acquire(&stage, d.index, gpu_stage::k_default_elems) == 0;
     rc = run_all(p, in, out, pl, b, staged ? &stage : NULL, st);
     cudaStreamSynchronize(st); /* queued copies end before buffers are freed */
     if (staged)

@@ -34,6 +34,9 @@ struct lease {
     bool priv; /* buffers allocated for this lease */
 };
 
+/* Floats per buffer that NLM and adaptive NLM lease (2 x 32 MB). */
+constexpr size_t k_default_elems = (size_t)8 << 20;
+
 /* 1 when p is page-locked host memory (DMA-able as it is). */
 bool host_pinned(const void *p);
 

@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "gpu/cuda_check.cuh"
+#include "gpu/cuda_stage.cuh"
 
 extern "C" int gpu__cuda_device_count(void)
 {
@@ -34,6 +35,16 @@ extern "C" int gpu__cuda_host_register(void *p, size_t bytes)
 extern "C" int gpu__cuda_host_unregister(void *p)
 {
     CUDA_CHECK(cudaHostUnregister(p));
+    return 0;
+}
+
+extern "C" int gpu__cuda_warm(int index)
+{
+    CUDA_CHECK(cudaSetDevice(index));
+    CUDA_CHECK(cudaFree(0)); /* the context */
+    gpu_stage::lease l = {};
+    if (gpu_stage::acquire(&l, index, gpu_stage::k_default_elems) == 0)
+        gpu_stage::release(&l); /* the buffers stay in the GPU's slot */
     return 0;
 }
 

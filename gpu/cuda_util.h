@@ -24,6 +24,10 @@ int gpu__cuda_device_name(int index, char *buf, size_t len);
 int gpu__cuda_host_register(void *p, size_t bytes);
 int gpu__cuda_host_unregister(void *p);
 
+/* Creates device `index`'s context and its pinned staging buffers (what a
+ * first call would otherwise pay). Returns 0 or LDCT_ECUDA. */
+int gpu__cuda_warm(int index);
+
 #ifdef __cplusplus
 }
 #endif

@@ -85,6 +85,17 @@ static size_t parse_bytes(const char *s)
     return (size_t)v;
 }
 
+int gpu_device_warm(const gpu_device *dev)
+{
+#if LDCT_WITH_CUDA
+    if (dev && dev->kind == GPU_DEVICE_CUDA)
+        return gpu__cuda_warm(dev->index);
+#else
+    (void)dev;
+#endif
+    return 0;
+}
+
 size_t gpu_device_budget(const gpu_device *dev)
 {
     if (!dev || dev->kind != GPU_DEVICE_CUDA)

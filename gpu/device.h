@@ -43,6 +43,11 @@ const char *gpu_device_name(const gpu_device *dev, char *buf, size_t len);
  * overrides the automatic value, for tests. */
 size_t gpu_device_budget(const gpu_device *dev);
 
+/* Makes dev ready for its first call (CUDA context, pinned staging), so
+ * the first series after a start does not wait for it. Returns 0 (also for
+ * a CPU device, or without CUDA) or LDCT_ECUDA. */
+int gpu_device_warm(const gpu_device *dev);
+
 #ifdef __cplusplus
 }
 #endif

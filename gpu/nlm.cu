@@ -1016,7 +1016,7 @@ int run_cuda(const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *out, con
     /* Pageable volumes go through pinned buffers (cuda_stage.cuh). */
     gpu_stage::lease stage;
     const bool staged = (!gpu_stage::host_pinned(in->data) || !gpu_stage::host_pinned(out->data)) &&
-                        gpu_stage::acquire(&stage, d.index, (size_t)8 << 20) == 0;
+                        gpu_stage::acquire(&stage, d.index, gpu_stage::k_default_elems) == 0;
     rc = setup(p, pl, &b, st);
     if (rc == 0)
         rc = run_all(p, pl, in, out, b, staged ? &stage : NULL, st, d.index);

@@ -546,6 +546,27 @@ START_TEST(device_parse_and_count)
     ck_assert_int_eq(gpu_device_parse("tpu", &d), LDCT_EINPUT);
     ck_assert_int_eq(gpu_device_parse("gpu:999", &d), LDCT_ENOGPU);
     ck_assert_int_eq(gpu_device_parse("gpu", &d), n > 0 ? 0 : LDCT_ENOGPU);
+    /* Warming up: nothing to do on the CPU; on a GPU its context and
+     * staging, after which a call still works. */
+    ck_assert_int_eq(gpu_device_parse("cpu", &d), 0);
+    ck_assert_int_eq(gpu_device_warm(&d), 0);
+    if (n > 0) {
+        ck_assert_int_eq(gpu_device_parse("gpu:0", &d), 0);
+        ck_assert_int_eq(gpu_device_warm(&d), 0);
+        ck_assert_int_eq(gpu_device_warm(&d), 0); /* again: the slot is kept */
+        gpu_volume in, out;
+        ck_assert_int_eq(gpu_volume_init(&in, 33, 31, 5, 1), 0);
+        ck_assert_int_eq(gpu_volume_init(&out, 33, 31, 5, 1), 0);
+        fill_phantom(&in, 10.0);
+        poison(&out);
+        gpu_nlm_params p;
+        gpu_nlm_params_default(&p);
+        p.search_radius = 2;
+        p.patch_radius = 1;
+        ck_assert_int_eq(gpu_nlm3d_cuda(&p, &in, &out, &d), 0);
+        gpu_volume_close(&in);
+        gpu_volume_close(&out);
+    }
 }
 END_TEST
 
