@@ -494,13 +494,29 @@ static void shutdown_all(server *s)
 /* One daemon per state directory: a second one would requeue the first's
  * running jobs and sends and delete its partial receptions. The lock is
  * held (fd left open) for the life of the process. */
-/* Whether the lock file still names a pid: the run before ended without
- * stopping its receiver (mark_reception_stopped). */
-static int lock_names_a_pid(int fd)
+/* What the lock file says of the run before: "PID receiving" while it
+ * received (it ended without stopping its receiver: killed or crashed,
+ * mark_reception_stopped empties the file), empty after a clean stop. A
+ * bare PID comes from an ldctd older than this mark, which never emptied
+ * the file (or from one that refused this database): nothing is known of
+ * how it stopped, so it counts as a clean stop, as it did for that
+ * version. */
+#define LOCK_RECEIVING " receiving"
+
+static int lock_says_unclean(int fd, const char *path)
 {
-    char pid[32] = "";
-    ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
-    return n > 0 && pid[0] >= '0' && pid[0] <= '9';
+    char text[64] = "";
+    ssize_t n = pread(fd, text, sizeof text - 1, 0);
+    text[n > 0 ? n : 0] = '\0';
+    if (text[0] < '0' || text[0] > '9')
+        return 0;
+    const char *rest = text + strspn(text, "0123456789");
+    if (strncmp(rest, LOCK_RECEIVING, strlen(LOCK_RECEIVING)) == 0)
+        return 1;
+    log_notice("%s was left by an older ldctd, which did not record how it stopped; series that"
+               " were receiving are treated as after a clean stop",
+               path);
+    return 0;
 }
 
 static int lock_state(server *s, const char *state_dir)
@@ -518,15 +534,15 @@ static int lock_state(server *s, const char *state_dir)
         char pid[32] = "";
         ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
         pid[n > 0 ? n : 0] = '\0';
-        pid[strcspn(pid, "\n")] = '\0';
+        pid[strspn(pid, "0123456789")] = '\0';
         log_err("another ldctd (pid %s) uses %s; refusing to start", pid[0] ? pid : "?", state_dir);
         close(fd);
         return e == EWOULDBLOCK ? -EBUSY : -e;
     }
-    s->unclean_start = lock_names_a_pid(fd);
+    s->unclean_start = lock_says_unclean(fd, path);
     s->lock_fd = fd;
-    char pid[32];
-    int len = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
+    char pid[48];
+    int len = snprintf(pid, sizeof pid, "%d" LOCK_RECEIVING "\n", (int)getpid());
     /* Synced: after a power loss the next start must still find the pid. */
     if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len || fsync(fd) != 0)
         log_warn("cannot write the pid into %s", path);

@@ -136,6 +136,29 @@ int db_user_version(db *d, int *version)
     return rc;
 }
 
+/* Schema 5 as some development builds wrote it, before its migration took
+ * its final form (series.interrupted instead of interrupted_ms, no
+ * sends_series index): brought to the released schema, so such a node
+ * starts instead of failing at its first statement. */
+static int repair_schema_5(db *d)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(d->h,
+                           "SELECT count(*) FROM pragma_table_info('series')"
+                           " WHERE name = 'interrupted_ms'",
+                           -1, &st, NULL) != SQLITE_OK)
+        return db__fail(d, "schema check");
+    int has = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) > 0;
+    sqlite3_finalize(st);
+    int rc = 0;
+    if (!has) {
+        rc = db__exec(d, "ALTER TABLE series ADD COLUMN interrupted_ms INTEGER NOT NULL DEFAULT 0");
+        if (!rc)
+            log_notice("database: added series.interrupted_ms (a development build's schema 5)");
+    }
+    return rc ? rc : db__exec(d, "CREATE INDEX IF NOT EXISTS sends_series ON sends(series_id)");
+}
+
 static int migrate(db *d)
 {
     int v;
@@ -156,7 +179,7 @@ static int migrate(db *d)
         }
         log_info("database migrated to schema version %d", v + 1);
     }
-    return 0;
+    return repair_schema_5(d);
 }
 
 static int prepare_all(db *d)

@@ -39,4 +39,13 @@ stop_daemon || fail "exit code $?"
 start_daemon
 [ "$(sql "SELECT state || ' ' || (interrupted_ms > 0) FROM series")" = "receiving 0" ] ||
     fail "after a clean stop the series is $(sql "SELECT state || ' ' || (interrupted_ms > 0) FROM series")"
+grep -q "[0-9] receiving" "$STATE/ldctd.lock" || fail "lock while running: $(cat "$STATE/ldctd.lock")"
+stop_daemon || fail "exit code $?"
+# A bare pid is what an older ldctd leaves even after a clean stop (or
+# after refusing this database): no crash to assume.
+echo 4242 > "$STATE/ldctd.lock"
+start_daemon
+[ "$(sql "SELECT state || ' ' || (interrupted_ms > 0) FROM series")" = "receiving 0" ] ||
+    fail "after an older ldctd's lock the series is $(sql "SELECT state || ' ' || (interrupted_ms > 0) FROM series")"
+grep -q "was left by an older ldctd" "$T/ldctd.log" || fail "no log line for the older lock"
 stop_daemon || fail "exit code $?"

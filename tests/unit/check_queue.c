@@ -451,6 +451,44 @@ START_TEST(waits_from_a_schema_5_database_move_with_a_step)
 }
 END_TEST
 
+/* Schema 5 as a development build wrote it (series.interrupted, no
+ * sends_series index) is repaired on open: the node starts and works. */
+START_TEST(a_development_schema_5_is_repaired)
+{
+    char p[128];
+    db *d = open_fresh(p, sizeof p);
+    put_instance(d, "1.1", 1, 1000);
+    db_close(d);
+    sqlite3 *h;
+    ck_assert_int_eq(sqlite3_open(p, &h), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(h,
+                                  "DROP INDEX sends_series;"
+                                  "ALTER TABLE series DROP COLUMN interrupted_ms;"
+                                  "ALTER TABLE series ADD COLUMN interrupted INTEGER"
+                                  " NOT NULL DEFAULT 0;"
+                                  "ALTER TABLE jobs DROP COLUMN wait_set_ms;"
+                                  "ALTER TABLE sends DROP COLUMN wait_set_ms;"
+                                  "PRAGMA user_version = 5",
+                                  0, 0, 0),
+                     SQLITE_OK);
+    sqlite3_close(h);
+    ck_assert_int_eq(db_open(p, 0, &d), 0);
+    ck_assert_int_eq(db_series_mark_stable(d, 1000 + 1000, NULL, NULL), 1); /* stable_seconds 1 */
+    db_close(d);
+    ck_assert_int_eq(sqlite3_open(p, &h), SQLITE_OK);
+    sqlite3_stmt *st;
+    ck_assert_int_eq(sqlite3_prepare_v2(h,
+                                        "SELECT count(*) FROM sqlite_master WHERE type = 'index'"
+                                        " AND name = 'sends_series'",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+    ck_assert_int_eq(sqlite3_column_int(st, 0), 1);
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+}
+END_TEST
+
 typedef struct {
     int n;
     int64_t id;
@@ -997,6 +1035,7 @@ int main(void)
     tcase_add_test(tc, totals_count_every_series_state);
     tcase_add_test(tc, a_clock_step_moves_the_waits_with_it);
     tcase_add_test(tc, waits_from_a_schema_5_database_move_with_a_step);
+    tcase_add_test(tc, a_development_schema_5_is_repaired);
     tcase_add_test(tc, removed_series_are_purged_after_their_history);
     tcase_add_test(tc, a_long_history_is_purged_in_batches);
     suite_add_tcase(s, tc);
