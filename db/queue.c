@@ -1056,6 +1056,10 @@ static int run_step(db *d, int slot, const char *sql, int64_t delta_ms, int64_t 
  * were read from the stepped clock already: the step is noticed up to a
  * second after it happens. */
 #define STEPPED_ALREADY(col) "(" col " < ?2 - 1500 OR " col " > ?2 + 500)"
+/* A pending row's wait column moved by the step unless set after it. */
+#define SHIFT_WAIT(table, col)                                                                     \
+    "UPDATE " table " SET " col " = " col " + ?1 WHERE state = 'pending' AND " col " > 0"          \
+    " AND " STEPPED_ALREADY("wait_set_ms")
 
 int db_clock_stepped(db *d, int64_t delta_ms, int64_t now_ms)
 {
@@ -1066,17 +1070,9 @@ int db_clock_stepped(db *d, int64_t delta_ms, int64_t now_ms)
                       " WHERE state = 'receiving' AND " STEPPED_ALREADY("last_received_ms"),
                       delta_ms, now_ms);
     if (!rc)
-        rc = run_step(d, Q_CLOCK_JOBS,
-                      "UPDATE jobs SET not_before_ms = not_before_ms + ?1"
-                      " WHERE state = 'pending' AND not_before_ms > 0"
-                      " AND " STEPPED_ALREADY("wait_set_ms"),
-                      delta_ms, now_ms);
+        rc = run_step(d, Q_CLOCK_JOBS, SHIFT_WAIT("jobs", "not_before_ms"), delta_ms, now_ms);
     if (!rc)
-        rc = run_step(d, Q_CLOCK_SENDS,
-                      "UPDATE sends SET next_attempt_ms = next_attempt_ms + ?1"
-                      " WHERE state = 'pending' AND next_attempt_ms > 0"
-                      " AND " STEPPED_ALREADY("wait_set_ms"),
-                      delta_ms, now_ms);
+        rc = run_step(d, Q_CLOCK_SENDS, SHIFT_WAIT("sends", "next_attempt_ms"), delta_ms, now_ms);
     if (!rc)
         d->quiet_from_ms += delta_ms;
     return end(d, rc);

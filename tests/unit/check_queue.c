@@ -364,6 +364,16 @@ START_TEST(deferred_job_steps_aside_until_its_time)
 }
 END_TEST
 
+/* Series 1.1's job, and its send failed at t to be tried again at t +
+ * 10 s (into *s); returns the job. */
+static int64_t job_with_a_failed_send(db *d, int64_t t, db_send *s)
+{
+    int64_t a = job(d, stable_series(d, "1.1", 1), 0, "pacs", 1);
+    ck_assert_int_eq(db_send_claim(d, t, s), 0);
+    ck_assert_int_eq(db_send_failed(d, s->id, t, t + 10000, "refused"), 0);
+    return a;
+}
+
 /* The wall clock steps back an hour while a series is quiet, a send waits
  * for its retry and a job for room: every wait keeps its length. */
 START_TEST(a_clock_step_moves_the_waits_with_it)
@@ -371,10 +381,8 @@ START_TEST(a_clock_step_moves_the_waits_with_it)
     char p[128];
     db *d = open_fresh(p, sizeof p);
     const int64_t H = 3600000, T = 100 * H;
-    int64_t a = job(d, stable_series(d, "1.1", 1), 0, "pacs", 1);
     db_send s;
-    ck_assert_int_eq(db_send_claim(d, T, &s), 0);
-    ck_assert_int_eq(db_send_failed(d, s.id, T, T + 10000, "refused"), 0);
+    int64_t a = job_with_a_failed_send(d, T, &s);
     db_job j;
     ck_assert_int_eq(db_job_claim(d, "w", T, &j), 0);
     ck_assert_int_eq(db_job_defer(d, a, T, T + 15000, DB_JOB_WAIT_SPACE ": x", NULL), 0);
@@ -425,10 +433,8 @@ START_TEST(waits_from_a_schema_5_database_move_with_a_step)
     char p[128];
     db *d = open_fresh(p, sizeof p);
     const int64_t H = 3600000, T = 100 * H;
-    job(d, stable_series(d, "1.1", 1), 0, "pacs", 1);
     db_send s;
-    ck_assert_int_eq(db_send_claim(d, T, &s), 0);
-    ck_assert_int_eq(db_send_failed(d, s.id, T, T + 10000, "refused"), 0);
+    job_with_a_failed_send(d, T, &s);
     db_close(d);
     sqlite3 *h; /* back to schema 5 */
     ck_assert_int_eq(sqlite3_open(p, &h), SQLITE_OK);
