@@ -50,7 +50,7 @@ typedef struct server {
     fail_run stable_fails, expire_fails, purge_fails; /* timer checks failing in a row */
     int64_t clock_offset;  /* wall minus monotonic clock (ldct_clock_step) */
     int64_t clock_pending; /* steps not yet applied to the database */
-    int lock_fd;           /* ldctd.lock: our pid while receiving, emptied once reception stopped */
+    int lock_fd;           /* ldctd.lock: "PID receiving" while receiving, emptied once stopped */
     int unclean_start;     /* the last run did not empty it: killed, crashed, power lost */
     int suspects_marked;   /* its receiving series are marked (db_series_interrupt_receiving) */
     int exit_code;
@@ -491,9 +491,6 @@ static void shutdown_all(server *s)
     pthread_mutex_destroy(&s->cfg_lock);
 }
 
-/* One daemon per state directory: a second one would requeue the first's
- * running jobs and sends and delete its partial receptions. The lock is
- * held (fd left open) for the life of the process. */
 /* What the lock file says of the run before: "PID receiving" while it
  * received (it ended without stopping its receiver: killed or crashed,
  * mark_reception_stopped empties the file), empty after a clean stop. A
@@ -519,6 +516,9 @@ static int lock_says_unclean(int fd, const char *path)
     return 0;
 }
 
+/* One daemon per state directory: a second one would requeue the first's
+ * running jobs and sends and delete its partial receptions. The lock is
+ * held (fd left open) for the life of the process. */
 static int lock_state(server *s, const char *state_dir)
 {
     char path[1100];
