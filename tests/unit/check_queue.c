@@ -364,6 +364,16 @@ START_TEST(deferred_job_steps_aside_until_its_time)
 }
 END_TEST
 
+/* Runs sql on the closed database at path with SQLite itself (an older
+ * schema made by hand). */
+static void rewrite_db(const char *path, const char *sql)
+{
+    sqlite3 *h;
+    ck_assert_int_eq(sqlite3_open(path, &h), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(h, sql, 0, 0, 0), SQLITE_OK);
+    sqlite3_close(h);
+}
+
 /* Series 1.1's job, and its send failed at t to be tried again at t +
  * 10 s (into *s); returns the job. */
 static int64_t job_with_a_failed_send(db *d, int64_t t, db_send *s)
@@ -436,15 +446,9 @@ START_TEST(waits_from_a_schema_5_database_move_with_a_step)
     db_send s;
     job_with_a_failed_send(d, T, &s);
     db_close(d);
-    sqlite3 *h; /* back to schema 5 */
-    ck_assert_int_eq(sqlite3_open(p, &h), SQLITE_OK);
-    ck_assert_int_eq(sqlite3_exec(h,
-                                  "ALTER TABLE jobs DROP COLUMN wait_set_ms;"
-                                  "ALTER TABLE sends DROP COLUMN wait_set_ms;"
-                                  "PRAGMA user_version = 5",
-                                  0, 0, 0),
-                     SQLITE_OK);
-    sqlite3_close(h);
+    rewrite_db(p, "ALTER TABLE jobs DROP COLUMN wait_set_ms;" /* back to schema 5 */
+                  "ALTER TABLE sends DROP COLUMN wait_set_ms;"
+                  "PRAGMA user_version = 5");
     ck_assert_int_eq(db_open(p, 0, &d), 0);
     int v = 0;
     ck_assert_int_eq(db_user_version(d, &v), 0);
@@ -465,19 +469,13 @@ START_TEST(a_development_schema_5_is_repaired)
     db *d = open_fresh(p, sizeof p);
     put_instance(d, "1.1", 1, 1000);
     db_close(d);
+    rewrite_db(p, "DROP INDEX sends_series;"
+                  "ALTER TABLE series DROP COLUMN interrupted_ms;"
+                  "ALTER TABLE series ADD COLUMN interrupted INTEGER NOT NULL DEFAULT 0;"
+                  "ALTER TABLE jobs DROP COLUMN wait_set_ms;"
+                  "ALTER TABLE sends DROP COLUMN wait_set_ms;"
+                  "PRAGMA user_version = 5");
     sqlite3 *h;
-    ck_assert_int_eq(sqlite3_open(p, &h), SQLITE_OK);
-    ck_assert_int_eq(sqlite3_exec(h,
-                                  "DROP INDEX sends_series;"
-                                  "ALTER TABLE series DROP COLUMN interrupted_ms;"
-                                  "ALTER TABLE series ADD COLUMN interrupted INTEGER"
-                                  " NOT NULL DEFAULT 0;"
-                                  "ALTER TABLE jobs DROP COLUMN wait_set_ms;"
-                                  "ALTER TABLE sends DROP COLUMN wait_set_ms;"
-                                  "PRAGMA user_version = 5",
-                                  0, 0, 0),
-                     SQLITE_OK);
-    sqlite3_close(h);
     ck_assert_int_eq(db_open(p, 0, &d), 0);
     ck_assert_int_eq(db_series_mark_stable(d, 1000 + 1000, NULL, NULL), 1); /* stable_seconds 1 */
     db_close(d);
