@@ -96,6 +96,11 @@ int gpu_device_warm(const gpu_device *dev)
     return 0;
 }
 
+void gpu_load_kernels_eagerly(void)
+{
+    setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+}
+
 size_t gpu_device_budget(const gpu_device *dev)
 {
     if (!dev || dev->kind != GPU_DEVICE_CUDA)

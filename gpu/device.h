@@ -48,6 +48,13 @@ size_t gpu_device_budget(const gpu_device *dev);
  * a CPU device, or without CUDA) or LDCT_ECUDA. */
 int gpu_device_warm(const gpu_device *dev);
 
+/* Asks the CUDA runtime to load every kernel when a context is created
+ * instead of at each kernel's first launch (CUDA_MODULE_LOADING=EAGER), so
+ * a daemon pays it once at start and not on its first series. A value the
+ * environment already has is kept. Call before any thread starts and
+ * before any CUDA call. */
+void gpu_load_kernels_eagerly(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,7 +5,7 @@
 # response from the PACS), with the job's own breakdown. The PACS is DCMTK's
 # storescp (Orthanc is not on the GPU machine), run with TCP_NODELAY=1: with
 # Nagle on, DCMTK peers wait ~90 ms per instance for delayed ACKs. Prints
-# one JSON line per run.
+# one JSON line per run (ready_s: daemon start until its "ready" line).
 #
 # Usage: tests/bench/e2e.sh BIN_DIR [DEVICES] [RUNS] [SIZE] [THICKNESS]
 #   BIN_DIR    holds ldctd, ldct, mkseries, storescp, storescu (build dir
@@ -47,8 +47,10 @@ ae_title = PACS
 action = process
 destinations = pacs
 CONF
+t_start=$(date +%s%N)
 "$LDCTD" --config "$T/ldctd.conf" > "$T/ldctd.log" 2>&1 &
-for _ in $(seq 1 100); do grep -q "ldctd ready" "$T/ldctd.log" && break; sleep 0.1; done
+for _ in $(seq 1 1000); do grep -q "ldctd ready" "$T/ldctd.log" && break; sleep 0.01; done
+ready_s=$(( ($(date +%s%N) - t_start) / 1000000 ))
 for r in $(seq 1 "$runs"); do
     "$MKSERIES" --out "$T/s$r" --rows "$rows" --cols "$cols" --slices "$slices" \
         --thickness "$thick" --noise 20 --seed "$r" > /dev/null
@@ -64,7 +66,7 @@ print(sum(1 for j in json.load(sys.stdin) if j["state"] == "failed" or
 done
 "$LDCT" --config "$T/ldctd.conf" jobs --json > "$T/jobs.json"
 "$LDCT" --config "$T/ldctd.conf" series --json > "$T/series.json"
-python3 - "$T/jobs.json" "$T/series.json" "$T/ldctd.log" "$size" "$devices" <<'PY'
+python3 - "$T/jobs.json" "$T/series.json" "$T/ldctd.log" "$size" "$devices" "$ready_s" <<'PY'
 import json, re, sys
 jobs = json.load(open(sys.argv[1]))
 series = {s["series_uid"]: s for s in json.load(open(sys.argv[2]))}
@@ -79,7 +81,7 @@ for j in sorted(jobs, key=lambda j: j["id"]):
     send = j["sends"][0] if j["sends"] else None
     algo, dev, load, filt, write = done.get(j["id"], ("?", "?", 0, 0, 0))
     out = {"size": sys.argv[4], "devices": sys.argv[5], "job": j["id"], "state": j["state"],
-           "algorithm": algo, "device": dev,
+           "ready_s": int(sys.argv[6]) / 1000, "algorithm": algo, "device": dev,
            "stable_to_delivered_s": (send["finished_ms"] - s["stable_ms"]) / 1000 if send else None,
            "queue_wait_s": (j["started_ms"] - s["stable_ms"]) / 1000,
            "job_s": (j["finished_ms"] - j["started_ms"]) / 1000,

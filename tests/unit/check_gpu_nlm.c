@@ -533,6 +533,17 @@ START_TEST(h_auto_scales_with_strength)
 }
 END_TEST
 
+START_TEST(kernels_load_eagerly_unless_the_environment_says_otherwise)
+{
+    unsetenv("CUDA_MODULE_LOADING");
+    gpu_load_kernels_eagerly();
+    ck_assert_str_eq(getenv("CUDA_MODULE_LOADING"), "EAGER");
+    setenv("CUDA_MODULE_LOADING", "LAZY", 1);
+    gpu_load_kernels_eagerly();
+    ck_assert_str_eq(getenv("CUDA_MODULE_LOADING"), "LAZY");
+}
+END_TEST
+
 START_TEST(device_parse_and_count)
 {
     gpu_device d;
@@ -967,6 +978,7 @@ static Suite *nlm_suite(void)
     tcase_add_test(tc, noise_sigma_ignores_padding_outside_the_field_of_view);
     tcase_add_test(tc, h_auto_scales_with_strength);
     tcase_add_test(tc, device_parse_and_count);
+    tcase_add_test(tc, kernels_load_eagerly_unless_the_environment_says_otherwise);
     tcase_add_test(tc, dispatcher_runs_on_cpu_and_auto);
     suite_add_tcase(s, tc);
     TCase *tg = tcase_create("cuda");
