@@ -160,13 +160,16 @@ int plan_of(const gpu_anlm_params *p, const gpu_volume *in, size_t budget, plan 
     return 0;
 }
 
-/* One pass (patch radius P) on the slab's fields into e. */
-cudaError_t run_pass(const gpu_anlm_params *p, const bufs &b, const grid &g, int P, int q,
+/* One pass (patch radius P) on the slab's fields into e; nz = the volume's
+ * planes (the search radius along z follows the volume, not the slab). */
+cudaError_t run_pass(const gpu_anlm_params *p, const bufs &b, const grid &g, int nz, int P, int q,
                      const gpu__anlm_range &rg, float *e, cudaStream_t st)
 {
     sweep_args a;
     memset(&a, 0, sizeof a);
     a.m = b.m, a.v = b.v, a.s2 = b.s2, a.e = e, a.g = g, a.S = p->search_radius;
+    a.Sx = gpu__anlm_axis_radius(a.S, g.nx), a.Sy = gpu__anlm_axis_radius(a.S, g.ny);
+    a.Sz = gpu__anlm_axis_radius(a.S, nz);
     a.rician = p->noise == GPU_ANLM_RICIAN, a.rg = rg, a.mu = p->mean_ratio, a.nu = p->var_ratio;
     a.str2 = p->strength * p->strength;
     /* Noise sweep on the slab plus the ring q the Rician smoothing reads. */
@@ -225,9 +228,9 @@ int run_slab(const gpu_anlm_params *p, const gpu_volume *in, const plan &pl, int
     CUDA_CHECK(cudaGetLastError());
     stats_kernel<<<grd, blk, 0, st>>>(b.u, b.m, b.v, b.r, g, p->block_radius);
     CUDA_CHECK(cudaGetLastError());
-    CUDA_CHECK(run_pass(p, b, g, p->patch_radius, pl.q, rg, b.ea, st));
+    CUDA_CHECK(run_pass(p, b, g, nz, p->patch_radius, pl.q, rg, b.ea, st));
     if (p->mix) {
-        CUDA_CHECK(run_pass(p, b, g, p->patch_radius2, pl.q, rg, b.eb, st));
+        CUDA_CHECK(run_pass(p, b, g, nz, p->patch_radius2, pl.q, rg, b.eb, st));
         dim3 mb(16, 8), mg((nx + 31) / 32, (ny + 15) / 16, (nzs + 1) / 2);
         mix_kernel<<<mg, mb, 0, st>>>(b.ea, b.eb, nx, ny, nzs);
         CUDA_CHECK(cudaGetLastError());

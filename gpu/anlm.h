@@ -9,7 +9,11 @@
  * below is computed on that extension, so it is itself the mirror extension
  * of its in-volume values. B = box of radius r_B, N_B = (2 r_B + 1)^3,
  * P = patch of radius r_P, |P| = (2 r_P + 1)^3, V = offsets d in
- * [-S,S]^3 without 0.
+ * [-Sx,Sx] x [-Sy,Sy] x [-Sz,Sz] without 0, where an axis of n voxels has
+ * the radius S_n = min(S, 2 n - 3), 0 for n = 1 (gpu__anlm_axis_radius):
+ * the mirror repeats with period 2 (n - 1), and an offset of a whole
+ * period would compare every patch with itself (distance 0, so s2 = 0 and
+ * nothing filtered).
  *   m(x)  = sum_B U(x+b) / N_B                       local mean
  *   v(x)  = sum_B (U(x+b) - m(x))^2 / (N_B - 1)      local variance
  *   R(x)  = U(x) - m(x)                              residual (eq. 3)
@@ -185,6 +189,14 @@ GPU__ANLM_HD float gpu__anlm_xi_lookup(const float *t, float r)
     int k = (int)f;
     float a = f - (float)k;
     return t[k] + a * (t[k + 1] - t[k]);
+}
+
+/* The search radius along an axis of n voxels (V in the definition). */
+GPU__ANLM_HD int gpu__anlm_axis_radius(int S, int n)
+{
+    if (n <= 1)
+        return 0;
+    return S < 2 * n - 3 ? S : 2 * n - 3;
 }
 
 /* The preselection of the definition above, with the intended precedence:

@@ -89,6 +89,7 @@ struct sweep_args {
     grid g;
     int r0, rnx, rny, rnz; /* region: slab-local origin (r0, r0, r0) and size */
     int S, rician;
+    int Sx, Sy, Sz; /* the search radius per axis (gpu__anlm_axis_radius); S sizes the tiles */
     gpu__anlm_range rg;
     float mu, nu, str2;
 };
@@ -155,9 +156,9 @@ template <int P, bool SIGMA> __global__ void __launch_bounds__(NT) sweep_kernel(
     }
     const float ih2 = 1.0f / h2;
     const int ENn = L.EX * L.EY * L.EZ, XNn = TX * L.EY * L.EZ, YNn = TX * TY * L.EZ;
-    for (int dz = -S; dz <= S; dz++)
-        for (int dy = -S; dy <= S; dy++)
-            for (int dx = -S; dx <= S; dx++) {
+    for (int dz = -a.Sz; dz <= a.Sz; dz++)
+        for (int dy = -a.Sy; dy <= a.Sy; dy++)
+            for (int dx = -a.Sx; dx <= a.Sx; dx++) {
                 if (!(dx | dy | dz))
                     continue;
                 const int dof = (dz * L.FY + dy) * L.FX + dx;
@@ -286,9 +287,9 @@ __global__ void __launch_bounds__(CNT, CZ <= 4 ? 2 : 1) sweep_col_kernel(sweep_a
     __syncthreads();
     const float inv = 1.0f / (float)((2 * P + 1) * (2 * P + 1) * (2 * P + 1));
     const size_t pstride = (size_t)a.g.PY * a.g.PX;
-    for (int dz = -S; dz <= S; dz++)
-        for (int dy = -S; dy <= S; dy++)
-            for (int dx = -S; dx <= S; dx++) {
+    for (int dz = -a.Sz; dz <= a.Sz; dz++)
+        for (int dy = -a.Sy; dy <= a.Sy; dy++)
+            for (int dx = -a.Sx; dx <= a.Sx; dx++) {
                 if (!(dx | dy | dz))
                     continue;
                 const int dof = (dz * L.FY + dy) * L.FX + dx;

@@ -322,17 +322,19 @@ static void sweep_offset(pass_ctx *c, sweep which, int r, int dx, int dy, int dz
 static void chunk_sweeps(pass_ctx *c, const gpu_anlm_params *p, int r, int weights, int z0, int z1,
                          const scratch *w)
 {
-    const int S = p->search_radius;
+    const grid *g = &c->g;
+    const int S = p->search_radius, Sx = gpu__anlm_axis_radius(S, g->nx),
+              Sy = gpu__anlm_axis_radius(S, g->ny), Sz = gpu__anlm_axis_radius(S, g->nz);
     const double str2 = (double)p->strength * p->strength;
-    const size_t i0 = vidx(&c->g, 0, 0, z0), i1 = vidx(&c->g, 0, 0, z1);
+    const size_t i0 = vidx(g, 0, 0, z0), i1 = vidx(g, 0, 0, z1);
     for (size_t i = i0; i < i1; i++) {
         c->s2[i] = INFINITY;
         c->acc_w[i] = c->acc_wg[i] = c->w_max[i] = 0;
     }
     for (int pass = 0; pass < (weights ? 2 : 1); pass++) {
-        for (int dz = -S; dz <= S; dz++)
-            for (int dy = -S; dy <= S; dy++)
-                for (int dx = -S; dx <= S; dx++)
+        for (int dz = -Sz; dz <= Sz; dz++)
+            for (int dy = -Sy; dy <= Sy; dy++)
+                for (int dx = -Sx; dx <= Sx; dx++)
                     if (dx || dy || dz)
                         sweep_offset(c, pass ? SWEEP_WEIGHTS : SWEEP_SIGMA, r, dx, dy, dz, z0, z1,
                                      w, str2, p->noise == GPU_ANLM_RICIAN);

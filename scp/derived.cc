@@ -300,10 +300,43 @@ OFCondition put_identity(DcmDataset *ds, const scp_derived_params *p)
     return w.cond;
 }
 
-/* values -> stored pixels of the source's layout, per-frame rescale. */
+/* The source's stored pixels and its padding: a pixel that was padding
+ * (outside the scanned field) stays exactly that value, whatever the
+ * filter made of it, so viewers keep hiding it. */
+struct source_pixels {
+    Uint8 *p8 = nullptr; /* the source's array, read only */
+    Uint16 *p16 = nullptr;
+    bool padded = false;
+    int32_t lo = 0, hi = 0;
+
+    bool is_padding(const scp__pixfmt &f, size_t i) const
+    {
+        if (!padded || (!p8 && !p16))
+            return false;
+        int32_t v = scp__stored_at(f, p8, p16, i);
+        return v >= lo && v <= hi;
+    }
+};
+
+source_pixels source_of(DcmDataset *ds, const scp__pixfmt &f)
+{
+    source_pixels s;
+    s.padded = scp__padding_range(ds, f, &s.lo, &s.hi);
+    DcmElement *px = nullptr;
+    if (!s.padded || ds->findAndGetElement(DCM_PixelData, px).bad() ||
+        px->getLength() < f.count() * (size_t)(f.alloc / 8))
+        return s;
+    if (f.alloc == 8 ? px->getUint8Array(s.p8).bad() : px->getUint16Array(s.p16).bad())
+        s.p8 = nullptr, s.p16 = nullptr;
+    return s;
+}
+
+/* values -> stored pixels of the source's layout, per-frame rescale;
+ * padding pixels of the source are copied as they were. */
 template <typename T>
 void to_stored(DcmDataset *ds, const scp__pixfmt &f, const float *values, std::vector<T> &px)
 {
+    const source_pixels src = source_of(ds, f);
     long lo = f.sign ? -(1L << (f.stored - 1)) : 0;
     long hi = f.sign ? (1L << (f.stored - 1)) - 1 : (1L << f.stored) - 1;
     unsigned shift = (unsigned)(f.high + 1 - f.stored);
@@ -316,6 +349,10 @@ void to_stored(DcmDataset *ds, const scp__pixfmt &f, const float *values, std::v
         if (!std::isfinite(m) || m == 0)
             m = 1.0; /* unreachable: the reader refused such frames */
         for (size_t i = per_frame * (size_t)fr; i < per_frame * (size_t)(fr + 1); i++) {
+            if (src.is_padding(f, i)) {
+                px[i] = (T)(f.alloc == 8 ? src.p8[i] : src.p16[i]);
+                continue;
+            }
             double s = std::isnan(values[i]) ? 0.0 : std::nearbyint((values[i] - b) / m);
             long v = s < (double)lo ? lo : s > (double)hi ? hi : (long)s;
             px[i] = (T)(((uint32_t)(int32_t)v << shift) & keep);

@@ -11,6 +11,7 @@
 #define LDCT_SCP_INTERNAL_HH
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "scp/scp.h"
 
@@ -66,6 +67,31 @@ struct scp__pixfmt {
         return (size_t)rows * (size_t)cols * (size_t)frames;
     }
 };
+
+/* A value in the stored bits of f (BitsStored wide), sign-extended when f
+ * is signed: how a stored pixel (after its shift) or a padding attribute
+ * written as US for signed pixels is read. */
+inline int32_t scp__stored_value(const scp__pixfmt &f, uint32_t v)
+{
+    uint32_t mask = f.stored >= 32 ? 0xFFFFFFFFu : ((1u << f.stored) - 1u);
+    v &= mask;
+    if (f.sign && (v >> (f.stored - 1)) & 1u)
+        return (int32_t)(v | ~mask);
+    return (int32_t)v;
+}
+
+/* Raw stored value at index i of native pixel data, sign-extended. */
+inline int32_t scp__stored_at(const scp__pixfmt &f, const uint8_t *p8, const uint16_t *p16,
+                              size_t i)
+{
+    uint32_t raw = f.alloc == 8 ? p8[i] : p16[i];
+    return scp__stored_value(f, raw >> (unsigned)(f.high + 1 - f.stored));
+}
+
+/* The stored values that mark padding (outside the scanned field):
+ * [Pixel Padding Value, Pixel Padding Range Limit] in either order, or the
+ * one value without a limit. False when ds has no Pixel Padding Value. */
+bool scp__padding_range(DcmItem *ds, const scp__pixfmt &f, int32_t *lo, int32_t *hi);
 
 /* Reads and checks the pixel format: MONOCHROME1/2, one sample, 8 or 16 bits
  * allocated, consistent BitsStored/HighBit. 0 or an error with a message. */

@@ -175,6 +175,20 @@ DcmItem *scp__fg_item(DcmItem *ds, int frame, const DcmTagKey &seq)
     return nullptr;
 }
 
+bool scp__padding_range(DcmItem *ds, const scp__pixfmt &f, int32_t *lo, int32_t *hi)
+{
+    long v = 0, limit = 0;
+    if (ds->findAndGetLongInt(DCM_PixelPaddingValue, v).bad())
+        return false;
+    *lo = *hi = scp__stored_value(f, (uint32_t)v);
+    if (ds->findAndGetLongInt(DCM_PixelPaddingRangeLimit, limit).good()) {
+        int32_t l = scp__stored_value(f, (uint32_t)limit);
+        *lo = l < *lo ? l : *lo;
+        *hi = l > *hi ? l : *hi;
+    }
+    return true;
+}
+
 void scp__frame_rescale(DcmItem *ds, int frame, double *slope, double *intercept)
 {
     DcmItem *src = scp__fg_item(ds, frame, DCM_PixelValueTransformationSequence);

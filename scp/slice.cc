@@ -282,18 +282,6 @@ int read_info(const char *path, scp_slice_info *o, char *err, size_t len)
     return rc < 0 ? rc : read_enhanced_geometry(ds, o);
 }
 
-/* Raw stored value at index i, sign-extended from BitsStored. */
-inline int32_t stored_at(const scp__pixfmt &f, const Uint8 *p8, const Uint16 *p16, size_t i)
-{
-    uint32_t raw = f.alloc == 8 ? p8[i] : p16[i];
-    raw >>= (unsigned)(f.high + 1 - f.stored);
-    uint32_t mask = f.stored >= 32 ? 0xFFFFFFFFu : ((1u << f.stored) - 1u);
-    raw &= mask;
-    if (f.sign && (raw >> (f.stored - 1)) & 1u)
-        return (int32_t)(raw | ~mask);
-    return (int32_t)raw;
-}
-
 int read_hu(const char *path, float *out, size_t count, char *err, size_t len)
 {
     DcmFileFormat ff;
@@ -337,7 +325,7 @@ int read_hu(const char *path, float *out, size_t count, char *err, size_t len)
         }
         size_t base = per_frame * (size_t)fr;
         for (size_t i = 0; i < per_frame; i++)
-            out[base + i] = (float)(stored_at(f, p8, p16, base + i) * m + b);
+            out[base + i] = (float)(scp__stored_at(f, p8, p16, base + i) * m + b);
     }
     return 0;
 }

@@ -145,6 +145,19 @@ static double naive_dist(const naive_fields *f, const double *a, int x, int y, i
     return s / pow(2 * P + 1, 3);
 }
 
+/* V of the definition: d != 0 and, per axis of n voxels, |d| <= S and
+ * below the mirror's period 2 (n - 1), i.e. |d| <= 2 n - 3 (none for n = 1). */
+static int naive_axis_ok(int S, int n, int d)
+{
+    return abs(d) <= S && (d == 0 || abs(d) <= 2 * n - 3);
+}
+
+static int naive_offset_used(int S, const naive_fields *f, int dx, int dy, int dz)
+{
+    return (dx || dy || dz) && naive_axis_ok(S, f->nx, dx) && naive_axis_ok(S, f->ny, dy) &&
+           naive_axis_ok(S, f->nz, dz);
+}
+
 /* s2 of every voxel (-1 where no offset is kept). */
 static void naive_s2(const gpu_anlm_params *p, const naive_fields *f, const gpu__anlm_range *rg,
                      int P, double *s2)
@@ -157,7 +170,7 @@ static void naive_s2(const gpu_anlm_params *p, const naive_fields *f, const gpu_
                 for (int dz = -S; dz <= S; dz++)
                     for (int dy = -S; dy <= S; dy++)
                         for (int dx = -S; dx <= S; dx++) {
-                            if (!(dx || dy || dz))
+                            if (!naive_offset_used(S, f, dx, dy, dz))
                                 continue;
                             if (!gpu__anlm_keep(rg, p->mean_ratio, p->var_ratio,
                                                 (float)nf(f, f->m, x, y, z),
@@ -189,7 +202,7 @@ static void naive_pass(const gpu_anlm_params *p, const naive_fields *f, const gp
                 for (int dz = -S; dz <= S; dz++)
                     for (int dy = -S; dy <= S; dy++)
                         for (int dx = -S; dx <= S; dx++) {
-                            if (!(dx || dy || dz) ||
+                            if (!naive_offset_used(S, f, dx, dy, dz) ||
                                 !gpu__anlm_keep(rg, p->mean_ratio, p->var_ratio, (float)f->m[i],
                                                 (float)f->v[i],
                                                 (float)nf(f, f->m, x + dx, y + dy, z + dz),
@@ -504,6 +517,35 @@ START_TEST(mixing_takes_each_band_from_the_documented_input)
 }
 END_TEST
 
+/* 1 to 3 slices, or images 1 to 3 pixels across, at S = 5: the mirror's
+ * period is at most the search radius there, and offsets of a whole period
+ * compared every patch with itself (s2 = 0: the input came back unchanged).
+ * Each shape matches the naive definition and is filtered. */
+START_TEST(few_slices_or_thin_images_are_filtered)
+{
+    static const int shapes[][3] = {{16, 15, 1}, {16, 15, 2}, {16, 15, 3}, {3, 17, 4}, {14, 2, 3}, {16, 15, 8}};
+    gpu_anlm_params p;
+    gpu_anlm_params_default(&p);
+    p.search_radius = 5;
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        int nx = shapes[k][0], ny = shapes[k][1], nz = shapes[k][2];
+        check_ref_vs_naive(nx, ny, nz, p, 100.0, 20.0);
+        gpu_volume in = vol(nx, ny, nz), out = vol(nx, ny, nz);
+        for (size_t i = 0; i < gpu_volume_count(&in); i++)
+            in.data[i] = (float)(40.0 + 20.0 * grand());
+        ck_assert_int_eq(gpu_anlm_ref(&p, &in, &out, NULL), 0);
+        double ri = 0, ro = 0;
+        for (size_t i = 0; i < gpu_volume_count(&in); i++)
+            ri += (in.data[i] - 40.0) * (in.data[i] - 40.0),
+                ro += (out.data[i] - 40.0) * (out.data[i] - 40.0);
+        printf("anlm %dx%dx%d: noise power ratio %.3f\n", nx, ny, nz, ro / ri);
+        ck_assert_msg(ro < 0.75 * ri, "%dx%dx%d: noise power %.1f -> %.1f", nx, ny, nz, ri, ro);
+        gpu_volume_close(&in);
+        gpu_volume_close(&out);
+    }
+}
+END_TEST
+
 /* Lung-like CT numbers (all negative): filtered like anything else. */
 START_TEST(negative_hu_volume_is_filtered_not_passed_through)
 {
@@ -636,6 +678,7 @@ static Suite *anlm_suite(void)
     tcase_add_test(tc, mixing_reconstructs_when_both_inputs_are_equal);
     tcase_add_test(tc, mixing_takes_each_band_from_the_documented_input);
     tcase_add_test(tc, negative_hu_volume_is_filtered_not_passed_through);
+    tcase_add_test(tc, few_slices_or_thin_images_are_filtered);
     tcase_add_test(tc, poisson_counts_over_three_decades_gain_5_db);
     tcase_add_test(tc, same_result_with_any_thread_count);
     tcase_add_test(tc, rejects_bad_parameters);

@@ -128,6 +128,8 @@ START_TEST(cuda_matches_ref_on_random_odd_sizes)
         check_cuda_vs_ref(41, 35, 25, 3, 1, 1, 1); /* Rician */
         check_cuda_vs_ref(11, 9, 7, 5, 2, 0, 0);   /* search window larger than the volume */
         check_cuda_vs_ref(64, 1, 3, 2, 1, 1, 0);   /* degenerate axes */
+        check_cuda_vs_ref(40, 33, 2, 5, 1, 1, 0);  /* 2 slices, S = 5: radius 1 along z */
+        check_cuda_vs_ref(3, 35, 3, 5, 2, 0, 0);   /* 3 wide and 3 deep: radius 3 there */
         check_cuda_vs_ref(29, 23, 19, 5, 3, 0, 1); /* largest radii, Rician */
     }
     unsetenv("LDCT_ANLM_CFG");

@@ -231,6 +231,38 @@ START_TEST(derived_instance_has_new_identity_and_rounded_clamped_values)
 }
 END_TEST
 
+/* Pixel Padding Value marks pixels outside the scanned field; the filter
+ * may move them, the derived image must not. _i = 0: one value (written
+ * as US 63536, as dcmodify and some scanners write -2000 for signed
+ * pixels); _i = 1: a range up to the Pixel Padding Range Limit. */
+START_TEST(derived_instance_keeps_padding_pixels_exactly)
+{
+    char src[128], out[128], cmd[512], err[256] = "";
+    static float v[ROWS * COLS], hu[ROWS * COLS];
+    for (int i = 0; i < ROWS * COLS; i++)
+        pixels[i] = i % 7 == 0 ? -2000 : i % 7 == 1 ? -1995 : pixels[i];
+    path_of(src, sizeof src, "src.dcm");
+    path_of(out, sizeof out, "derived.dcm");
+    write_ct(src, EXPLICIT, "1.2.826.0.1.3680043.9.7.1.1.1");
+    snprintf(cmd, sizeof cmd, "dcmodify -nb -q -i '(0028,0120)=-2000' %s%s", src,
+             _i ? " && dcmodify -nb -q -i '(0028,0121)=-1990' " : "");
+    if (_i)
+        snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), "%s", src);
+    ck_assert_int_eq(system(cmd), 0);
+    write_derived(src, out, NULL, v);
+    ck_assert_int_eq(scp_slice_read_hu(out, hu, ROWS * COLS, err, sizeof err), 0);
+    size_t kept = 0;
+    for (int i = 0; i < ROWS * COLS; i++) {
+        int padding = pixels[i] == -2000 || (_i && pixels[i] == -1995);
+        float want = padding ? pixels[i] * 0.5f - 1024 : expected_hu(v[i]);
+        ck_assert_msg(hu[i] == want, "pixel %d (stored %d): %.1f, expected %.1f", i, pixels[i],
+                      hu[i], want);
+        kept += padding;
+    }
+    ck_assert_uint_ge(kept, (size_t)(ROWS * COLS / 7));
+}
+END_TEST
+
 /* Number of "Error" lines dciodvfy prints for path. */
 static int dciodvfy_errors(const char *path)
 {
@@ -694,6 +726,7 @@ int main(void)
     tcase_add_test(tc, read_hu_refuses_a_wrong_count_and_non_dicom);
     tcase_add_loop_test(tc, derived_instance_has_new_identity_and_rounded_clamped_values, 0, 2);
     tcase_add_test(tc, derived_instance_adds_no_dciodvfy_error);
+    tcase_add_loop_test(tc, derived_instance_keeps_padding_pixels_exactly, 0, 2);
     tcase_add_test(tc, enhanced_ct_geometry_and_per_frame_rescale);
     tcase_add_test(tc, send_files_to_storescp_succeeds_converting_compressed_files);
     tcase_add_test(tc, send_files_to_a_closed_port_is_enet_quickly);
