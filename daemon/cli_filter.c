@@ -149,11 +149,8 @@ static int run_series(const filter_opts *fo, const gpu_device *dev, input_file *
     char times[32] = "";
     if (r.nt > 1)
         snprintf(times, sizeof times, " x %d time points", r.nt);
-    char h[96] = ""; /* a reconstruction has no filtering parameter */
-    if (strcmp(r.algorithm, "fdk") != 0)
-        snprintf(h, sizeof h, ", h %.1f (noise %.1f)", r.h, r.noise_sigma);
-    if (strncmp(r.algorithm, "nlm", 3) == 0) /* anlm and adaptive4d have no cutoff */
-        process_cutoff_text(r.cutoff, h + strlen(h), sizeof h - strlen(h));
+    char h[96];
+    process_params_text(&r, h, sizeof h);
     printf("series %s -> %s: %d file(s) %dx%dx%d%s, %s on %s%s%s;"
            " load %.2f s, filter %.2f s, write %.2f s\n",
            files[0].series_uid, r.series_uid, r.n, r.nx, r.ny, r.nz, times, r.algorithm, r.device,

@@ -334,19 +334,38 @@ static gpu_nlm_params radii_resolved(const gpu_nlm_params *in, int algo)
     return p;
 }
 
+/* Why h could not be set from the noise: images too small to estimate it
+ * (its 3x3 Laplacian needs 3x3 pixels), or the machine's trouble. */
+static void noise_error(const gpu_volume *v, int rc, char *err, size_t err_len)
+{
+    if (rc == LDCT_EINPUT)
+        snprintf(err, err_len,
+                 "cannot estimate the noise of %dx%d images (the estimate needs at least 3x3 "
+                 "pixels); give the rule a fixed h",
+                 v->nx, v->ny);
+    else
+        snprintf(err, err_len, "cannot estimate the noise of the series: %s", ldct_strerror(rc));
+}
+
 static int denoise(const asm_series *s, const process_opts *o, int algo, gpu_volume *out,
                    process_result *r, char *err, size_t err_len)
 {
     const gpu_device cpu = {.kind = GPU_DEVICE_CPU};
     const gpu_device *dev = o->dev ? o->dev : &cpu;
     gpu_nlm_params p = radii_resolved(&o->nlm, algo);
-    /* The noise once: for h (h_auto) and for the report (always). */
+    /* The noise once: for h (nlm with h auto) and for the report. Only
+     * nlm2d/nlm3d use one h; anlm's is local, adaptive4d has its own. */
+    const int uses_h = algo == ALGO_NLM2D || algo == ALGO_NLM3D;
     int rc = gpu_noise_sigma(&s->vol, &r->noise_sigma);
-    if (rc && p.h_auto)
-        return snprintf(err, err_len, "cannot estimate the noise of the series"), rc;
-    gpu_nlm_fix_h_sigma(&p, r->noise_sigma);
-    r->h = p.h;
-    r->cutoff = p.cutoff;
+    if (rc)
+        r->noise_sigma = -1;
+    if (rc && uses_h && p.h_auto)
+        return noise_error(&s->vol, rc, err, err_len), rc;
+    if (uses_h) {
+        gpu_nlm_fix_h_sigma(&p, r->noise_sigma);
+        r->h = p.h;
+        r->cutoff = p.cutoff;
+    }
     gpu_device_name(dev, r->device, sizeof r->device);
     rc = run_filter(algo, &p, o, s, out, dev);
     if (rc && dev->kind == GPU_DEVICE_CUDA && gpu_failure(rc)) {
@@ -385,6 +404,22 @@ void process_cutoff_text(float cutoff, char *out, size_t len)
         snprintf(out, len, ", no distance cutoff");
     else
         snprintf(out, len, ", distance cutoff %g h^2", (double)cutoff);
+}
+
+void process_params_text(const process_result *r, char *out, size_t len)
+{
+    size_t k = 0;
+    out[0] = 0;
+    if (strcmp(r->algorithm, "fdk") == 0)
+        return;
+    int nlm = strcmp(r->algorithm, "nlm2d") == 0 || strcmp(r->algorithm, "nlm3d") == 0;
+    if (nlm)
+        k += (size_t)snprintf(out, len, ", h %.1f", r->h);
+    if (r->noise_sigma >= 0 && k < len)
+        k += (size_t)snprintf(out + k, len - k, nlm ? " (noise %.1f)" : ", noise %.1f",
+                              r->noise_sigma);
+    if (nlm && k < len)
+        process_cutoff_text(r->cutoff, out + k, len - k);
 }
 
 static void derivation_text(const process_result *r, const process_opts *o, int algo,

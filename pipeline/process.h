@@ -98,9 +98,10 @@ typedef struct process_result {
     int64_t dated_ms;               /* Series / Content Date and Time of the result */
     char algorithm[16], device[16]; /* what ran, where ("cpu" after a fallback) */
     int nx, ny, nz, nt;             /* nt: time points (1 for a 3D series) */
-    float h;                        /* the filtering parameter used (HU) */
+    float h;                        /* nlm2d/nlm3d: the filtering parameter used (HU); else 0 */
     float cutoff;                   /* nlm2d/nlm3d: distance cutoff applied (h^2; 0 = none) */
-    double noise_sigma;             /* estimated noise of the input (HU) */
+    double noise_sigma;             /* estimated noise of the input (HU); -1 = none (images
+                                       under 3x3 pixels) */
     int gpu_fallback;               /* 1 when the GPU failed and the CPU did the work */
     double load_s, filter_s, write_s;
 } process_result;
@@ -136,6 +137,12 @@ const char *process_algorithm_name(int algorithm);
 /* ", distance cutoff 4 h^2" or ", no distance cutoff" (cutoff 0): how the
  * DerivationDescription and `ldct filter` name process_result.cutoff. */
 void process_cutoff_text(float cutoff, char *out, size_t len);
+
+/* The filtering parameters of a result for a summary line: ", h 35.6 (noise
+ * 25.2), distance cutoff 4 h^2" for nlm2d/nlm3d, ", noise 25.2" for anlm
+ * and adaptive4d (their strength is local or their own, not one h), ""
+ * for fdk; the noise part only when it was estimated. */
+void process_params_text(const process_result *r, char *out, size_t len);
 
 /* Parses an algorithm name; -1 if unknown. */
 int process_algorithm_parse(const char *name);

@@ -131,8 +131,8 @@ static void out_dir_of(const worker *w, const db_job *j, const worker_settings *
 
 static void log_done(const worker *w, const db_job *j, const process_result *r)
 {
-    char h[32] = ""; /* a reconstruction has no filtering parameter */
-    if (strcmp(r->algorithm, "fdk") != 0)
+    char h[32] = ""; /* one h: nlm2d and nlm3d only (anlm's is local) */
+    if (strcmp(r->algorithm, "nlm2d") == 0 || strcmp(r->algorithm, "nlm3d") == 0)
         snprintf(h, sizeof h, ", h %.1f", r->h);
     log_notice("job %lld done: series %s -> %s, %d file(s) %dx%dx%d, %s on %s%s%s;"
                " load %.2f s, filter %.2f s, write %.2f s",

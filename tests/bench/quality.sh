@@ -47,6 +47,7 @@ denoise_rows() {
                 --strength "$s" --patch-weighting "$w" --in "$1/low" --out "$out" \
                 --device "$DEVICE" > "$W/filter.out" 2> /dev/null
             h=$(sed -nE 's/.*, h ([0-9.]+) \(noise.*/\1/p' "$W/filter.out")
+            h=${h:-0} # anlm: no single h
             secs=$(sed -nE 's/.*filter ([0-9.]+) s.*/\1/p' "$W/filter.out")
             "$LDCT" quality --test "$out" --ref "$1/truth" --json > "$out.json"
             echo "$algo $S $P $s $h $secs $out $w" > "$out.txt"

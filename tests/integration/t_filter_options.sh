@@ -7,7 +7,8 @@
 # as in a rule. --help prints the usage on stdout and exits 0.
 # --distance-cutoff (0..80, default 4) changes the pixels and is reported.
 # A series without noise (h from the noise would be 0) is said to be left
-# as it is.
+# as it is. Images too small for the noise estimate get a message that says
+# so.
 . "$(dirname "$0")/lib.sh"
 DCMSTAT="$ROOT/$BUILD/tools/dcmstat"
 "$MKSERIES" --out "$T/in" --rows 32 --cols 32 --slices 4 --thickness 1 --noise 20 > /dev/null ||
@@ -70,6 +71,15 @@ derivation "$T/cut-4" | grep -q "distance cutoff 4 h^2" ||
 "$LDCT" filter --algo nlm2d --in "$T/clean" --out "$T/clean-out" --device cpu > /dev/null 2> "$T/e" ||
     fail "noise-free series: $(cat "$T/e")"
 grep -q "estimated noise 0: nothing to remove" "$T/e" || fail "no word on a noise-free series: $(cat "$T/e")"
+# Images one pixel tall: h cannot come from the noise (the estimate needs
+# 3x3 pixels); the message says so and what to do, and a fixed h works.
+"$MKSERIES" --out "$T/thin" --rows 1 --cols 32 --slices 4 --noise 20 > /dev/null || fail "mkseries thin"
+"$LDCT" filter --algo nlm2d --in "$T/thin" --out "$T/thin-out" --device cpu > "$T/o" 2> "$T/e" &&
+    fail "1-pixel images filtered with h from the noise: $(cat "$T/o")"
+grep -qF "cannot estimate the noise of 32x1 images (the estimate needs at least 3x3 pixels); give the rule a fixed h" "$T/e" ||
+    fail "unclear message for 1-pixel images: $(cat "$T/e")"
+"$LDCT" filter --algo nlm2d --in "$T/thin" --out "$T/thin-h" --device cpu --h 30 > /dev/null 2> "$T/e" ||
+    fail "1-pixel images with --h 30: $(cat "$T/e")"
 "$LDCT" filter --help > "$T/o" 2> "$T/e" || fail "filter --help exits $?"
 grep -q "^usage: ldct filter" "$T/o" || fail "filter --help: no usage on stdout"
 grep -q -- "--distance-cutoff C" "$T/o" || fail "filter --help: no --distance-cutoff"
