@@ -127,6 +127,8 @@ static const opt_def OPTIONS[] = {
     RULE("match.protocol_name", T_STR, 0, 0, "", protocol_name, "wildcard"),
     RULE("match.body_part_examined", T_STR, 0, 0, "", body_part_examined, "wildcard"),
     RULE("match.manufacturer", T_STR, 0, 0, "", manufacturer, "wildcard"),
+    RULE("match.image_type", T_STR, 0, 0, "", image_type,
+         "wildcard on every value of Image Type, e.g. *AXIAL*"),
     RULE("match.slice_thickness", T_RANGE, 0, 0, "", slice_thickness, "mm, LO..HI"),
     RULE("match.kvp", T_RANGE, 0, 0, "", kvp, "kV, LO..HI"),
     RULE("match.ctdivol", T_RANGE, 0, 0, "", ctdivol, "mGy, LO..HI"),

@@ -106,6 +106,7 @@ typedef struct cfg_rule {
     char protocol_name[CFG_PATTERN_MAX + 1];
     char body_part_examined[CFG_PATTERN_MAX + 1];
     char manufacturer[CFG_PATTERN_MAX + 1];
+    char image_type[CFG_PATTERN_MAX + 1];
     cfg_range slice_thickness, kvp, ctdivol, exposure;
     int action;    /* cfg_action */
     int algorithm; /* cfg_algorithm */

@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #define NAME_LEN 160
@@ -239,6 +240,37 @@ static int is_greyscale(const scp_slice_info *s)
 {
     return s->samples_per_pixel == 1 &&
            (!strcmp(s->photometric, "MONOCHROME1") || !strcmp(s->photometric, "MONOCHROME2"));
+}
+
+/* 1 when the backslash-separated values of `types` include `value`. */
+static int has_value(const char *types, const char *value)
+{
+    size_t n = strlen(value);
+    for (const char *p = types; *p;) {
+        const char *end = strchr(p, '\\');
+        size_t k = end ? (size_t)(end - p) : strlen(p);
+        while (k && p[k - 1] == ' ')
+            k--;
+        if (k == n && strncasecmp(p, value, n) == 0)
+            return 1;
+        if (!end)
+            break;
+        p = end + 1;
+    }
+    return 0;
+}
+
+const char *asm_not_processable(const scp_slice_info *s, char *buf, size_t len)
+{
+    if (s->rows <= 0 || s->cols <= 0)
+        snprintf(buf, len, "not an image (SOP class %s)", s->sop_class_uid);
+    else if (!is_greyscale(s))
+        snprintf(buf, len, "colour images (photometric interpretation '%s')", s->photometric);
+    else if (has_value(s->image_type, "LOCALIZER"))
+        snprintf(buf, len, "a localizer (image type %s)", s->image_type);
+    else
+        return NULL;
+    return buf;
 }
 
 static int all_finite(const double *v, int n)

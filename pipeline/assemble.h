@@ -76,6 +76,14 @@ typedef struct asm_series {
  * zeroed. */
 int asm_series_load(const char *const *paths, int n, asm_series *out, char *err, size_t err_len);
 
+/* Why a series whose first instance is s can never be processed as
+ * images, or NULL when it may be: not an image (no rows or columns, e.g. a
+ * dose report), a colour image (e.g. a dose screen), or a localizer (Image
+ * Type LOCALIZER: a topogram, not a volume). The reason is written into buf
+ * (size len), which is returned. */
+struct scp_slice_info;
+const char *asm_not_processable(const struct scp_slice_info *s, char *buf, size_t len);
+
 /* Frees what asm_series_load allocated and zeroes *s. A zeroed or already
  * closed struct, and NULL, are fine. */
 void asm_series_close(asm_series *s);

@@ -12,6 +12,9 @@ static int in_range(const cfg_range *r, double v)
 
 static int matches(const cfg_rule *r, const rule_series *s)
 {
+    int processes = r->action == RULE_PROCESS || r->action == RULE_BOTH;
+    if (processes && s->not_processable)
+        return 0;
     return config_glob_match(r->modality, s->modality) &&
            config_glob_match(r->calling_ae, s->calling_ae) &&
            config_glob_match(r->called_ae, s->called_ae) &&
@@ -19,6 +22,7 @@ static int matches(const cfg_rule *r, const rule_series *s)
            config_glob_match(r->protocol_name, s->protocol_name) &&
            config_glob_match(r->body_part_examined, s->body_part_examined) &&
            config_glob_match(r->manufacturer, s->manufacturer) &&
+           config_glob_match(r->image_type, s->image_type ? s->image_type : "") &&
            in_range(&r->slice_thickness, s->slice_thickness) && in_range(&r->kvp, s->kvp) &&
            in_range(&r->ctdivol, s->ctdivol) && in_range(&r->exposure, s->exposure);
 }

@@ -5,6 +5,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "db/queue.h"
+#include "pipeline/assemble.h"
 #include "pipeline/assemble_proj.h"
 #include "pipeline/process.h"
 #include "pipeline/rules.h"
@@ -48,7 +49,7 @@ static int read_attributes(db *d, const db_series_info *si, scp_slice_info *info
 }
 
 static const cfg_rule *match(const ldct_config *cfg, const db_series_info *si,
-                             const scp_slice_info *in, int readable)
+                             const scp_slice_info *in, int readable, const char *not_processable)
 {
     rule_series rs = {
         .modality = si->modality,
@@ -58,6 +59,8 @@ static const cfg_rule *match(const ldct_config *cfg, const db_series_info *si,
         .protocol_name = readable ? in->protocol_name : "",
         .body_part_examined = readable ? in->body_part_examined : "",
         .manufacturer = readable ? in->manufacturer : "",
+        .image_type = readable ? in->image_type : "",
+        .not_processable = not_processable,
         .slice_thickness = readable && in->slice_thickness > 0 ? in->slice_thickness : NAN,
         .kvp = readable ? in->kvp : NAN,
         .ctdivol = readable ? in->ctdivol : NAN,
@@ -133,7 +136,9 @@ int schedule_series(db *d, const ldct_config *cfg, const char *series_uid)
     scp_slice_info info;
     int projection = 0;
     int readable = read_attributes(d, &si, &info, &projection) == 0;
-    const cfg_rule *r = match(cfg, &si, &info, readable);
+    char why[160];
+    const char *not_processable = readable ? asm_not_processable(&info, why, sizeof why) : NULL;
+    const cfg_rule *r = match(cfg, &si, &info, readable, not_processable);
     double thickness = readable && info.slice_thickness > 0 ? info.slice_thickness : NAN;
     if (readable)
         scp_slice_info_free(&info);
@@ -144,8 +149,11 @@ int schedule_series(db *d, const ldct_config *cfg, const char *series_uid)
         return (rc = db_series_defer(d, si.id, longer)) ? rc : SCHED_DEFERRED;
     }
     if (!r) {
-        log_notice("series %s (%s, %d instance(s)) matches no rule; kept for %d h", series_uid,
-                   si.modality, si.instances, cfg->node.retention_hours);
+        log_notice("series %s (%s, %d instance(s)) matches no rule%s%s%s; kept for %d h",
+                   series_uid, si.modality, si.instances,
+                   not_processable ? " that applies to it (" : "",
+                   not_processable ? not_processable : "",
+                   not_processable ? ": not processed)" : "", cfg->node.retention_hours);
         return (rc = db_series_set_state(d, si.id, "unmatched")) ? rc : SCHED_UNMATCHED;
     }
     if (r->action == RULE_DISCARD) {

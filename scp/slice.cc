@@ -190,6 +190,10 @@ void read_rule_fields(DcmItem *ds, scp_slice_info *o)
     get_str(ds, DCM_ProtocolName, o->protocol_name, sizeof o->protocol_name);
     get_str(ds, DCM_BodyPartExamined, o->body_part_examined, sizeof o->body_part_examined);
     get_str(ds, DCM_Manufacturer, o->manufacturer, sizeof o->manufacturer);
+    OFString types;
+    scp__strlcpy(o->image_type,
+                 ds->findAndGetOFStringArray(DCM_ImageType, types).good() ? types.c_str() : "",
+                 sizeof o->image_type);
     o->series_number = ds->findAndGetSint32(DCM_SeriesNumber, n).good() ? (int)n : 0;
     o->kvp = get_number(ds, DCM_KVP);
     o->ctdivol = get_number(ds, DCM_CTDIvol);

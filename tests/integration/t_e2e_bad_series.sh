@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Bad series: mixed image sizes, a missing slice and a non-image SOP class
-# (a structured report) each fail their job with a reason an administrator
-# understands, shown by `ldct jobs`; the originals stay in the spool and the
-# daemon keeps serving (C-ECHO, and a good series after them is processed).
+# Bad series: mixed image sizes and a missing slice each fail their job with
+# a reason an administrator understands, shown by `ldct jobs`; the originals
+# stay in the spool and the daemon keeps serving (C-ECHO, and a good series
+# after them is processed). Series that no processing can use, as a scanner
+# sending whole studies adds them (a dose report, a localizer, a colour
+# dose screen), match no processing rule: unmatched, no failed job, and the
+# log names why.
 . "$(dirname "$0")/lib.sh"
 write_config "stable_seconds = 1" "devices = cpu" "[rule all]" "action = process"
 start_daemon
@@ -26,17 +29,34 @@ cat > "$T/sr.txt" <<'DUMP'
 DUMP
 dump2dcm -q +te "$T/sr.txt" "$T/sr.dcm" || fail "dump2dcm"
 mv "$T/mixed2/IMG0001.dcm" "$T/mixed/IMG9999.dcm"
+"$MKSERIES" --out "$T/loc" --rows 32 --cols 32 --slices 2 --series-uid "$study.4" > /dev/null ||
+    fail "mkseries localizer"
+dcmodify -nb -q -m 'ImageType=ORIGINAL\PRIMARY\LOCALIZER' "$T"/loc/*.dcm || fail "dcmodify"
+sed -e 's/1.2.826.0.1.3680043.9.7.9.1.3/1.2.826.0.1.3680043.9.7.9.1.5/' \
+    -e 's/9.7.9.3.1/9.7.9.5.1/' -e 's/\[SR\]/[CT]/' -e 's/88.11/7/' "$T/sr.txt" > "$T/sc.txt"
+printf '%s\n' "(0028,0002) US 3" "(0028,0004) CS [RGB]" "(0028,0006) US 0" "(0028,0010) US 2" \
+    "(0028,0011) US 2" "(0028,0100) US 8" "(0028,0101) US 8" "(0028,0102) US 7" \
+    "(0028,0103) US 0" "(7fe0,0010) OB 00\01\02\03\04\05\06\07\08\09\0a\0b" >> "$T/sc.txt"
+dump2dcm -q +te "$T/sc.txt" "$T/sc.dcm" || fail "dump2dcm colour"
 storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T"/mixed/*.dcm "$T"/gap/*.dcm || fail "storescu"
-storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T/sr.dcm" || fail "storescu SR"
-failed3() { [ "$(sql "SELECT count(*) FROM jobs WHERE state = 'failed'")" = 3 ]; }
-wait_until 60 "three failed jobs" failed3
+storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T/sr.dcm" "$T/sc.dcm" "$T"/loc/*.dcm ||
+    fail "storescu SR, colour, localizer"
+failed2() { [ "$(sql "SELECT count(*) FROM jobs WHERE state = 'failed'")" = 2 ]; }
+wait_until 60 "two failed jobs" failed2
+unmatched3() { [ "$(sql "SELECT count(*) FROM series WHERE state = 'unmatched'")" = 3 ]; }
+wait_until 30 "dose report, colour screen and localizer unmatched" unmatched3
+for w in "$study.3 (SR, 1 instance(s)) matches no rule that applies to it (not an image" \
+    "$study.5 (CT, 1 instance(s)) matches no rule that applies to it (colour images" \
+    "$study.4 (CT, 2 instance(s)) matches no rule that applies to it (a localizer"; do
+    grep -qF "$w" "$T/ldctd.log" || fail "log lacks: $w"
+done
+[ "$(sql "SELECT count(*) FROM jobs")" = 2 ] || fail "jobs for series no processing can use"
 "$LDCT" --config "$T/ldctd.conf" jobs --json > "$T/jobs.json" || fail "ldct jobs"
 python3 - "$T/jobs.json" "$study" <<'PY' || fail "reasons: $(cat "$T/jobs.json")"
 import json, sys
 jobs = {j["series_uid"]: j for j in json.load(open(sys.argv[1]))}
 st = sys.argv[2]
-for uid, words in ((st + ".1", ["24 columns", "32"]), (st + ".2", ["gap", "missing slice"]),
-                   (st + ".3", ["not an image", "1.2.840.10008.5.1.4.1.1.88.11"])):
+for uid, words in ((st + ".1", ["24 columns", "32"]), (st + ".2", ["gap", "missing slice"])):
     j = jobs[uid]
     assert j["state"] == "failed", j
     assert j["attempts"] == 1, j  # a bad series is not retried
@@ -45,7 +65,7 @@ for uid, words in ((st + ".1", ["24 columns", "32"]), (st + ".2", ["gap", "missi
     print("  %s: %s" % (uid, j["last_error"]))
 PY
 "$LDCT" --config "$T/ldctd.conf" jobs | grep -q "error   .*columns" || fail "ldct jobs text lacks the reason"
-[ "$(sql "SELECT count(*) FROM instances")" = 13 ] || fail "originals not kept"
+[ "$(sql "SELECT count(*) FROM instances")" = 16 ] || fail "originals not kept"
 for f in $(sql "SELECT path FROM instances"); do [ -f "$f" ] || fail "original $f removed"; done
 echoscu -aec LDCTNODE 127.0.0.1 "$PORT" || fail "daemon stopped answering"
 "$MKSERIES" --out "$T/good" --rows 32 --cols 32 --slices 4 > /dev/null || fail "mkseries"

@@ -494,6 +494,32 @@ START_TEST(colour_image_is_unsupported)
 }
 END_TEST
 
+/* What rules that process skip: not an image, colour, a localizer (as
+ * one value of Image Type, any case, trailing space of a padded value). */
+START_TEST(not_processable_names_non_images_colour_and_localizers)
+{
+    scp_slice_info s = {.rows = 512, .cols = 512, .samples_per_pixel = 1};
+    char why[160];
+    strcpy(s.photometric, "MONOCHROME2");
+    strcpy(s.image_type, "ORIGINAL\\PRIMARY\\AXIAL");
+    ck_assert_ptr_null(asm_not_processable(&s, why, sizeof why));
+    strcpy(s.image_type, "ORIGINAL\\PRIMARY\\NOT_A_LOCALIZER");
+    ck_assert_ptr_null(asm_not_processable(&s, why, sizeof why));
+    strcpy(s.image_type, "ORIGINAL\\PRIMARY\\localizer ");
+    ck_assert_str_eq(asm_not_processable(&s, why, sizeof why),
+                     "a localizer (image type ORIGINAL\\PRIMARY\\localizer )");
+    strcpy(s.image_type, "DERIVED\\SECONDARY\\OTHER");
+    strcpy(s.photometric, "RGB");
+    s.samples_per_pixel = 3;
+    ck_assert_str_eq(asm_not_processable(&s, why, sizeof why),
+                     "colour images (photometric interpretation 'RGB')");
+    s.rows = 0;
+    strcpy(s.sop_class_uid, "1.2.840.10008.5.1.4.1.1.88.67");
+    ck_assert_str_eq(asm_not_processable(&s, why, sizeof why),
+                     "not an image (SOP class 1.2.840.10008.5.1.4.1.1.88.67)");
+}
+END_TEST
+
 START_TEST(no_files_is_einput_and_close_accepts_zeroed_structs)
 {
     asm_series s;
@@ -874,6 +900,7 @@ int main(void)
     tcase_add_test(tc, file_that_is_not_dicom_fails_cleanly);
     tcase_add_test(tc, truncated_pixel_data_fails_naming_the_slice);
     tcase_add_test(tc, colour_image_is_unsupported);
+    tcase_add_test(tc, not_processable_names_non_images_colour_and_localizers);
     tcase_add_test(tc, no_files_is_einput_and_close_accepts_zeroed_structs);
     tcase_add_test(tc, enhanced_ct_frames_sort_together_with_classic_slices);
     tcase_add_test(tc, enhanced_ct_frame_names_appear_in_messages);

@@ -84,6 +84,40 @@ START_TEST(absent_value_never_satisfies_a_range)
 }
 END_TEST
 
+/* A localizer (or colour or non-image series) is skipped by the rules that
+ * process; a route rule still takes it. */
+START_TEST(processing_rules_skip_a_series_that_cannot_be_processed)
+{
+    rule_series s = series("Chest LOW DOSE", 1.0, 120);
+    s.not_processable = "a localizer (image type ORIGINAL\\PRIMARY\\LOCALIZER)";
+    ck_assert_ptr_null(rules_match(cfg, &s));
+    s.kvp = 140;
+    ck_assert_str_eq(rules_match(cfg, &s)->name, "high-kv");
+    s.not_processable = NULL;
+    ck_assert_str_eq(rules_match(cfg, &s)->name, "thin-lowdose");
+}
+END_TEST
+
+START_TEST(image_type_matches_on_all_its_values)
+{
+    char dir[64], path[128];
+    ldct_config *c = NULL;
+    tu_tmpdir(dir, sizeof dir);
+    tu_write(dir, "t.conf", "[rule axial]\nmatch.image_type = *\\AXIAL*\n", path, sizeof path);
+    ck_assert_int_eq(config_load(path, &c), 0);
+    rule_series s = series("Chest", 1.0, 120);
+    s.image_type = "ORIGINAL\\PRIMARY\\AXIAL";
+    ck_assert_str_eq(rules_match(c, &s)->name, "axial");
+    s.image_type = "ORIGINAL\\PRIMARY\\AXIAL\\CT_SOM5 SPI";
+    ck_assert_str_eq(rules_match(c, &s)->name, "axial");
+    s.image_type = "DERIVED\\SECONDARY\\REFORMATTED";
+    ck_assert_ptr_null(rules_match(c, &s));
+    s.image_type = NULL; /* absent */
+    ck_assert_ptr_null(rules_match(c, &s));
+    config_free(c);
+}
+END_TEST
+
 START_TEST(auto_picks_by_slice_thickness)
 {
     cfg_rule r = {.algorithm = ALGO_AUTO};
@@ -105,6 +139,8 @@ int main(void)
     tcase_add_test(tc, a_failed_condition_falls_through_to_the_next_rule);
     tcase_add_test(tc, absent_value_never_satisfies_a_range);
     tcase_add_test(tc, auto_picks_by_slice_thickness);
+    tcase_add_test(tc, processing_rules_skip_a_series_that_cannot_be_processed);
+    tcase_add_test(tc, image_type_matches_on_all_its_values);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
