@@ -133,6 +133,12 @@ int schedule_series(db *d, const ldct_config *cfg, const char *series_uid)
     int rc = db_series_get(d, series_uid, &si);
     if (rc)
         return rc;
+    if (si.instances == 0) { /* its instances were re-sent under other series */
+        log_notice("series %s has no instances left (re-sent under another series); nothing "
+                   "to process",
+                   series_uid);
+        return (rc = db_series_set_state(d, si.id, "unmatched")) ? rc : SCHED_UNMATCHED;
+    }
     scp_slice_info info;
     int projection = 0;
     int readable = read_attributes(d, &si, &info, &projection) == 0;

@@ -5,7 +5,8 @@
 # read snapshot; once another connection wrote (the series' job), every
 # later C-STORE failed with "database is locked" and was refused with
 # 0xA700 until ldctd was restarted.
-# Processed again, a series keeps its derived UIDs only when the result is
+# An instance re-sent under another series empties the first: it gets no
+# job. Processed again, a series keeps its derived UIDs only when the result is
 # the same (same instances and rule); with another strength it becomes a new
 # derived series, since an instance never changes its pixels under its UID.
 . "$(dirname "$0")/lib.sh"
@@ -37,4 +38,17 @@ storescu -aec LDCTNODE localhost "$PORT" "$T/a/IMG0001.dcm" || fail "second rese
 wait_until 20 "job 4 done" job_is 4 done
 [ "$(derived_series 4)" != "$(derived_series 1)" ] || fail "another strength kept the derived series UID"
 [ "$(derived_sop 4)" != "$(derived_sop 1)" ] || fail "another strength kept a SOP Instance UID"
+# An instance re-sent under another series moves there; a series left with
+# no instance before it became stable gets no job (it failed with "the
+# series has no instances").
+"$MKSERIES" --out "$T/c" --rows 16 --cols 16 --slices 1 --noise 5 --seed 3 > /dev/null || fail mkseries
+c_series=$(dcmdump -q +P 0020,000e "$T"/c/*.dcm | sed -E 's/.*\[(.*)\].*/\1/')
+cp "$T/c/IMG0001.dcm" "$T/moved.dcm"
+dcmodify -nb -q -m "SeriesInstanceUID=$c_series.9" "$T/moved.dcm" || fail dcmodify
+storescu -aec LDCTNODE localhost "$PORT" "$T/c/IMG0001.dcm" "$T/moved.dcm" || fail "send of c, moved"
+wait_until 20 "job 5 done" job_is 5 done
+empty_unmatched() { [ "$(sql "SELECT state FROM series WHERE series_uid = '$c_series'")" = unmatched ]; }
+wait_until 20 "the emptied series unmatched" empty_unmatched
+[ "$(sql "SELECT count(*) FROM jobs")" = 5 ] || fail "a job for the emptied series"
+grep -q "series $c_series has no instances left" "$T/ldctd.log" || fail "no log line for the emptied series"
 exit 0
