@@ -112,7 +112,7 @@ static int limited_due(const char *line)
 
 void log_limited(int prio, const char *line)
 {
-    if (prio > log_level)
+    if (prio > log_level_get())
         return;
     const int quiet = limited_due(line);
     if (quiet > 0)

@@ -23,6 +23,19 @@ enum {
 
 extern int log_level; /* messages with a priority above this are dropped */
 
+/* The level for any thread: a reload (SIGHUP) changes it while others
+ * log, so threads read and write it atomically. Assigning log_level
+ * directly is fine before any thread starts (tests, main). */
+static inline int log_level_get(void)
+{
+    return __atomic_load_n(&log_level, __ATOMIC_RELAXED);
+}
+
+static inline void log_level_set(int level)
+{
+    __atomic_store_n(&log_level, level, __ATOMIC_RELAXED);
+}
+
 /* Parses "error", "warning", "notice", "info" or "debug"; -1 if unknown. */
 int log_level_parse(const char *name);
 
@@ -41,7 +54,7 @@ void log_write(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 
 
 #define LOG_AT(prio, ...)                                                                          \
     do {                                                                                           \
-        if ((prio) <= log_level)                                                                   \
+        if ((prio) <= log_level_get())                                                             \
             log_write((prio), __VA_ARGS__);                                                        \
     } while (0)
 /* Logs `line` at prio, each distinct line at most once a minute, then with

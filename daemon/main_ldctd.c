@@ -4,6 +4,7 @@
 #include "daemon/version.h"
 #include "gpu/device.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -38,5 +39,9 @@ int main(int argc, char **argv)
      * with lazy loading against 0.13-0.19 s for the next ones, and the
      * start 0.15 s longer with eager loading (docs/PERFORMANCE.md). */
     gpu_load_kernels_eagerly();
+    /* A reload asked for before the loop's handler is installed (a manual
+     * or logrotate HUP during the start) must not kill the daemon: it is
+     * ignored until then (the start reads the file itself). */
+    signal(SIGHUP, SIG_IGN);
     return server_run(config);
 }

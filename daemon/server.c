@@ -294,7 +294,7 @@ static void reload(server *s)
     ingest_policy p = policy_of(cfg);
     ingest_policy_set(s->ingest, &p);
     db_series_interrupted_wait(s->db, cfg->node.interrupted_seconds);
-    log_level = cfg->node.log_level;
+    log_level_set(cfg->node.log_level);
     config_free(old);
     log_notice("configuration reloaded from %s", s->config_path);
 }
@@ -324,7 +324,7 @@ static int load_config(server *s)
         log_err("cannot read %s: %s", s->config_path, ldct_strerror(rc));
     }
     if (!rc)
-        log_level = s->cfg->node.log_level;
+        log_level_set(s->cfg->node.log_level);
     return rc;
 }
 
@@ -344,7 +344,10 @@ static int start_dicom(server *s)
                       .store_begin = store_begin,
                       .store_end = store_end,
                       .assoc_interrupted = assoc_interrupted};
-    int rc = scp_server_new(&opt, &h, &s->scp);
+    scp_server *srv = NULL;
+    int rc = scp_server_new(&opt, &h, &srv);
+    /* The HTTP thread already serves /status: publish the receiver whole. */
+    __atomic_store_n(&s->scp, srv, __ATOMIC_RELEASE);
     if (rc == 0)
         rc = scp_server_start(s->scp);
     if (rc)
@@ -357,7 +360,8 @@ static void live_status(void *ctx, status_snapshot *st)
 {
     const server *s = ctx;
     st->uptime_s = (ldct_now_ms() - s->started_ms) / 1000;
-    st->associations_active = s->scp ? scp_server_active(s->scp) : 0;
+    scp_server *srv = __atomic_load_n(&s->scp, __ATOMIC_ACQUIRE);
+    st->associations_active = srv ? scp_server_active(srv) : 0;
     st->workers = s->nworkers;
 }
 
@@ -457,6 +461,7 @@ static void shutdown_all(server *s)
     const int64_t t0 = ldct_now_ms();
     http_stop(s->http);
     s->http = NULL;
+    worker_pool_drain(s->workers); /* no job starts only to be cut off at the grace's end */
     if (s->scp) {
         int active = scp_server_active(s->scp);
         if (active)

@@ -32,6 +32,7 @@ struct sender_pool {
     pthread_mutex_t lock;
     pthread_cond_t wake;
     int stop, n;
+    int open;   /* set once every sender started: none claims a send before */
     int cancel; /* set (atomically) at stop: running associations end after their file */
     sender s[SENDER_MAX];
 };
@@ -190,6 +191,10 @@ static void *sender_main(void *arg)
 {
     sender *s = arg;
     sender_pool *p = s->pool;
+    pthread_mutex_lock(&p->lock); /* see worker_main: a failed start claims nothing */
+    while (!p->open && !p->stop)
+        pthread_cond_wait(&p->wake, &p->lock);
+    pthread_mutex_unlock(&p->lock);
     for (;;) {
         pthread_mutex_lock(&p->lock);
         int stop = p->stop;
@@ -237,9 +242,13 @@ int sender_pool_start(const sender_pool_opts *o, sender_pool **out)
         }
     }
     if (rc) {
-        (void)sender_pool_stop(p, 10); /* idle threads: they stop at once */
+        (void)sender_pool_stop(p, 10); /* nothing claimed yet: they stop at once */
         return rc;
     }
+    pthread_mutex_lock(&p->lock);
+    p->open = 1;
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->lock);
     *out = p;
     return 0;
 }

@@ -38,6 +38,7 @@ struct worker_pool {
     pthread_mutex_t lock;
     pthread_cond_t wake, idle;
     int stop, busy, nworkers;
+    int open; /* set once every worker started: none claims a job before */
     worker w[WORKER_MAX];
 };
 
@@ -326,6 +327,12 @@ static void *worker_main(void *arg)
     worker *w = arg;
     worker_pool *p = w->pool;
     warm_device(w);
+    /* A start that fails at a later worker stops the pool at once: nothing
+     * may be claimed (and outlive the pool) before every worker runs. */
+    pthread_mutex_lock(&p->lock);
+    while (!p->open && !p->stop)
+        pthread_cond_wait(&p->wake, &p->lock);
+    pthread_mutex_unlock(&p->lock);
     for (;;) {
         pthread_mutex_lock(&p->lock);
         int stop = p->stop;
@@ -384,9 +391,13 @@ int worker_pool_start(const worker_pool_opts *o, worker_pool **out)
     for (int i = 0; i < o->ndev && i < WORKER_MAX && !rc; i++, p->nworkers++)
         rc = start_one(p, i, o->db_path);
     if (rc) {
-        worker_pool_stop(p, 0);
+        worker_pool_stop(p, 0); /* no job claimed yet: every thread ends and is joined */
         return rc;
     }
+    pthread_mutex_lock(&p->lock);
+    p->open = 1;
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->lock);
     for (int i = 0; i < p->nworkers; i++)
         log_info("%s started", p->w[i].name);
     *out = p;
@@ -409,6 +420,16 @@ int worker_pool_busy(worker_pool *p)
 }
 
 /* Waits until no job runs or the deadline passes; returns the jobs still running. */
+void worker_pool_drain(worker_pool *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->lock);
+    p->stop = 1;
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->lock);
+}
+
 static int wait_idle(worker_pool *p, int grace_s)
 {
     struct timespec ts;

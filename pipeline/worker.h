@@ -53,6 +53,10 @@ int worker_pool_start(const worker_pool_opts *o, worker_pool **out);
 /* Wakes idle workers: a job was queued. */
 void worker_pool_notify(worker_pool *p);
 
+/* Stopping: workers claim no new job from now on; running jobs go on
+ * (worker_pool_stop waits for them). Any thread. */
+void worker_pool_drain(worker_pool *p);
+
 /* Number of jobs running now. */
 int worker_pool_busy(worker_pool *p);
 

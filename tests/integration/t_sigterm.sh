@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # SIGTERM during a transfer: no new associations, the running one finishes,
-# the daemon exits 0 and every instance is stored.
+# the daemon exits 0 and every instance is stored. SIGHUPs during the start
+# do not kill it.
 . "$(dirname "$0")/lib.sh"
 "$MKSERIES" --out "$T/s" --rows 256 --cols 256 --slices 150 || fail "mkseries"
 start_daemon
@@ -22,3 +23,26 @@ if echo "$echo_out" | grep -q "Rejected Transient"; then
     grep -q "rejected: local limit exceeded (the node is shutting down)" "$T/ldctd.log" ||
         fail "refusal while stopping: $(grep rejected "$T/ldctd.log")"
 fi
+# SIGHUP during the start (a manual or logrotate reload before the loop's
+# handler exists) must not kill the daemon (it died of "Hangup", rc 129).
+# Once main has run far enough to ignore SIGHUP (its bit in SigIgn), a
+# burst of SIGHUPs until "ready" must leave it running.
+hup_ignored() { [ $((0x$(sed -n 's/^SigIgn:[[:space:]]*//p' "/proc/$1/status" 2>/dev/null || echo 0) & 1)) = 1 ]; }
+"$LDCTD" --config "$T/ldctd.conf" >> "$T/ldctd2.log" 2>&1 &
+DAEMON_PID=$!
+for _ in $(seq 1 5000); do
+    hup_ignored "$DAEMON_PID" && break
+    grep -q "ldctd ready" "$T/ldctd2.log" && fail "SIGHUP was never ignored during the start"
+done
+hups=0
+until grep -q "ldctd ready" "$T/ldctd2.log"; do
+    kill -HUP "$DAEMON_PID" 2>/dev/null ||
+        fail "ldctd died of a SIGHUP during its start: $(tail -n 3 "$T/ldctd2.log")"
+    hups=$((hups + 1))
+    [ $hups -lt 5000 ] || fail "ldctd did not become ready"
+done
+note "$hups SIGHUP(s) during the start"
+sleep 0.2
+kill -0 "$DAEMON_PID" 2>/dev/null || fail "ldctd died after SIGHUPs during its start"
+echoscu -aec LDCTNODE 127.0.0.1 "$PORT" || fail "no C-ECHO after the SIGHUPs"
+stop_daemon || fail "exit code $? after the SIGHUPs"

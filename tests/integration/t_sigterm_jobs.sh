@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# SIGTERM with a job running, two queued and an association that holds
+# the shutdown grace open: the running job finishes, the queued ones are not
+# started (they used to be claimed during the grace, only to risk being cut
+# off at its end) and stay pending for the next start; exit 0.
+. "$(dirname "$0")/lib.sh"
+write_config "stable_seconds = 1" "devices = cpu" "shutdown_grace_seconds = 8" "[rule all]" \
+    "algorithm = nlm3d"
+start_daemon
+"$MKSERIES" --out "$T/big" --rows 384 --cols 384 --slices 32 --thickness 1 --noise 20 > /dev/null ||
+    fail "mkseries big"
+for s in b c; do
+    "$MKSERIES" --out "$T/$s" --rows 32 --cols 32 --slices 4 --thickness 1 --noise 20 \
+        --seed "$([ $s = b ] && echo 2 || echo 3)" > /dev/null || fail "mkseries $s"
+done
+storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T"/big/*.dcm || fail "storescu big"
+wait_until 20 "the big series' job running" job_is 1 running
+storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T"/b/*.dcm "$T"/c/*.dcm || fail "storescu b, c"
+queued2() { [ "$(sql "SELECT count(*) FROM jobs WHERE state = 'pending'")" = 2 ]; }
+wait_until 10 "two jobs queued behind it" queued2
+job_is 1 running || skip "the big job ended before the others were queued (machine too fast)"
+python3 "$ROOT/tests/tools/rawscu.py" 127.0.0.1 "$PORT" store "$T/b/IMG0001.dcm" --stall 1000 \
+    --wait 30 > "$T/stall.out" 2>&1 &
+sleep 0.5
+kill -TERM "$DAEMON_PID"
+rc=0; wait "$DAEMON_PID" || rc=$?
+DAEMON_PID=
+[ $rc = 0 ] || fail "exit code $rc"
+grep -q "waiting up to 8 s for 1 association" "$T/ldctd.log" || fail "the grace was not held open"
+[ "$(sql "SELECT state FROM jobs WHERE id = 1")" = done ] || fail "the running job did not finish"
+[ "$(sql "SELECT count(*) FROM jobs WHERE state = 'pending'")" = 2 ] ||
+    fail "queued jobs started while stopping: $(sql "SELECT id, state FROM jobs")"
+sed -n '/SIGTERM/,$p' "$T/ldctd.log" | grep -E "job [23]: series" && fail "a job started after SIGTERM"
+exit 0
