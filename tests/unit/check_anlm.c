@@ -523,7 +523,8 @@ END_TEST
  * Each shape matches the naive definition and is filtered. */
 START_TEST(few_slices_or_thin_images_are_filtered)
 {
-    static const int shapes[][3] = {{16, 15, 1}, {16, 15, 2}, {16, 15, 3}, {3, 17, 4}, {14, 2, 3}, {16, 15, 8}};
+    static const int shapes[][3] = {{16, 15, 1}, {16, 15, 2}, {16, 15, 3},
+                                    {3, 17, 4},  {14, 2, 3},  {16, 15, 8}};
     gpu_anlm_params p;
     gpu_anlm_params_default(&p);
     p.search_radius = 5;
