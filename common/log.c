@@ -52,10 +52,16 @@ size_t log_vformat(char *buf, size_t cap, int style, long long now_ms, int prio,
         return 0;
     int n = format_head(buf, cap, style, now_ms, prio);
     size_t len = n < 0 ? 0 : (size_t)n < cap - 1 ? (size_t)n : cap - 2;
+    const size_t head = len;
     int m = vsnprintf(buf + len, cap - len - 1, fmt, ap);
     len += m < 0 ? 0 : (size_t)m;
     if (len > cap - 2)
         len = cap - 2;
+    /* One line per message: a newline or other control byte (from a value a
+     * peer sent) becomes '?', so nobody forges a line or its priority. */
+    for (size_t i = head; i < len; i++)
+        if ((unsigned char)buf[i] < 0x20 || buf[i] == 0x7f)
+            buf[i] = '?';
     buf[len++] = '\n';
     buf[len] = '\0';
     return len;

@@ -411,7 +411,7 @@ __global__ void mix_kernel(float *__restrict__ a, const float *__restrict__ b, i
     if (x0 >= nx || y0 >= ny || z0 >= nzs)
         return;
     const int lx = x0 + 1 < nx ? 2 : 1, ly = y0 + 1 < ny ? 2 : 1, lz = z0 + 1 < nzs ? 2 : 1;
-    float d[8], add[8];
+    float d[8], add[8], lo = INFINITY, hi = -INFINITY;
     size_t id[8];
 #pragma unroll
     for (int k = 0; k < 8; k++) {
@@ -420,6 +420,10 @@ __global__ void mix_kernel(float *__restrict__ a, const float *__restrict__ b, i
         id[k] = in ? ((size_t)(z0 + kz) * ny + y0 + ky) * nx + x0 + kx : 0;
         d[k] = in ? b[id[k]] - a[id[k]] : 0.0f;
         add[k] = 0.0f;
+        if (in) {
+            lo = fminf(lo, fminf(a[id[k]], b[id[k]]));
+            hi = fmaxf(hi, fmaxf(a[id[k]], b[id[k]]));
+        }
     }
 #pragma unroll
     for (int band = 3; band < 8; band++) {
@@ -438,7 +442,7 @@ __global__ void mix_kernel(float *__restrict__ a, const float *__restrict__ b, i
     for (int k = 0; k < 8; k++) {
         int kx = k & 1, ky = k >> 1 & 1, kz = k >> 2;
         if (kx < lx && ky < ly && kz < lz)
-            a[id[k]] += add[k];
+            a[id[k]] = fminf(fmaxf(a[id[k]] + add[k], lo), hi);
     }
 }
 

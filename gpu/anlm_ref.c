@@ -521,19 +521,23 @@ static double haar(int hb, int k, int len)
 }
 
 /* One 2x2x2 block (lengths lx, ly, lz): out = a + sum over the bands with
- * two or more high axes of <b - a, band> band. */
+ * two or more high axes of <b - a, band> band, clamped to the block's range
+ * of a and b. */
 static void mix_block(const gpu_volume *a, const gpu_volume *b, gpu_volume *o, int x0, int y0,
                       int z0)
 {
     const int lx = x0 + 1 < a->nx ? 2 : 1, ly = y0 + 1 < a->ny ? 2 : 1, lz = z0 + 1 < a->nz ? 2 : 1;
     double d[8] = {0}, add[8] = {0};
     size_t id[8];
+    float lo = INFINITY, hi = -INFINITY;
     for (int k = 0; k < 8; k++) {
         int kx = k & 1, ky = k >> 1 & 1, kz = k >> 2;
         if (kx >= lx || ky >= ly || kz >= lz)
             continue;
         id[k] = ((size_t)(z0 + kz) * a->ny + (size_t)(y0 + ky)) * a->nx + (size_t)(x0 + kx);
         d[k] = (double)b->data[id[k]] - a->data[id[k]];
+        lo = fminf(lo, fminf(a->data[id[k]], b->data[id[k]]));
+        hi = fmaxf(hi, fmaxf(a->data[id[k]], b->data[id[k]]));
     }
     for (int band = 0; band < 8; band++) {
         int hx = band & 1, hy = band >> 1 & 1, hz = band >> 2;
@@ -548,7 +552,7 @@ static void mix_block(const gpu_volume *a, const gpu_volume *b, gpu_volume *o, i
     for (int k = 0; k < 8; k++) {
         int kx = k & 1, ky = k >> 1 & 1, kz = k >> 2;
         if (kx < lx && ky < ly && kz < lz)
-            o->data[id[k]] = (float)(a->data[id[k]] + add[k]);
+            o->data[id[k]] = fminf(fmaxf((float)(a->data[id[k]] + add[k]), lo), hi);
     }
 }
 

@@ -12,9 +12,8 @@ static int in_range(const cfg_range *r, double v)
 
 static int matches(const cfg_rule *r, const rule_series *s)
 {
-    int processes = r->action == RULE_PROCESS || r->action == RULE_BOTH;
-    if (processes && s->not_processable)
-        return 0;
+    if (r->action == RULE_PROCESS && s->not_processable)
+        return 0; /* `both` still matches: it sends the original only */
     return config_glob_match(r->modality, s->modality) &&
            config_glob_match(r->calling_ae, s->calling_ae) &&
            config_glob_match(r->called_ae, s->called_ae) &&

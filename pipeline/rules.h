@@ -13,13 +13,14 @@ typedef struct rule_series {
     const char *image_type; /* "ORIGINAL\\PRIMARY\\AXIAL" */
     double slice_thickness, kvp, ctdivol, exposure;
     /* Why the series can never be processed (asm_not_processable), or NULL:
-     * rules that process (process, both) do not match it. */
+     * `process` rules do not match it. */
     const char *not_processable;
 } rule_series;
 
 /* The first rule (by priority, then file order) that matches, or NULL. A
- * rule whose action processes never matches a series that cannot be
- * processed (s->not_processable); route and discard rules still do. */
+ * `process` rule never matches a series that cannot be processed
+ * (s->not_processable); `both` (which then only sends the original),
+ * `route` and `discard` rules still do. */
 const cfg_rule *rules_match(const ldct_config *cfg, const rule_series *s);
 
 /* The algorithm a rule runs on a series: `auto` is nlm2d for slices

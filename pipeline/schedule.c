@@ -81,10 +81,13 @@ static const char *auto_name(const char *algo, double thickness)
 }
 
 static int create_job(db *d, const ldct_config *cfg, const db_series_info *si, const cfg_rule *r,
-                      double thickness, int projection)
+                      double thickness, int projection, const char *not_processable)
 {
     char uid[65] = "", params[1024], dests[600] = "";
-    int process = r->action == RULE_PROCESS || r->action == RULE_BOTH;
+    int process = (r->action == RULE_PROCESS || r->action == RULE_BOTH) && !not_processable;
+    if (r->action == RULE_BOTH && not_processable)
+        log_notice("series %s: %s, so rule '%s' only sends the original", si->series_uid,
+                   not_processable, r->name);
     int rc = process ? scp_uid_new(cfg->node.uid_root, uid, sizeof uid) : 0;
     if (rc)
         return rc;
@@ -101,7 +104,8 @@ static int create_job(db *d, const ldct_config *cfg, const db_series_info *si, c
                                                    : process_algorithm_name(r->algorithm);
     db_job_spec spec = {.series_id = si->id,
                         .rule = r->name,
-                        .action = ACTION_NAMES[r->action],
+                        .action =
+                            process || r->action != RULE_BOTH ? ACTION_NAMES[r->action] : "route",
                         .algorithm = algo,
                         .params = params,
                         .description_suffix = r->series_description_suffix,
@@ -167,7 +171,7 @@ int schedule_series(db *d, const ldct_config *cfg, const char *series_uid)
                    cfg->node.retention_hours);
         return (rc = db_series_set_state(d, si.id, "discarded")) ? rc : SCHED_DISCARDED;
     }
-    rc = create_job(d, cfg, &si, r, thickness, projection);
+    rc = create_job(d, cfg, &si, r, thickness, projection, not_processable);
     if (rc)
         log_err("series %s: cannot create its job: %s", series_uid, ldct_strerror(rc));
     return rc ? rc : SCHED_JOB;

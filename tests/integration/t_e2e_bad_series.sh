@@ -4,10 +4,18 @@
 # stay in the spool and the daemon keeps serving (C-ECHO, and a good series
 # after them is processed). Series that no processing can use, as a scanner
 # sending whole studies adds them (a dose report, a localizer, a colour
-# dose screen), match no processing rule: unmatched, no failed job, and the
-# log names why.
+# dose screen), match no `process` rule: no failed job, and the log names
+# why. The dose report is unmatched; the localizer meets a rule on its
+# Image Type (discard); the colour screen meets a `both` rule, which only
+# sends the original (to a storescp).
 . "$(dirname "$0")/lib.sh"
-write_config "stable_seconds = 1" "devices = cpu" "[rule all]" "action = process"
+PACS_PORT=$(free_port)
+mkdir -p "$T/pacs"
+storescp -aet PACS -od "$T/pacs" "$PACS_PORT" > "$T/storescp.log" 2>&1 &
+write_config "stable_seconds = 1" "devices = cpu" "[rule all]" "action = process" \
+    "[rule scouts]" 'match.image_type = *\LOCALIZER*' "action = discard" "priority = 10" \
+    "[rule screens]" "match.series_description = *SCREEN*" "action = both" "destinations = pacs" \
+    "priority = 5" "[destination pacs]" "host = 127.0.0.1" "port = $PACS_PORT" "ae_title = PACS"
 start_daemon
 study=1.2.826.0.1.3680043.9.7.9.1
 "$MKSERIES" --out "$T/mixed" --rows 32 --cols 32 --slices 4 --study-uid "$study" \
@@ -34,6 +42,7 @@ mv "$T/mixed2/IMG0001.dcm" "$T/mixed/IMG9999.dcm"
 dcmodify -nb -q -m 'ImageType=ORIGINAL\PRIMARY\LOCALIZER' "$T"/loc/*.dcm || fail "dcmodify"
 sed -e 's/1.2.826.0.1.3680043.9.7.9.1.3/1.2.826.0.1.3680043.9.7.9.1.5/' \
     -e 's/9.7.9.3.1/9.7.9.5.1/' -e 's/\[SR\]/[CT]/' -e 's/88.11/7/' "$T/sr.txt" > "$T/sc.txt"
+echo "(0008,103e) LO [DOSE SCREEN]" >> "$T/sc.txt"
 printf '%s\n' "(0028,0002) US 3" "(0028,0004) CS [RGB]" "(0028,0006) US 0" "(0028,0010) US 2" \
     "(0028,0011) US 2" "(0028,0100) US 8" "(0028,0101) US 8" "(0028,0102) US 7" \
     "(0028,0103) US 0" "(7fe0,0010) OB 00\01\02\03\04\05\06\07\08\09\0a\0b" >> "$T/sc.txt"
@@ -43,14 +52,19 @@ storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T/sr.dcm" "$T/sc.dcm" "$T"/loc/*.dcm 
     fail "storescu SR, colour, localizer"
 failed2() { [ "$(sql "SELECT count(*) FROM jobs WHERE state = 'failed'")" = 2 ]; }
 wait_until 60 "two failed jobs" failed2
-unmatched3() { [ "$(sql "SELECT count(*) FROM series WHERE state = 'unmatched'")" = 3 ]; }
-wait_until 30 "dose report, colour screen and localizer unmatched" unmatched3
+series_is() { [ "$(sql "SELECT state FROM series WHERE series_uid = '$1'")" = "$2" ]; }
+wait_until 30 "dose report unmatched" series_is "$study.3" unmatched
+wait_until 30 "localizer discarded by its Image Type" series_is "$study.4" discarded
+screen_sent() { [ "$(ls "$T/pacs" | wc -l)" = 1 ]; }
+wait_until 30 "the colour screen's original sent" screen_sent
 for w in "$study.3 (SR, 1 instance(s)) matches no rule that applies to it (not an image" \
-    "$study.5 (CT, 1 instance(s)) matches no rule that applies to it (colour images" \
-    "$study.4 (CT, 2 instance(s)) matches no rule that applies to it (a localizer"; do
+    "$study.5: colour images (photometric interpretation 'RGB'), so rule 'screens' only sends" \
+    "$study.4 discarded by rule 'scouts'"; do
     grep -qF "$w" "$T/ldctd.log" || fail "log lacks: $w"
 done
-[ "$(sql "SELECT count(*) FROM jobs")" = 2 ] || fail "jobs for series no processing can use"
+[ "$(sql "SELECT j.action || ' ' || j.algorithm || ' ' || j.state FROM jobs j JOIN series s ON s.id = j.series_id WHERE s.series_uid = '$study.5'")" = "route none done" ] ||
+    fail "the screen's job: $(sql "SELECT * FROM jobs")"
+[ "$(sql "SELECT count(*) FROM jobs")" = 3 ] || fail "jobs for series no processing can use"
 "$LDCT" --config "$T/ldctd.conf" jobs --json > "$T/jobs.json" || fail "ldct jobs"
 python3 - "$T/jobs.json" "$study" <<'PY' || fail "reasons: $(cat "$T/jobs.json")"
 import json, sys
@@ -70,7 +84,7 @@ for f in $(sql "SELECT path FROM instances"); do [ -f "$f" ] || fail "original $
 echoscu -aec LDCTNODE 127.0.0.1 "$PORT" || fail "daemon stopped answering"
 "$MKSERIES" --out "$T/good" --rows 32 --cols 32 --slices 4 > /dev/null || fail "mkseries"
 storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T"/good/*.dcm || fail "storescu good"
-done1() { [ "$(sql "SELECT count(*) FROM jobs WHERE state = 'done'")" = 1 ]; }
+done1() { [ "$(sql "SELECT count(*) FROM jobs WHERE state = 'done' AND algorithm != 'none'")" = 1 ]; }
 wait_until 60 "the good series processed after the bad ones" done1
 [ "$(find "$STATE/results" -name '*.dcm' | wc -l)" = 4 ] || fail "results missing"
 stop_daemon || fail "exit code $?"

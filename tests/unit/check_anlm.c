@@ -248,6 +248,22 @@ static void naive_pass(const gpu_anlm_params *p, const naive_fields *f, const gp
 }
 
 /* Haar mixing written out per band, in double. */
+/* The block's range of a and b (the mixed value is clamped to it). */
+static double naive_block_clamp(const double *a, const double *b, int nx, int ny, int x, int y,
+                                int z, const int *l, float v)
+{
+    float lo = INFINITY, hi = -INFINITY;
+    for (int j = 0; j < 8; j++) {
+        int jx = j & 1, jy = j >> 1 & 1, jz = j >> 2;
+        if (jx >= l[0] || jy >= l[1] || jz >= l[2])
+            continue;
+        size_t q = ((size_t)(z + jz) * ny + y + jy) * nx + x + jx;
+        lo = fminf(lo, fminf((float)a[q], (float)b[q]));
+        hi = fmaxf(hi, fmaxf((float)a[q], (float)b[q]));
+    }
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
 static void naive_mix(const double *a, const double *b, int nx, int ny, int nz, double *out)
 {
     const double r = 0.70710678118654752;
@@ -284,7 +300,7 @@ static void naive_mix(const double *a, const double *b, int nx, int ny, int nz, 
                             s *= l[ax] == 1 ? 1.0 : (hb[ax] && kk[ax]) ? -r : r;
                         v += c * s;
                     }
-                    out[i] = v;
+                    out[i] = naive_block_clamp(a, b, nx, ny, x, y, z, l, (float)v);
                 }
             }
 }
@@ -517,6 +533,37 @@ START_TEST(mixing_takes_each_band_from_the_documented_input)
 }
 END_TEST
 
+/* An edge the two results place differently (a step of 16000 in A, the
+ * same step one voxel later in B, as at a sharp boundary the two patch
+ * sizes treat differently): the mixed bands rang up to 12000 beyond both
+ * results. Every voxel now stays within its block's range of A and B, and
+ * a smooth pair is mixed unchanged by the clamp. */
+START_TEST(mixing_does_not_ring_beyond_either_result_at_an_edge)
+{
+    gpu_volume a = vol(8, 8, 8), b = vol(8, 8, 8), o = vol(8, 8, 8);
+    for (int z = 0; z < 8; z++)
+        for (int y = 0; y < 8; y++)
+            for (int x = 0; x < 8; x++) {
+                size_t i = ((size_t)z * 8 + y) * 8 + x;
+                a.data[i] = x + y + z < 12 ? 16400.0f : 265.0f;
+                b.data[i] = x + y + z < 13 ? 16400.0f : 265.0f;
+            }
+    ck_assert_int_eq(gpu_anlm_mix_ref(&a, &b, &o), 0);
+    for (size_t i = 0; i < gpu_volume_count(&a); i++)
+        ck_assert_msg(o.data[i] >= 265.0f && o.data[i] <= 16400.0f, "voxel %zu: %.1f", i,
+                      o.data[i]);
+    fill_structured(&a, 10.0, 30.0);
+    for (size_t i = 0; i < gpu_volume_count(&a); i++)
+        b.data[i] = a.data[i] + 0.5f * sinf((float)i);
+    ck_assert_int_eq(gpu_anlm_mix_ref(&a, &b, &o), 0);
+    for (size_t i = 0; i < gpu_volume_count(&a); i++)
+        ck_assert(fabsf(o.data[i] - a.data[i]) <= 1.0f);
+    gpu_volume_close(&a);
+    gpu_volume_close(&b);
+    gpu_volume_close(&o);
+}
+END_TEST
+
 /* 1 to 3 slices, or images 1 to 3 pixels across, at S = 5: the mirror's
  * period is at most the search radius there, and offsets of a whole period
  * compared every patch with itself (s2 = 0: the input came back unchanged).
@@ -680,6 +727,7 @@ static Suite *anlm_suite(void)
     tcase_add_test(tc, mixing_takes_each_band_from_the_documented_input);
     tcase_add_test(tc, negative_hu_volume_is_filtered_not_passed_through);
     tcase_add_test(tc, few_slices_or_thin_images_are_filtered);
+    tcase_add_test(tc, mixing_does_not_ring_beyond_either_result_at_an_edge);
     tcase_add_test(tc, poisson_counts_over_three_decades_gain_5_db);
     tcase_add_test(tc, same_result_with_any_thread_count);
     tcase_add_test(tc, rejects_bad_parameters);

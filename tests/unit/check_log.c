@@ -31,6 +31,17 @@ START_TEST(journal_lines_carry_the_syslog_priority)
 }
 END_TEST
 
+/* A value from a peer (here an Image Type) cannot start a line of its own
+ * at another priority. */
+START_TEST(control_bytes_in_a_message_cannot_forge_a_line)
+{
+    char buf[128];
+    fmt(buf, sizeof buf, LOG_STYLE_JOURNAL, k_ms, LOG_LVL_NOTICE, "image type %s",
+        "ORIGINAL\\PRIMARY\n<0>forged\r\x7f");
+    ck_assert_str_eq(buf, "<5>image type ORIGINAL\\PRIMARY?<0>forged??\n");
+}
+END_TEST
+
 START_TEST(terminal_lines_carry_time_and_level)
 {
     setenv("TZ", "UTC", 1);
@@ -152,6 +163,7 @@ int main(void)
     TCase *tc = tcase_create("log");
     tcase_add_test(tc, journal_lines_carry_the_syslog_priority);
     tcase_add_test(tc, terminal_lines_carry_time_and_level);
+    tcase_add_test(tc, control_bytes_in_a_message_cannot_forge_a_line);
     tcase_add_test(tc, long_lines_are_cut_and_still_end_with_a_newline);
     tcase_add_test(tc, the_style_follows_stderr_and_the_journal);
     tcase_add_test(tc, a_flood_of_one_line_is_logged_once);

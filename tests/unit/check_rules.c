@@ -103,7 +103,11 @@ START_TEST(image_type_matches_on_all_its_values)
     char dir[64], path[128];
     ldct_config *c = NULL;
     tu_tmpdir(dir, sizeof dir);
-    tu_write(dir, "t.conf", "[rule axial]\nmatch.image_type = *\\AXIAL*\n", path, sizeof path);
+    tu_write(dir, "t.conf",
+             "[rule axial]\nmatch.image_type = *\\AXIAL*\n"
+             "[rule forward]\naction = both\ndestinations = pacs\n"
+             "[destination pacs]\nhost = 127.0.0.1\nae_title = PACS\n",
+             path, sizeof path);
     ck_assert_int_eq(config_load(path, &c), 0);
     rule_series s = series("Chest", 1.0, 120);
     s.image_type = "ORIGINAL\\PRIMARY\\AXIAL";
@@ -111,9 +115,14 @@ START_TEST(image_type_matches_on_all_its_values)
     s.image_type = "ORIGINAL\\PRIMARY\\AXIAL\\CT_SOM5 SPI";
     ck_assert_str_eq(rules_match(c, &s)->name, "axial");
     s.image_type = "DERIVED\\SECONDARY\\REFORMATTED";
-    ck_assert_ptr_null(rules_match(c, &s));
+    ck_assert_str_eq(rules_match(c, &s)->name, "forward");
     s.image_type = NULL; /* absent */
-    ck_assert_ptr_null(rules_match(c, &s));
+    ck_assert_str_eq(rules_match(c, &s)->name, "forward");
+    /* `both` still takes a series that cannot be processed (it then only
+     * sends the original); `process` does not. */
+    s.image_type = "ORIGINAL\\PRIMARY\\AXIAL";
+    s.not_processable = "colour images (photometric interpretation 'RGB')";
+    ck_assert_str_eq(rules_match(c, &s)->name, "forward");
     config_free(c);
 }
 END_TEST
