@@ -69,8 +69,7 @@ struct scp__pixfmt {
 };
 
 /* A value in the stored bits of f (BitsStored wide), sign-extended when f
- * is signed: how a stored pixel (after its shift) or a padding attribute
- * written as US for signed pixels is read. */
+ * is signed: how a stored pixel is read after its shift. */
 inline int32_t scp__stored_value(const scp__pixfmt &f, uint32_t v)
 {
     uint32_t mask = f.stored >= 32 ? 0xFFFFFFFFu : ((1u << f.stored) - 1u);
@@ -90,7 +89,8 @@ inline int32_t scp__stored_at(const scp__pixfmt &f, const uint8_t *p8, const uin
 
 /* The stored values that mark padding (outside the scanned field):
  * [Pixel Padding Value, Pixel Padding Range Limit] in either order, or the
- * one value without a limit. False when ds has no Pixel Padding Value. */
+ * one value without a limit. False when ds has no Pixel Padding Value or
+ * one that BitsStored cannot hold. */
 bool scp__padding_range(DcmItem *ds, const scp__pixfmt &f, int32_t *lo, int32_t *hi);
 
 /* Reads and checks the pixel format: MONOCHROME1/2, one sample, 8 or 16 bits

@@ -175,16 +175,34 @@ DcmItem *scp__fg_item(DcmItem *ds, int frame, const DcmTagKey &seq)
     return nullptr;
 }
 
+/* A padding attribute as a stored value: a US-encoded 16-bit value of
+ * signed pixels is read as signed (dcmodify and some scanners write -2000
+ * as 63536); a value outside what BitsStored can hold matches no pixel
+ * (PS3.3 C.7.5.1.1.2 compares it with stored values). */
+static bool padding_attribute(DcmItem *ds, const DcmTagKey &tag, const scp__pixfmt &f, int32_t *out)
+{
+    long v = 0;
+    if (ds->findAndGetLongInt(tag, v).bad())
+        return false;
+    if (f.sign && v > 32767 && v <= 65535)
+        v -= 65536;
+    const long lo = f.sign ? -(1L << (f.stored - 1)) : 0;
+    const long hi = f.sign ? (1L << (f.stored - 1)) - 1 : (1L << f.stored) - 1;
+    if (v < lo || v > hi)
+        return false;
+    *out = (int32_t)v;
+    return true;
+}
+
 bool scp__padding_range(DcmItem *ds, const scp__pixfmt &f, int32_t *lo, int32_t *hi)
 {
-    long v = 0, limit = 0;
-    if (ds->findAndGetLongInt(DCM_PixelPaddingValue, v).bad())
+    if (!padding_attribute(ds, DCM_PixelPaddingValue, f, lo))
         return false;
-    *lo = *hi = scp__stored_value(f, (uint32_t)v);
-    if (ds->findAndGetLongInt(DCM_PixelPaddingRangeLimit, limit).good()) {
-        int32_t l = scp__stored_value(f, (uint32_t)limit);
-        *lo = l < *lo ? l : *lo;
-        *hi = l > *hi ? l : *hi;
+    *hi = *lo;
+    int32_t limit = 0;
+    if (padding_attribute(ds, DCM_PixelPaddingRangeLimit, f, &limit)) {
+        *lo = limit < *lo ? limit : *lo;
+        *hi = limit > *hi ? limit : *hi;
     }
     return true;
 }

@@ -263,6 +263,32 @@ START_TEST(derived_instance_keeps_padding_pixels_exactly)
 }
 END_TEST
 
+/* A Pixel Padding Value that BitsStored cannot hold matches no pixel: with
+ * 12 bits stored, -3024 must not be masked onto 1072 (0xF430 & 0xFFF), a
+ * real value that would then have passed unfiltered. */
+START_TEST(padding_value_outside_the_stored_bits_matches_nothing)
+{
+    char src[128], out[128], cmd[512], err[256] = "";
+    static float v[ROWS * COLS], hu[ROWS * COLS];
+    for (int i = 0; i < ROWS * COLS; i++)
+        pixels[i] = (int16_t)(i % 5 == 0 ? 1072 : (i * 37) % 3000 - 1000);
+    path_of(src, sizeof src, "src.dcm");
+    path_of(out, sizeof out, "derived.dcm");
+    write_ct(src, EXPLICIT, "1.2.826.0.1.3680043.9.7.1.1.1");
+    snprintf(cmd, sizeof cmd,
+             "dcmodify -nb -q -m BitsStored=12 -m HighBit=11 -i '(0028,0120)=-3024' %s", src);
+    ck_assert_int_eq(system(cmd), 0);
+    write_derived(src, out, NULL, v);
+    ck_assert_int_eq(scp_slice_read_hu(out, hu, ROWS * COLS, err, sizeof err), 0);
+    for (int i = 0; i < ROWS * COLS; i++) {
+        double s = nearbyint((v[i] + 1024.0) / 0.5);
+        float want = (float)((s < -2048 ? -2048 : s > 2047 ? 2047 : s) * 0.5 - 1024.0);
+        ck_assert_msg(hu[i] == want, "pixel %d (stored %d): %.1f, expected %.1f", i, pixels[i],
+                      hu[i], want);
+    }
+}
+END_TEST
+
 /* Number of "Error" lines dciodvfy prints for path. */
 static int dciodvfy_errors(const char *path)
 {
@@ -727,6 +753,7 @@ int main(void)
     tcase_add_loop_test(tc, derived_instance_has_new_identity_and_rounded_clamped_values, 0, 2);
     tcase_add_test(tc, derived_instance_adds_no_dciodvfy_error);
     tcase_add_loop_test(tc, derived_instance_keeps_padding_pixels_exactly, 0, 2);
+    tcase_add_test(tc, padding_value_outside_the_stored_bits_matches_nothing);
     tcase_add_test(tc, enhanced_ct_geometry_and_per_frame_rescale);
     tcase_add_test(tc, send_files_to_storescp_succeeds_converting_compressed_files);
     tcase_add_test(tc, send_files_to_a_closed_port_is_enet_quickly);
