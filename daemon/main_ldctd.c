@@ -4,6 +4,7 @@
 #include "daemon/version.h"
 #include "gpu/device.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -40,8 +41,13 @@ int main(int argc, char **argv)
      * start 0.15 s longer with eager loading (docs/PERFORMANCE.md). */
     gpu_load_kernels_eagerly();
     /* A reload asked for before the loop's handler is installed (a manual
-     * or logrotate HUP during the start) must not kill the daemon: it is
-     * ignored until then (the start reads the file itself). */
-    signal(SIGHUP, SIG_IGN);
+     * or logrotate HUP during the start) must not kill the daemon: SIGHUP
+     * is blocked here, before any thread starts (they all inherit it), and
+     * the main thread unblocks it once the handler exists, so a pending
+     * reload then runs. */
+    sigset_t hup;
+    sigemptyset(&hup);
+    sigaddset(&hup, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &hup, NULL);
     return server_run(config);
 }

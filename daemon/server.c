@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <unistd.h>
 #include <stdio.h>
@@ -400,6 +401,11 @@ static void start_loop_handles(server *s)
         sigs[i]->data = s;
         uv_signal_start(sigs[i], on_signal, nums[i]);
     }
+    /* main blocked SIGHUP until here; only this thread takes it now. */
+    sigset_t hup;
+    sigemptyset(&hup);
+    sigaddset(&hup, SIGHUP);
+    pthread_sigmask(SIG_UNBLOCK, &hup, NULL);
     uv_timer_init(&s->loop, &s->stable_timer);
     s->stable_timer.data = s;
     uv_timer_start(&s->stable_timer, on_stable_timer, STABLE_CHECK_MS, STABLE_CHECK_MS);
@@ -489,6 +495,12 @@ static void shutdown_all(server *s)
     log_queue_left(s);
     uv_walk(&s->loop, close_handle, NULL);
     uv_run(&s->loop, UV_RUN_DEFAULT);
+    /* Closing the signal handles restored the default actions, under which
+     * a late SIGHUP (logrotate) or a second SIGTERM would kill a stop that
+     * has already handed everything on: ignored from here to the exit. */
+    signal(SIGHUP, SIG_IGN);
+    signal(SIGTERM, SIG_IGN);
+    signal(SIGINT, SIG_IGN);
     uv_loop_close(&s->loop);
     ingest_free(s->ingest);
     db_close(s->db);

@@ -132,9 +132,8 @@ static void out_dir_of(const worker *w, const db_job *j, const worker_settings *
 
 static void log_done(const worker *w, const db_job *j, const process_result *r)
 {
-    char h[32] = ""; /* one h: nlm2d and nlm3d only (anlm's is local) */
-    if (strcmp(r->algorithm, "nlm2d") == 0 || strcmp(r->algorithm, "nlm3d") == 0)
-        snprintf(h, sizeof h, ", h %.1f", r->h);
+    char h[96];
+    process_params_text(r, h, sizeof h);
     log_notice("job %lld done: series %s -> %s, %d file(s) %dx%dx%d, %s on %s%s%s;"
                " load %.2f s, filter %.2f s, write %.2f s",
                (long long)j->id, j->series_uid, r->series_uid, r->n, r->nx, r->ny, r->nz,
@@ -419,7 +418,6 @@ int worker_pool_busy(worker_pool *p)
     return b;
 }
 
-/* Waits until no job runs or the deadline passes; returns the jobs still running. */
 void worker_pool_drain(worker_pool *p)
 {
     if (!p)
@@ -430,6 +428,7 @@ void worker_pool_drain(worker_pool *p)
     pthread_mutex_unlock(&p->lock);
 }
 
+/* Waits until no job runs or the deadline passes; returns the jobs still running. */
 static int wait_idle(worker_pool *p, int grace_s)
 {
     struct timespec ts;

@@ -224,7 +224,8 @@ typedef struct scp_slice_info {
         rescale_intercept;
     /* What rules match on ("" / NAN when absent; root level of the dataset). */
     char series_description[65], protocol_name[65], body_part_examined[17], manufacturer[65];
-    char image_type[65]; /* every value, backslash-separated: "ORIGINAL\PRIMARY\AXIAL" */
+    char image_type[257]; /* every value, backslash-separated: "ORIGINAL\PRIMARY\AXIAL"
+                           * (cut at 256 bytes; vendors add many values) */
     int series_number;
     double kvp, ctdivol, exposure_mas;
     double *frame_positions; /* frames*3 for multi-frame (Enhanced CT per-frame Plane

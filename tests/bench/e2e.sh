@@ -72,7 +72,7 @@ jobs = json.load(open(sys.argv[1]))
 series = {s["series_uid"]: s for s in json.load(open(sys.argv[2]))}
 done = {}
 for line in open(sys.argv[3]):
-    m = re.search(r"job (\d+) done: .* (\S+) on (\S+)(?: \(GPU failed\))?, h [\d.]+; "
+    m = re.search(r"job (\d+) done: .* (\S+) on (\S+)(?: \(GPU failed\))?(?:, [^;]*)?; "
                   r"load ([\d.]+) s, filter ([\d.]+) s, write ([\d.]+) s", line)
     if m:
         done[int(m.group(1))] = m.groups()[1:]

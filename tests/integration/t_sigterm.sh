@@ -24,15 +24,16 @@ if echo "$echo_out" | grep -q "Rejected Transient"; then
         fail "refusal while stopping: $(grep rejected "$T/ldctd.log")"
 fi
 # SIGHUP during the start (a manual or logrotate reload before the loop's
-# handler exists) must not kill the daemon (it died of "Hangup", rc 129).
-# Once main has run far enough to ignore SIGHUP (its bit in SigIgn), a
-# burst of SIGHUPs until "ready" must leave it running.
-hup_ignored() { [ $((0x$(sed -n 's/^SigIgn:[[:space:]]*//p' "/proc/$1/status" 2>/dev/null || echo 0) & 1)) = 1 ]; }
+# handler exists) must not kill the daemon (it died of "Hangup", rc 129):
+# it is blocked until the handler exists, and the reload then runs. From the
+# moment main has blocked it (SigBlk bit 1), a burst of SIGHUPs until
+# "ready" must leave the daemon running and end in one reload.
+hup_blocked() { [ $((0x$(sed -n 's/^SigBlk:[[:space:]]*//p' "/proc/$1/status" 2>/dev/null || echo 0) & 1)) = 1 ]; }
 "$LDCTD" --config "$T/ldctd.conf" >> "$T/ldctd2.log" 2>&1 &
 DAEMON_PID=$!
 for _ in $(seq 1 5000); do
-    hup_ignored "$DAEMON_PID" && break
-    grep -q "ldctd ready" "$T/ldctd2.log" && fail "SIGHUP was never ignored during the start"
+    hup_blocked "$DAEMON_PID" && break
+    grep -q "ldctd ready" "$T/ldctd2.log" && fail "SIGHUP was never blocked during the start"
 done
 hups=0
 until grep -q "ldctd ready" "$T/ldctd2.log"; do
@@ -42,7 +43,7 @@ until grep -q "ldctd ready" "$T/ldctd2.log"; do
     [ $hups -lt 5000 ] || fail "ldctd did not become ready"
 done
 note "$hups SIGHUP(s) during the start"
-sleep 0.2
+wait_until 5 "the reload asked for during the start" grep -q "configuration reloaded" "$T/ldctd2.log"
 kill -0 "$DAEMON_PID" 2>/dev/null || fail "ldctd died after SIGHUPs during its start"
 echoscu -aec LDCTNODE 127.0.0.1 "$PORT" || fail "no C-ECHO after the SIGHUPs"
 stop_daemon || fail "exit code $? after the SIGHUPs"

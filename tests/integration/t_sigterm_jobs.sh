@@ -4,8 +4,9 @@
 # started (they used to be claimed during the grace, only to risk being cut
 # off at its end) and stay pending for the next start; exit 0.
 . "$(dirname "$0")/lib.sh"
-write_config "stable_seconds = 1" "devices = cpu" "shutdown_grace_seconds = 8" "[rule all]" \
-    "algorithm = nlm3d"
+HTTP_PORT=$(free_port)
+write_config "stable_seconds = 1" "devices = cpu" "shutdown_grace_seconds = 30" \
+    "http_port = $HTTP_PORT" "[rule all]" "algorithm = nlm3d"
 start_daemon
 "$MKSERIES" --out "$T/big" --rows 384 --cols 384 --slices 32 --thickness 1 --noise 20 > /dev/null ||
     fail "mkseries big"
@@ -19,14 +20,19 @@ storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T"/b/*.dcm "$T"/c/*.dcm || fail "stor
 queued2() { [ "$(sql "SELECT count(*) FROM jobs WHERE state = 'pending'")" = 2 ]; }
 wait_until 10 "two jobs queued behind it" queued2
 job_is 1 running || skip "the big job ended before the others were queued (machine too fast)"
+# The stalled association holds the stop for up to 12 s (then rawscu hangs
+# up itself): long enough for the big job to end while it is held.
 python3 "$ROOT/tests/tools/rawscu.py" 127.0.0.1 "$PORT" store "$T/b/IMG0001.dcm" --stall 1000 \
-    --wait 30 > "$T/stall.out" 2>&1 &
-sleep 0.5
+    --wait 12 > "$T/stall.out" 2>&1 &
+assoc_open() {
+    curl -s "http://127.0.0.1:$HTTP_PORT/status" | grep -q '"associations_active":1'
+}
+wait_until 10 "the stalled association open" assoc_open
 kill -TERM "$DAEMON_PID"
 rc=0; wait "$DAEMON_PID" || rc=$?
 DAEMON_PID=
 [ $rc = 0 ] || fail "exit code $rc"
-grep -q "waiting up to 8 s for 1 association" "$T/ldctd.log" || fail "the grace was not held open"
+grep -q "waiting up to 30 s for 1 association" "$T/ldctd.log" || fail "the grace was not held open"
 [ "$(sql "SELECT state FROM jobs WHERE id = 1")" = done ] || fail "the running job did not finish"
 [ "$(sql "SELECT count(*) FROM jobs WHERE state = 'pending'")" = 2 ] ||
     fail "queued jobs started while stopping: $(sql "SELECT id, state FROM jobs")"
