@@ -54,6 +54,7 @@ typedef struct loader {
                            * t-major: fp[t * nz + z] */
     double normal[3], step;
     int nz, nt, tkey; /* positions, time points, SCP_TIME_* key (-1: 3D) */
+    int slices;       /* asm_series_load_slices: a stack for a slice-by-slice filter */
     char *err;
     size_t err_len;
 } loader;
@@ -322,7 +323,7 @@ static int check_file(loader *l, int i)
                             isfinite(s->pixel_spacing[0]) && isfinite(s->pixel_spacing[1])))
         return fail(l, LDCT_EINPUT, "%s has an unusable pixel spacing (%g\\%g mm)", name,
                     s->pixel_spacing[0], s->pixel_spacing[1]);
-    return l->nframes > 1 ? check_placed(l, i, name) : 0;
+    return l->nframes > 1 && !l->slices ? check_placed(l, i, name) : 0;
 }
 
 /* ---- the files against one another --------------------------------------- */
@@ -500,13 +501,21 @@ static int check_field(loader *l, const field_check *c)
     return 0;
 }
 
+/* What a stack of slices filtered one by one need not share: their place
+ * in space (each derived slice keeps its source's). */
+static int slices_may_differ(const field_check *c)
+{
+    return c->same == same_spacing || c->same == same_orientation || c->same == same_for;
+}
+
 static int check_files(loader *l)
 {
     int rc = 0;
     for (int i = 0; rc == 0 && i < l->n; i++)
         rc = check_file(l, i);
     for (size_t k = 0; rc == 0 && k < sizeof k_fields / sizeof k_fields[0]; k++)
-        rc = check_field(l, &k_fields[k]);
+        if (!l->slices || !slices_may_differ(&k_fields[k]))
+            rc = check_field(l, &k_fields[k]);
     return rc;
 }
 
@@ -568,14 +577,43 @@ static int cmp_frame(const void *a, const void *b)
     return (x->frame > y->frame) - (x->frame < y->frame);
 }
 
+/* 1 when every frame has a usable position and its file an orientation. */
+static int all_placed(const loader *l)
+{
+    for (int i = 0; i < l->n; i++) {
+        const scp_slice_info *s = &l->info[i];
+        if (!s->has_orientation || !all_finite(s->orientation, 6) || !s->has_position ||
+            !all_finite(s->position, 3) || (s->frames > 1 && !s->frame_positions) ||
+            (s->frame_positions && !all_finite(s->frame_positions, 3 * s->frames)))
+            return 0;
+    }
+    return 1;
+}
+
+/* A stack without usable positions: by instance number, then file and
+ * frame (d counts frames, so the steps are 1). */
+static int sort_by_number(loader *l)
+{
+    int k = 0;
+    for (int i = 0; i < l->n; i++)
+        for (int f = 0; f < l->info[i].frames; f++)
+            l->fp[k++] = (frame_pos){.d = l->info[i].instance_number, .file = i, .frame = f};
+    qsort(l->fp, (size_t)l->nframes, sizeof *l->fp, cmp_frame);
+    for (k = 0; k < l->nframes; k++)
+        l->fp[k].d = k;
+    return 0;
+}
+
 static int sort_frames(loader *l)
 {
-    int rc = set_normal(l);
-    if (rc < 0)
-        return rc;
     l->fp = malloc((size_t)l->nframes * sizeof *l->fp);
     if (!l->fp)
         return fail(l, -ENOMEM, "out of memory");
+    if (l->slices && l->nframes > 1 && !all_placed(l))
+        return sort_by_number(l);
+    int rc = set_normal(l);
+    if (rc < 0)
+        return rc;
     int k = 0;
     for (int i = 0; i < l->n; i++) {
         const scp_slice_info *s = &l->info[i];
@@ -649,12 +687,17 @@ static int step_fail(loader *l, int kind, int k)
 
 static int check_steps(loader *l)
 {
+    double t = l->info[0].slice_thickness;
     if (l->nframes < 2) {
-        double t = l->info[0].slice_thickness;
         l->step = isfinite(t) && t > 0 ? t : 1.0;
         return 0;
     }
     int rc = median_step(l, &l->step);
+    if (l->slices) { /* any steps: the spacing is only reported */
+        if (rc == 0 && !(l->step > 0))
+            l->step = isfinite(t) && t > 0 ? t : 1.0;
+        return rc;
+    }
     for (int kind = STEP_DUPLICATE; rc == 0 && kind <= STEP_UNEVEN; kind++)
         for (int k = 0; k + 1 < l->nframes; k++)
             if (step_is(l, kind, step_at(l, k)))
@@ -747,6 +790,8 @@ static int group_time_points(loader *l)
     l->nz = l->nframes;
     l->nt = 1;
     l->tkey = -1;
+    if (l->slices)
+        return 0;
     int *first = malloc(((size_t)l->nframes + 1) * sizeof *first), repeated = 0;
     if (!first)
         return fail(l, -ENOMEM, "out of memory");
@@ -854,14 +899,15 @@ static void loader_free(loader *l)
     free(l->fp);
 }
 
-int asm_series_load(const char *const *paths, int n, asm_series *out, char *err, size_t err_len)
+static int load(const char *const *paths, int n, int slices, asm_series *out, char *err,
+                size_t err_len)
 {
     if (err && err_len)
         err[0] = '\0';
     if (!out)
         return -EINVAL;
     memset(out, 0, sizeof *out);
-    loader l = {.paths = paths, .n = n, .err = err, .err_len = err_len};
+    loader l = {.paths = paths, .n = n, .slices = slices, .err = err, .err_len = err_len};
     if (n <= 0)
         return fail(&l, LDCT_EINPUT, "the series has no files");
     if (!paths)
@@ -880,6 +926,17 @@ int asm_series_load(const char *const *paths, int n, asm_series *out, char *err,
               out->series_uid, out->vol.nz, out->vol.nt, n, out->vol.nx, out->vol.ny,
               out->vol.spacing[0], out->vol.spacing[1], out->vol.spacing[2]);
     return 0;
+}
+
+int asm_series_load(const char *const *paths, int n, asm_series *out, char *err, size_t err_len)
+{
+    return load(paths, n, 0, out, err, err_len);
+}
+
+int asm_series_load_slices(const char *const *paths, int n, asm_series *out, char *err,
+                           size_t err_len)
+{
+    return load(paths, n, 1, out, err, err_len);
 }
 
 void asm_series_close(asm_series *s)

@@ -76,6 +76,16 @@ typedef struct asm_series {
  * zeroed. */
 int asm_series_load(const char *const *paths, int n, asm_series *out, char *err, size_t err_len);
 
+/* The same for a filter that works slice by slice (nlm2d): the images
+ * must agree on size and pixel format, but not on their place: gaps,
+ * uneven or repeated positions, mixed orientations or frames of reference
+ * and missing positions are accepted. Slices are sorted along the first
+ * file's normal when every one has a position and an orientation, else by
+ * instance number; no time points (nt = 1); spacing[2] is the median step
+ * (or the thickness) and only describes the stack. */
+int asm_series_load_slices(const char *const *paths, int n, asm_series *out, char *err,
+                           size_t err_len);
+
 /* Why a series whose first instance is s can never be processed as
  * images, or NULL when it may be: not an image (no rows or columns, e.g. a
  * dose report), a colour image (e.g. a dose screen), or a localizer (Image

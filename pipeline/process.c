@@ -552,6 +552,32 @@ static uint64_t filtered_bytes(const asm_series *s, uint64_t sources)
     return sources > px ? sources : px;
 }
 
+/* nlm2d filters slice by slice, so it takes a stack whose geometry is no
+ * volume (a gap, uneven or repeated positions, no positions). auto takes
+ * such a stack too when its slices are thick enough for nlm2d (> 2 mm);
+ * a thin one keeps the volume's error, since nlm3d needs the volume. */
+static int load_for(int algo, const char *const *paths, int n, asm_series *s, char *err,
+                    size_t err_len)
+{
+    if (algo == ALGO_NLM2D)
+        return asm_series_load_slices(paths, n, s, err, err_len);
+    int rc = asm_series_load(paths, n, s, err, err_len);
+    if (rc != LDCT_EINPUT || algo != ALGO_AUTO)
+        return rc;
+    char err2[256];
+    if (asm_series_load_slices(paths, n, s, err2, sizeof err2) != 0)
+        return rc;
+    if (s->vol.nt == 1 &&
+        rules_algorithm(&(cfg_rule){.algorithm = ALGO_AUTO}, s->slice_thickness) == ALGO_NLM2D) {
+        log_notice("series %s is no regular volume (%s); auto filters it slice by slice (nlm2d)",
+                   s->series_uid, err);
+        err[0] = '\0';
+        return 0;
+    }
+    asm_series_close(s);
+    return rc;
+}
+
 int process_series(const char *const *paths, int n, const process_opts *o, process_result *r,
                    char *err, size_t err_len)
 {
@@ -574,7 +600,7 @@ int process_series(const char *const *paths, int n, const process_opts *o, proce
         return rc;
     asm_series s;
     int64_t t0 = ldct_now_ms();
-    rc = asm_series_load(paths, n, &s, err, err_len);
+    rc = load_for(o->algorithm, paths, n, &s, err, err_len);
     r->load_s = seconds_since(t0);
     if (!rc && (rc = process_check_room(o, filtered_bytes(&s, sources), err, err_len)))
         asm_series_close(&s);

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Bad series: mixed image sizes and a missing slice each fail their job with
-# a reason an administrator understands, shown by `ldct jobs`; the originals
-# stay in the spool and the daemon keeps serving (C-ECHO, and a good series
-# after them is processed). Series that no processing can use, as a scanner
+# Bad series: mixed image sizes and a missing slice of a 1 mm series each
+# fail their job with a reason an administrator understands, shown by `ldct
+# jobs`; the originals stay in the spool and the daemon keeps serving
+# (C-ECHO, and a good series after them is processed). A missing slice of a
+# 2.5 mm series is no failure: auto filters it slice by slice (nlm2d). Series that no processing can use, as a scanner
 # sending whole studies adds them (a dose report, a localizer, a colour
 # dose screen), match no `process` rule: no failed job, and the log names
 # why. The dose report is unmatched; the localizer meets a rule on its
@@ -22,7 +23,10 @@ study=1.2.826.0.1.3680043.9.7.9.1
     --series-uid "$study.1" > /dev/null || fail "mkseries"
 "$MKSERIES" --out "$T/mixed2" --rows 32 --cols 24 --slices 1 --study-uid "$study" \
     --series-uid "$study.1" > /dev/null || fail "mkseries"
-"$MKSERIES" --out "$T/gap" --rows 32 --cols 32 --slices 8 --series-uid "$study.2" > /dev/null ||
+"$MKSERIES" --out "$T/thick" --rows 32 --cols 32 --slices 8 --thickness 2.5 \
+    --series-uid "$study.6" > /dev/null || fail "mkseries"
+rm "$T/thick/IMG0004.dcm"
+"$MKSERIES" --out "$T/gap" --rows 32 --cols 32 --slices 8 --thickness 1 --series-uid "$study.2" > /dev/null ||
     fail "mkseries"
 rm "$T/gap/IMG0004.dcm"
 cat > "$T/sr.txt" <<'DUMP'
@@ -47,7 +51,8 @@ printf '%s\n' "(0028,0002) US 3" "(0028,0004) CS [RGB]" "(0028,0006) US 0" "(002
     "(0028,0011) US 2" "(0028,0100) US 8" "(0028,0101) US 8" "(0028,0102) US 7" \
     "(0028,0103) US 0" "(7fe0,0010) OB 00\01\02\03\04\05\06\07\08\09\0a\0b" >> "$T/sc.txt"
 dump2dcm -q +te "$T/sc.txt" "$T/sc.dcm" || fail "dump2dcm colour"
-storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T"/mixed/*.dcm "$T"/gap/*.dcm || fail "storescu"
+storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T"/mixed/*.dcm "$T"/gap/*.dcm "$T"/thick/*.dcm ||
+    fail "storescu"
 storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T/sr.dcm" "$T/sc.dcm" "$T"/loc/*.dcm ||
     fail "storescu SR, colour, localizer"
 failed2() { [ "$(sql "SELECT count(*) FROM jobs WHERE state = 'failed'")" = 2 ]; }
@@ -64,7 +69,13 @@ for w in "$study.3 (SR, 1 instance(s)) matches no rule that applies to it (not a
 done
 [ "$(sql "SELECT j.action || ' ' || j.algorithm || ' ' || j.state FROM jobs j JOIN series s ON s.id = j.series_id WHERE s.series_uid = '$study.5'")" = "route none done" ] ||
     fail "the screen's job: $(sql "SELECT * FROM jobs")"
-[ "$(sql "SELECT count(*) FROM jobs")" = 3 ] || fail "jobs for series no processing can use"
+thick_done() { [ "$(sql "SELECT j.state FROM jobs j JOIN series s ON s.id = j.series_id WHERE s.series_uid = '$study.6'")" = done ]; }
+wait_until 30 "the 2.5 mm series with a gap filtered slice by slice" thick_done
+grep -qF "series $study.6 is no regular volume (gap of 5.00 mm" "$T/ldctd.log" ||
+    fail "no word on the slice-by-slice fallback"
+grep -q "job [0-9]* done: series $study.6 .* 7 file(s) 32x32x7, nlm2d" "$T/ldctd.log" ||
+    fail "the 2.5 mm series was not filtered with nlm2d"
+[ "$(sql "SELECT count(*) FROM jobs")" = 4 ] || fail "jobs for series no processing can use"
 "$LDCT" --config "$T/ldctd.conf" jobs --json > "$T/jobs.json" || fail "ldct jobs"
 python3 - "$T/jobs.json" "$study" <<'PY' || fail "reasons: $(cat "$T/jobs.json")"
 import json, sys
@@ -79,12 +90,12 @@ for uid, words in ((st + ".1", ["24 columns", "32"]), (st + ".2", ["gap", "missi
     print("  %s: %s" % (uid, j["last_error"]))
 PY
 "$LDCT" --config "$T/ldctd.conf" jobs | grep -q "error   .*columns" || fail "ldct jobs text lacks the reason"
-[ "$(sql "SELECT count(*) FROM instances")" = 16 ] || fail "originals not kept"
+[ "$(sql "SELECT count(*) FROM instances")" = 23 ] || fail "originals not kept"
 for f in $(sql "SELECT path FROM instances"); do [ -f "$f" ] || fail "original $f removed"; done
 echoscu -aec LDCTNODE 127.0.0.1 "$PORT" || fail "daemon stopped answering"
 "$MKSERIES" --out "$T/good" --rows 32 --cols 32 --slices 4 > /dev/null || fail "mkseries"
 storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T"/good/*.dcm || fail "storescu good"
-done1() { [ "$(sql "SELECT count(*) FROM jobs WHERE state = 'done' AND algorithm != 'none'")" = 1 ]; }
+done1() { [ "$(sql "SELECT count(*) FROM jobs WHERE state = 'done' AND algorithm != 'none'")" = 2 ]; }
 wait_until 60 "the good series processed after the bad ones" done1
-[ "$(find "$STATE/results" -name '*.dcm' | wc -l)" = 4 ] || fail "results missing"
+[ "$(find "$STATE/results" -name '*.dcm' | wc -l)" = 11 ] || fail "results missing"
 stop_daemon || fail "exit code $?"

@@ -4,7 +4,8 @@
 # other files are skipped, noise in a uniform region is at least halved,
 # the derived instances pass dciodvfy as their sources do; uniform and
 # Gaussian patch weighting (--patch-weighting) give different results; bad arguments
-# and an inconsistent series give clear errors and a failing exit code.
+# and an inconsistent series give clear errors and a failing exit code
+# (nlm3d on a series with a gap); nlm2d filters that series slice by slice.
 . "$(dirname "$0")/lib.sh"
 DCMSTAT="$ROOT/$BUILD/tools/dcmstat"
 "$MKSERIES" --out "$T/in/a" --rows 64 --cols 64 --slices 8 --thickness 1 --noise 20 > /dev/null ||
@@ -68,6 +69,13 @@ grep -q "unknown patch weighting 'box'" "$T/e" || fail "no message for an unknow
 grep -q "unknown algorithm 'nlm9'" "$T/e" || fail "no message for an unknown algorithm"
 "$MKSERIES" --out "$T/bad" --rows 32 --cols 32 --slices 6 > /dev/null || fail mkseries
 rm "$T/bad/IMG0003.dcm"
-"$LDCT" filter --algo nlm2d --in "$T/bad" --out "$T/badout" --device cpu 2> "$T/e" &&
-    fail "a series with a gap was processed"
+"$LDCT" filter --algo nlm3d --in "$T/bad" --out "$T/badout" --device cpu 2> "$T/e" &&
+    fail "a series with a gap was processed with nlm3d"
 grep -q "gap of" "$T/e" || fail "no reason for the gap: $(cat "$T/e")"
+# nlm2d filters slice by slice: the gap does not matter, and each derived
+# slice keeps its source's position.
+"$LDCT" filter --algo nlm2d --in "$T/bad" --out "$T/bad2d" --device cpu > /dev/null 2> "$T/e" ||
+    fail "nlm2d refused a series with a gap: $(cat "$T/e")"
+[ "$(ls "$T/bad2d" | wc -l)" = 5 ] || fail "nlm2d with a gap: $(ls "$T/bad2d" | wc -l) files"
+positions() { for f in "$1"/*.dcm; do dcmdump -q +P 0020,0032 "$f"; done | sort; }
+[ "$(positions "$T/bad")" = "$(positions "$T/bad2d")" ] || fail "positions changed by nlm2d"

@@ -426,6 +426,53 @@ START_TEST(missing_position_fails)
 }
 END_TEST
 
+/* A stack for a slice-by-slice filter (nlm2d) takes what no volume can be:
+ * a gap, uneven and repeated positions, a missing position (then every
+ * slice goes by instance number), and keeps each slice's pixels. */
+static void load_slices_ok(asm_series *s)
+{
+    char err[512] = "";
+    memset(s, 0xA5, sizeof *s);
+    int rc = asm_series_load_slices(pv, nfiles, s, err, sizeof err);
+    ck_assert_msg(rc == 0, "load slices: %d %s", rc, err);
+}
+
+START_TEST(a_stack_of_slices_takes_what_a_volume_refuses)
+{
+    static const double z[] = {0, 1.25, 3.75, 5.15, 5.15};
+    for (int k = 0; k < 5; k++)
+        write_slice(slice(11 + k, z[4 - k])); /* files in reverse order of position */
+    asm_series s;
+    load_slices_ok(&s);
+    ck_assert_int_eq(s.vol.nz, 5);
+    ck_assert_int_eq(s.vol.nt, 1);
+    assert_plane_is(&s, 0, 15); /* position 0 is the last file */
+    assert_plane_is(&s, 2, 13);
+    asm_series_close(&s);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "dcmodify -q -nb -ea '(0020,0032)' %s", paths[1]);
+    ck_assert_int_eq(system(cmd), 0);
+    load_slices_ok(&s); /* one slice without a position: by instance number */
+    for (int k = 0; k < 5; k++)
+        assert_plane_is(&s, k, 11 + k);
+    asm_series_close(&s);
+    expect_failure(LDCT_EINPUT, "slice 12 has no usable image position", NULL); /* a volume */
+}
+END_TEST
+
+START_TEST(a_stack_of_slices_still_needs_one_image_size)
+{
+    write_slice(slice(11, 0));
+    scp_ct_params p = slice(12, 1.25);
+    p.cols = COLS - 2;
+    write_slice(p);
+    asm_series s;
+    char err[512] = "";
+    ck_assert_int_eq(asm_series_load_slices(pv, nfiles, &s, err, sizeof err), LDCT_EINPUT);
+    ck_assert_msg(strstr(err, "columns") != NULL, "%s", err);
+}
+END_TEST
+
 /* Writes a dump2dcm dump as the next input file. */
 static void write_dump(const char *text)
 {
@@ -900,6 +947,8 @@ int main(void)
     tcase_add_test(tc, file_that_is_not_dicom_fails_cleanly);
     tcase_add_test(tc, truncated_pixel_data_fails_naming_the_slice);
     tcase_add_test(tc, colour_image_is_unsupported);
+    tcase_add_test(tc, a_stack_of_slices_takes_what_a_volume_refuses);
+    tcase_add_test(tc, a_stack_of_slices_still_needs_one_image_size);
     tcase_add_test(tc, not_processable_names_non_images_colour_and_localizers);
     tcase_add_test(tc, no_files_is_einput_and_close_accepts_zeroed_structs);
     tcase_add_test(tc, enhanced_ct_frames_sort_together_with_classic_slices);
