@@ -395,17 +395,21 @@ static int start_http(server *s)
 static void start_loop_handles(server *s)
 {
     uv_signal_t *sigs[] = {&s->sig_term, &s->sig_int, &s->sig_hup};
-    int nums[] = {SIGTERM, SIGINT, SIGHUP};
+    int nums[] = {SIGTERM, SIGINT, SIGHUP}, failed = 0;
     for (int i = 0; i < 3; i++) {
         uv_signal_init(&s->loop, sigs[i]);
         sigs[i]->data = s;
-        uv_signal_start(sigs[i], on_signal, nums[i]);
+        failed |= uv_signal_start(sigs[i], on_signal, nums[i]) != 0;
     }
-    /* main blocked SIGHUP until here; only this thread takes it now. */
+    /* main blocked SIGHUP until here; only this thread takes it now (left
+     * blocked, so never fatal, if the handlers could not be installed). */
     sigset_t hup;
     sigemptyset(&hup);
     sigaddset(&hup, SIGHUP);
-    pthread_sigmask(SIG_UNBLOCK, &hup, NULL);
+    if (failed)
+        log_err("cannot handle signals: SIGHUP will not reload, SIGTERM may not stop cleanly");
+    else
+        pthread_sigmask(SIG_UNBLOCK, &hup, NULL);
     uv_timer_init(&s->loop, &s->stable_timer);
     s->stable_timer.data = s;
     uv_timer_start(&s->stable_timer, on_stable_timer, STABLE_CHECK_MS, STABLE_CHECK_MS);
@@ -493,14 +497,21 @@ static void shutdown_all(server *s)
         _exit(s->exit_code);
     }
     log_queue_left(s);
-    uv_walk(&s->loop, close_handle, NULL);
-    uv_run(&s->loop, UV_RUN_DEFAULT);
-    /* Closing the signal handles restored the default actions, under which
+    /* Closing the signal handles restores the default actions, under which
      * a late SIGHUP (logrotate) or a second SIGTERM would kill a stop that
-     * has already handed everything on: ignored from here to the exit. */
+     * has already handed everything on: blocked in this thread across the
+     * close (the others block SIGHUP from the start), then ignored. */
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGHUP);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+    uv_walk(&s->loop, close_handle, NULL);
     signal(SIGHUP, SIG_IGN);
     signal(SIGTERM, SIG_IGN);
     signal(SIGINT, SIG_IGN);
+    uv_run(&s->loop, UV_RUN_DEFAULT);
     uv_loop_close(&s->loop);
     ingest_free(s->ingest);
     db_close(s->db);

@@ -55,6 +55,8 @@ typedef struct loader {
     double normal[3], step;
     int nz, nt, tkey; /* positions, time points, SCP_TIME_* key (-1: 3D) */
     int slices;       /* asm_series_load_slices: a stack for a slice-by-slice filter */
+    int by_number;    /* slices sorted by instance number (no usable places) */
+    int geometry;     /* refused for the slices' place in space (asm_series_load_checked) */
     char *err;
     size_t err_len;
 } loader;
@@ -323,7 +325,11 @@ static int check_file(loader *l, int i)
                             isfinite(s->pixel_spacing[0]) && isfinite(s->pixel_spacing[1])))
         return fail(l, LDCT_EINPUT, "%s has an unusable pixel spacing (%g\\%g mm)", name,
                     s->pixel_spacing[0], s->pixel_spacing[1]);
-    return l->nframes > 1 && !l->slices ? check_placed(l, i, name) : 0;
+    if (l->nframes < 2 || l->slices)
+        return 0;
+    int rc = check_placed(l, i, name);
+    l->geometry |= rc != 0;
+    return rc;
 }
 
 /* ---- the files against one another --------------------------------------- */
@@ -514,8 +520,10 @@ static int check_files(loader *l)
     for (int i = 0; rc == 0 && i < l->n; i++)
         rc = check_file(l, i);
     for (size_t k = 0; rc == 0 && k < sizeof k_fields / sizeof k_fields[0]; k++)
-        if (!l->slices || !slices_may_differ(&k_fields[k]))
+        if (!l->slices || !slices_may_differ(&k_fields[k])) {
             rc = check_field(l, &k_fields[k]);
+            l->geometry = rc != 0 && slices_may_differ(&k_fields[k]);
+        }
     return rc;
 }
 
@@ -590,10 +598,21 @@ static int all_placed(const loader *l)
     return 1;
 }
 
+/* 1 when file 0's row and column directions span a plane. */
+static int normal_defined(const loader *l)
+{
+    const double *r = l->info[0].orientation, *c = l->info[0].orientation + 3;
+    double n[3] = {r[1] * c[2] - r[2] * c[1], r[2] * c[0] - r[0] * c[2], r[0] * c[1] - r[1] * c[0]};
+    return sqrt(n[0] * n[0] + n[1] * n[1] + n[2] * n[2]) > 1e-6;
+}
+
 /* A stack without usable positions: by instance number, then file and
- * frame (d counts frames, so the steps are 1). */
+ * frame (d counts frames; the spacing is then the thickness). */
 static int sort_by_number(loader *l)
 {
+    l->by_number = 1;
+    l->normal[0] = l->normal[1] = 0;
+    l->normal[2] = 1;
     int k = 0;
     for (int i = 0; i < l->n; i++)
         for (int f = 0; f < l->info[i].frames; f++)
@@ -609,11 +628,13 @@ static int sort_frames(loader *l)
     l->fp = malloc((size_t)l->nframes * sizeof *l->fp);
     if (!l->fp)
         return fail(l, -ENOMEM, "out of memory");
-    if (l->slices && l->nframes > 1 && !all_placed(l))
+    if (l->slices && l->nframes > 1 && (!all_placed(l) || !normal_defined(l)))
         return sort_by_number(l);
     int rc = set_normal(l);
-    if (rc < 0)
+    if (rc < 0) {
+        l->geometry = 1;
         return rc;
+    }
     int k = 0;
     for (int i = 0; i < l->n; i++) {
         const scp_slice_info *s = &l->info[i];
@@ -694,14 +715,16 @@ static int check_steps(loader *l)
     }
     int rc = median_step(l, &l->step);
     if (l->slices) { /* any steps: the spacing is only reported */
-        if (rc == 0 && !(l->step > 0))
+        if (rc == 0 && (l->by_number || !(l->step > 0)))
             l->step = isfinite(t) && t > 0 ? t : 1.0;
         return rc;
     }
     for (int kind = STEP_DUPLICATE; rc == 0 && kind <= STEP_UNEVEN; kind++)
         for (int k = 0; k + 1 < l->nframes; k++)
-            if (step_is(l, kind, step_at(l, k)))
+            if (step_is(l, kind, step_at(l, k))) {
+                l->geometry = 1;
                 return step_fail(l, kind, k);
+            }
     return rc;
 }
 
@@ -808,6 +831,7 @@ static int group_time_points(loader *l)
                       "points",
                       key_name(l->tkey), l->fp[first[0]].d + 0.0, n0, l->fp[first[g]].d + 0.0, ng_);
     }
+    l->geometry |= rc != 0;
     if (!rc && l->tkey >= 0)
         rc = arrange_time_points(l, first, ng, first[1] - first[0]);
     free(first);
@@ -899,8 +923,8 @@ static void loader_free(loader *l)
     free(l->fp);
 }
 
-static int load(const char *const *paths, int n, int slices, asm_series *out, char *err,
-                size_t err_len)
+static int load(const char *const *paths, int n, int slices, asm_series *out, int *geometry,
+                char *err, size_t err_len)
 {
     if (err && err_len)
         err[0] = '\0';
@@ -915,6 +939,8 @@ static int load(const char *const *paths, int n, int slices, asm_series *out, ch
     l.info = calloc((size_t)n, sizeof *l.info);
     l.numbered = calloc((size_t)n, 1);
     int rc = l.info && l.numbered ? loader_run(&l, out) : fail(&l, -ENOMEM, "out of memory");
+    if (geometry)
+        *geometry = rc == LDCT_EINPUT && l.geometry;
     loader_free(&l);
     if (rc < 0) {
         asm_series_close(out);
@@ -930,13 +956,19 @@ static int load(const char *const *paths, int n, int slices, asm_series *out, ch
 
 int asm_series_load(const char *const *paths, int n, asm_series *out, char *err, size_t err_len)
 {
-    return load(paths, n, 0, out, err, err_len);
+    return load(paths, n, 0, out, NULL, err, err_len);
+}
+
+int asm_series_load_checked(const char *const *paths, int n, asm_series *out, int *geometry,
+                            char *err, size_t err_len)
+{
+    return load(paths, n, 0, out, geometry, err, err_len);
 }
 
 int asm_series_load_slices(const char *const *paths, int n, asm_series *out, char *err,
                            size_t err_len)
 {
-    return load(paths, n, 1, out, err, err_len);
+    return load(paths, n, 1, out, NULL, err, err_len);
 }
 
 void asm_series_close(asm_series *s)

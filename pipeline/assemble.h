@@ -76,6 +76,13 @@ typedef struct asm_series {
  * zeroed. */
 int asm_series_load(const char *const *paths, int n, asm_series *out, char *err, size_t err_len);
 
+/* asm_series_load that also says, in *geometry, whether a refusal
+ * (LDCT_EINPUT) was about the slices' place in space: positions, steps,
+ * spacing, orientation, frame of reference or time points, i.e. what
+ * asm_series_load_slices accepts (0 for any other outcome). */
+int asm_series_load_checked(const char *const *paths, int n, asm_series *out, int *geometry,
+                            char *err, size_t err_len);
+
 /* The same for a filter that works slice by slice (nlm2d): the images
  * must agree on size and pixel format, but not on their place: gaps,
  * uneven or repeated positions, mixed orientations or frames of reference

@@ -561,14 +561,14 @@ static int load_for(int algo, const char *const *paths, int n, asm_series *s, ch
 {
     if (algo == ALGO_NLM2D)
         return asm_series_load_slices(paths, n, s, err, err_len);
-    int rc = asm_series_load(paths, n, s, err, err_len);
-    if (rc != LDCT_EINPUT || algo != ALGO_AUTO)
-        return rc;
+    int geometry = 0;
+    int rc = asm_series_load_checked(paths, n, s, &geometry, err, err_len);
+    if (rc != LDCT_EINPUT || algo != ALGO_AUTO || !geometry)
+        return rc; /* only a refusal for the slices' places can go slice by slice */
     char err2[256];
     if (asm_series_load_slices(paths, n, s, err2, sizeof err2) != 0)
         return rc;
-    if (s->vol.nt == 1 &&
-        rules_algorithm(&(cfg_rule){.algorithm = ALGO_AUTO}, s->slice_thickness) == ALGO_NLM2D) {
+    if (rules_algorithm(&(cfg_rule){.algorithm = ALGO_AUTO}, s->slice_thickness) == ALGO_NLM2D) {
         log_notice("series %s is no regular volume (%s); auto filters it slice by slice (nlm2d)",
                    s->series_uid, err);
         err[0] = '\0';

@@ -460,6 +460,26 @@ START_TEST(a_stack_of_slices_takes_what_a_volume_refuses)
 }
 END_TEST
 
+/* What `auto` may retry slice by slice: a refusal for the places only. */
+START_TEST(a_refusal_says_whether_it_was_about_the_places)
+{
+    static const int pos[] = {0, 1, 3};
+    write_axial(3, pos); /* a gap */
+    asm_series s;
+    char err[512] = "";
+    int geometry = -1;
+    ck_assert_int_eq(asm_series_load_checked(pv, nfiles, &s, &geometry, err, sizeof err),
+                     LDCT_EINPUT);
+    ck_assert_int_eq(geometry, 1);
+    scp_ct_params p = slice(14, 5 * 1.25);
+    p.cols = COLS - 2;
+    write_slice(p); /* and now a size no stack takes either */
+    ck_assert_int_eq(asm_series_load_checked(pv, nfiles, &s, &geometry, err, sizeof err),
+                     LDCT_EINPUT);
+    ck_assert_int_eq(geometry, 0);
+}
+END_TEST
+
 START_TEST(a_stack_of_slices_still_needs_one_image_size)
 {
     write_slice(slice(11, 0));
@@ -949,6 +969,7 @@ int main(void)
     tcase_add_test(tc, colour_image_is_unsupported);
     tcase_add_test(tc, a_stack_of_slices_takes_what_a_volume_refuses);
     tcase_add_test(tc, a_stack_of_slices_still_needs_one_image_size);
+    tcase_add_test(tc, a_refusal_says_whether_it_was_about_the_places);
     tcase_add_test(tc, not_processable_names_non_images_colour_and_localizers);
     tcase_add_test(tc, no_files_is_einput_and_close_accepts_zeroed_structs);
     tcase_add_test(tc, enhanced_ct_frames_sort_together_with_classic_slices);
