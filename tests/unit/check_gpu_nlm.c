@@ -41,6 +41,18 @@ static void fill_phantom(gpu_volume *v, double sigma)
                 }
 }
 
+/* Search and patch radii S and P with the fixed h of the phantom tests. */
+static gpu_nlm_params fixed_h_params(int S, int P)
+{
+    gpu_nlm_params p;
+    gpu_nlm_params_default(&p);
+    p.search_radius = S;
+    p.patch_radius = P;
+    p.h_auto = 0;
+    p.h = 14.0f;
+    return p;
+}
+
 static double rel_l2(const gpu_volume *a, const double *ref, size_t n)
 {
     double num = 0, den = 0;
@@ -136,12 +148,7 @@ static void check_ref_vs_naive_cut(int dim, int nx, int ny, int nz, int nt, int 
     ck_assert_int_eq(gpu_volume_init(&out, nx, ny, nz, nt), 0);
     fill_phantom(&in, 10.0);
     poison(&out);
-    gpu_nlm_params p;
-    gpu_nlm_params_default(&p);
-    p.search_radius = S;
-    p.patch_radius = P;
-    p.h_auto = 0;
-    p.h = 14.0f;
+    gpu_nlm_params p = fixed_h_params(S, P);
     p.gaussian = gaussian;
     p.cutoff = cutoff;
     gpu_device cpu;
@@ -205,12 +212,7 @@ START_TEST(ref_cutoff_matches_naive_and_changes_the_result)
     ck_assert_int_eq(gpu_volume_init(&a, 17, 15, 11, 1), 0);
     ck_assert_int_eq(gpu_volume_init(&b, 17, 15, 11, 1), 0);
     fill_phantom(&in, 10.0);
-    gpu_nlm_params p;
-    gpu_nlm_params_default(&p);
-    p.search_radius = 2;
-    p.patch_radius = 1;
-    p.h_auto = 0;
-    p.h = 14.0f;
+    gpu_nlm_params p = fixed_h_params(2, 1);
     p.cutoff = 0;
     ck_assert_int_eq(gpu_nlm3d_ref(&p, &in, &a, NULL), 0);
     p.cutoff = 1.5f;
@@ -252,12 +254,7 @@ START_TEST(ref_instruction_sets_match_naive_and_each_other)
     gpu_volume in, out[3];
     ck_assert_int_eq(gpu_volume_init(&in, 23, 19, 9, 1), 0);
     fill_phantom(&in, 10.0);
-    gpu_nlm_params p;
-    gpu_nlm_params_default(&p);
-    p.search_radius = 3;
-    p.patch_radius = 2;
-    p.h_auto = 0;
-    p.h = 14.0f;
+    gpu_nlm_params p = fixed_h_params(3, 2);
     for (int dim = 2; dim <= 3; dim++) {
         for (int i = 0; i < 3; i++) {
             ck_assert_int_eq(setenv("LDCT_NLM_REF_ISA", isa[i], 1), 0);
