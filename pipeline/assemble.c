@@ -552,6 +552,17 @@ static int check_volume_size(loader *l)
 
 /* ---- sorting along the normal and checking the steps -------------------- */
 
+/* The row x column cross product of s's orientation into n; its length
+ * (about 0 when the two directions are parallel). */
+static double orientation_normal(const scp_slice_info *s, double n[3])
+{
+    const double *r = s->orientation, *c = s->orientation + 3;
+    n[0] = r[1] * c[2] - r[2] * c[1];
+    n[1] = r[2] * c[0] - r[0] * c[2];
+    n[2] = r[0] * c[1] - r[1] * c[0];
+    return sqrt(n[0] * n[0] + n[1] * n[1] + n[2] * n[2]);
+}
+
 static int set_normal(loader *l)
 {
     const scp_slice_info *s = &l->info[0];
@@ -560,9 +571,7 @@ static int set_normal(loader *l)
         l->normal[2] = 1;
         return 0;
     }
-    const double *r = s->orientation, *c = s->orientation + 3;
-    double n[3] = {r[1] * c[2] - r[2] * c[1], r[2] * c[0] - r[0] * c[2], r[0] * c[1] - r[1] * c[0]};
-    double len = sqrt(n[0] * n[0] + n[1] * n[1] + n[2] * n[2]);
+    double n[3], len = orientation_normal(s, n);
     if (!(len > 1e-6)) {
         char name[NAME_LEN];
         file_name(l, 0, name, sizeof name);
@@ -601,9 +610,8 @@ static int all_placed(const loader *l)
 /* 1 when file 0's row and column directions span a plane. */
 static int normal_defined(const loader *l)
 {
-    const double *r = l->info[0].orientation, *c = l->info[0].orientation + 3;
-    double n[3] = {r[1] * c[2] - r[2] * c[1], r[2] * c[0] - r[0] * c[2], r[0] * c[1] - r[1] * c[0]};
-    return sqrt(n[0] * n[0] + n[1] * n[1] + n[2] * n[2]) > 1e-6;
+    double n[3];
+    return orientation_normal(&l->info[0], n) > 1e-6;
 }
 
 /* A stack without usable positions: by instance number, then file and
