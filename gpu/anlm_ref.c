@@ -425,8 +425,8 @@ void gpu__anlm_xi_table(float *t)
 }
 
 /* Rician: the s2 map smoothed over a box of radius GPU_ANLM_RICIAN_REG
- * (mirror; voxels without an estimate skipped) and converted to the
- * Gaussian variance under it. */
+ * (mirror; voxels without an estimate skipped; outliers left out by
+ * gpu__anlm_trimmed_mean) and converted to the Gaussian variance under it. */
 static void rician_sg2(const pass_ctx *c, float *sg2)
 {
     const grid *g = &c->g;
@@ -437,7 +437,8 @@ static void rician_sg2(const pass_ctx *c, float *sg2)
     for (int z = 0; z < g->nz; z++)
         for (int y = 0; y < g->ny; y++)
             for (int x = 0; x < g->nx; x++) {
-                double s = 0;
+                float box[(2 * GPU_ANLM_RICIAN_REG + 1) * (2 * GPU_ANLM_RICIAN_REG + 1) *
+                          (2 * GPU_ANLM_RICIAN_REG + 1)];
                 int k = 0;
                 for (int cz = -q; cz <= q; cz++)
                     for (int b = -q; b <= q; b++)
@@ -446,9 +447,10 @@ static void rician_sg2(const pass_ctx *c, float *sg2)
                                 c->s2[vidx(g, gpu__mirror(x + a, g->nx), gpu__mirror(y + b, g->ny),
                                            gpu__mirror(z + cz, g->nz))];
                             if (v >= 0)
-                                s += v, k++;
+                                box[k++] = v;
                         }
-                float sr2 = k ? (float)(s / k) : 0.0f, m = fabsf(c->vmean[vidx(g, x, y, z)]);
+                float sr2 = k ? gpu__anlm_trimmed_mean(box, k) : 0.0f,
+                      m = fabsf(c->vmean[vidx(g, x, y, z)]);
                 sg2[vidx(g, x, y, z)] =
                     sr2 > 0 ? sr2 / gpu__anlm_xi_lookup(xi, m / sqrtf(sr2)) : 0.0f;
             }
