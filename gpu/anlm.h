@@ -29,8 +29,8 @@
  * out = sqrt(max(E - 2 sg2(x), 0)), the second-moment bias correction, where
  * sg2 is the Gaussian noise variance under the Rician one: the s2 map
  * averaged over a box of radius GPU_ANLM_RICIAN_REG (it is noisy per voxel),
- * leaving out values above GPU_ANLM_RICIAN_TRIM times the box's median
- * (gpu__anlm_trimmed_mean) = sr2, divided by Koay and Basser's correction factor xi(theta), theta
+ * leaving out values above GPU_ANLM_RICIAN_CLIP times the box's plain mean
+ * (gpu__anlm_clip_limit) = sr2, divided by Koay and Basser's correction factor xi(theta), theta
  * the signal SNR solved from the measured r = |m| / sqrt(sr2) by their
  * fixed point (gpu_anlm_rician_theta; Manjon's code takes theta = r, which
  * leaves part of the bias at low SNR). xi(theta(r)) is read from a table of
@@ -99,7 +99,7 @@ enum {
     GPU_ANLM_MAX_PATCH = 3,
     GPU_ANLM_MAX_BLOCK = 2,
     GPU_ANLM_RICIAN_REG = 2,  /* box radius smoothing the s2 map for the Rician bias */
-    GPU_ANLM_RICIAN_TRIM = 4, /* s2 values above TRIM x their box's median left out */
+    GPU_ANLM_RICIAN_CLIP = 4, /* s2 values above CLIP x their box's mean left out */
     GPU_ANLM_XI_N = 512,      /* points of the xi(theta(r)) table */
     GPU_ANLM_XI_RMAX = 32     /* r covered by the table */
 };
@@ -197,45 +197,21 @@ GPU__ANLM_HD float gpu__anlm_xi_lookup(const float *t, float r)
     return t[k] + a * (t[k + 1] - t[k]);
 }
 
-/* The mean of v[0..k) (k >= 1) without the values above
- * GPU_ANLM_RICIAN_TRIM times their median v_(k/2) (0-based, ascending), in
- * float; v is reordered. s2 is a minimum over the offsets that passed the
- * preselection, and where the few that passed all missed (a voxel at the
- * edge of a small structure) it is orders of magnitude above its
- * neighbours: in a plain box mean, one such voxel made 2 sg2 exceed E and
- * zeroed a whole 265-valued vessel in a 16400-valued background at sigma
- * 5. Pure noise puts nothing above 4 medians, so the mean is unchanged
- * there. Quickselect (Hoare partition) for the median. */
-GPU__ANLM_HD float gpu__anlm_trimmed_mean(float *v, int k)
+/* The Rician smoothing's outlier limit: GPU_ANLM_RICIAN_CLIP times the
+ * plain mean (sum / k) of the box's k values. s2 is a minimum over the
+ * offsets that passed the preselection, and where the few that passed all
+ * missed (a voxel at the rim of a small structure) it is orders of
+ * magnitude above its neighbours: in the plain box mean, one such voxel
+ * made 2 sg2 exceed E and zeroed a whole 265-valued vessel in a
+ * 16400-valued background at sigma 5. The smoothing now averages only the
+ * values at or below this limit (a second pass over the box, sums in
+ * double in box order, on the CPU and the GPU alike). One outlier of any
+ * size is left out, and so are up to a quarter of the box, since such
+ * outliers raise the plain mean by less than a quarter of their own value;
+ * pure noise has nothing above 4 means, so the mean is unchanged there. */
+GPU__ANLM_HD double gpu__anlm_clip_limit(double sum, int k)
 {
-    int lo = 0, hi = k - 1, m = k / 2;
-    while (lo < hi) {
-        float pivot = v[(lo + hi) / 2];
-        int i = lo, j = hi;
-        while (i <= j) {
-            while (v[i] < pivot)
-                i++;
-            while (v[j] > pivot)
-                j--;
-            if (i <= j) {
-                float t = v[i];
-                v[i++] = v[j];
-                v[j--] = t;
-            }
-        }
-        if (m <= j)
-            hi = j;
-        else if (m >= i)
-            lo = i;
-        else
-            break;
-    }
-    float limit = (float)GPU_ANLM_RICIAN_TRIM * v[m], s = 0.0f;
-    int n = 0;
-    for (int i = 0; i < k; i++)
-        if (v[i] <= limit)
-            s += v[i], n++;
-    return s / (float)n;
+    return (double)GPU_ANLM_RICIAN_CLIP * sum / (double)k;
 }
 
 /* The search radius along an axis of n voxels (V in the definition). */

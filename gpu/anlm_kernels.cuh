@@ -368,8 +368,8 @@ __global__ void __launch_bounds__(CNT, CZ <= 4 ? 2 : 1) sweep_col_kernel(sweep_a
 }
 
 /* Rician: E -> sqrt(max(E - 2 sg2, 0)), sg2 from the s2 map smoothed over
- * the box q (voxels without an estimate skipped, outliers left out by
- * gpu__anlm_trimmed_mean; the box lives in local memory) and the xi table. */
+ * the box q (voxels without an estimate skipped, outliers left out by a
+ * second pass, see gpu__anlm_clip_limit) and the xi table. */
 __global__ void rician_kernel(float *__restrict__ e, const float *__restrict__ s2,
                               const float *__restrict__ m, grid g)
 {
@@ -378,17 +378,24 @@ __global__ void rician_kernel(float *__restrict__ e, const float *__restrict__ s
     if (x >= g.nx || y >= g.ny)
         return;
     const int q = GPU_ANLM_RICIAN_REG;
-    float box[(2 * GPU_ANLM_RICIAN_REG + 1) * (2 * GPU_ANLM_RICIAN_REG + 1) *
-              (2 * GPU_ANLM_RICIAN_REG + 1)];
-    int k = 0;
+    double s = 0.0, t = 0.0;
+    int k = 0, n = 0;
     for (int c = -q; c <= q; c++)
         for (int b = -q; b <= q; b++)
             for (int a = -q; a <= q; a++) {
                 float v = s2[g.at(x + a, y + b, z + c)];
                 if (v >= 0.0f)
-                    box[k++] = v;
+                    s += v, k++;
             }
-    float sr2 = k ? gpu__anlm_trimmed_mean(box, k) : 0.0f, mm = fabsf(m[g.at(x, y, z)]);
+    const double limit = k ? gpu__anlm_clip_limit(s, k) : 0.0;
+    for (int c = -q; c <= q; c++)
+        for (int b = -q; b <= q; b++)
+            for (int a = -q; a <= q; a++) {
+                float v = s2[g.at(x + a, y + b, z + c)];
+                if (v >= 0.0f && v <= limit)
+                    t += v, n++;
+            }
+    float sr2 = n ? (float)(t / n) : 0.0f, mm = fabsf(m[g.at(x, y, z)]);
     float sg2 = sr2 > 0.0f ? sr2 / gpu__anlm_xi_lookup(c_xi, mm / sqrtf(sr2)) : 0.0f;
     size_t i = ((size_t)z * g.ny + y) * g.nx + x;
     float d = e[i] - 2.0f * sg2;

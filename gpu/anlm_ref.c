@@ -424,9 +424,23 @@ void gpu__anlm_xi_table(float *t)
     }
 }
 
+/* The mean of the box's k values at or below gpu__anlm_clip_limit. */
+static float clipped_mean(const float *v, int k)
+{
+    double s = 0.0, t = 0.0;
+    int n = 0;
+    for (int i = 0; i < k; i++)
+        s += v[i];
+    const double limit = gpu__anlm_clip_limit(s, k);
+    for (int i = 0; i < k; i++)
+        if (v[i] <= limit)
+            t += v[i], n++;
+    return (float)(t / n);
+}
+
 /* Rician: the s2 map smoothed over a box of radius GPU_ANLM_RICIAN_REG
- * (mirror; voxels without an estimate skipped; outliers left out by
- * gpu__anlm_trimmed_mean) and converted to the Gaussian variance under it. */
+ * (mirror; voxels without an estimate skipped; outliers left out, see
+ * gpu__anlm_clip_limit) and converted to the Gaussian variance under it. */
 static void rician_sg2(const pass_ctx *c, float *sg2)
 {
     const grid *g = &c->g;
@@ -449,8 +463,7 @@ static void rician_sg2(const pass_ctx *c, float *sg2)
                             if (v >= 0)
                                 box[k++] = v;
                         }
-                float sr2 = k ? gpu__anlm_trimmed_mean(box, k) : 0.0f,
-                      m = fabsf(c->vmean[vidx(g, x, y, z)]);
+                float sr2 = k ? clipped_mean(box, k) : 0.0f, m = fabsf(c->vmean[vidx(g, x, y, z)]);
                 sg2[vidx(g, x, y, z)] =
                     sr2 > 0 ? sr2 / gpu__anlm_xi_lookup(xi, m / sqrtf(sr2)) : 0.0f;
             }

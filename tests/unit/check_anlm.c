@@ -186,16 +186,18 @@ static void naive_s2(const gpu_anlm_params *p, const naive_fields *f, const gpu_
             }
 }
 
-/* The Rician smoothing's trimmed mean, by sorting: the values up to TRIM
- * times the median (element k / 2 of the sorted box), averaged in float. */
-static float naive_trimmed_mean(float *box, int k)
+/* The Rician smoothing: the mean of the values at or below CLIP times the
+ * plain mean of the box. */
+static double naive_clipped_mean(const double *box, int k)
 {
-    qsort(box, (size_t)k, sizeof *box, cmp_float);
-    float limit = (float)GPU_ANLM_RICIAN_TRIM * box[k / 2], s = 0.0f;
+    double s = 0, t = 0;
     int n = 0;
-    while (n < k && box[n] <= limit)
-        s += box[n++];
-    return s / (float)n;
+    for (int i = 0; i < k; i++)
+        s += box[i];
+    for (int i = 0; i < k; i++)
+        if (box[i] <= GPU_ANLM_RICIAN_CLIP * s / k)
+            t += box[i], n++;
+    return t / n;
 }
 
 static void naive_pass(const gpu_anlm_params *p, const naive_fields *f, const gpu__anlm_range *rg,
@@ -238,7 +240,7 @@ static void naive_pass(const gpu_anlm_params *p, const naive_fields *f, const gp
         for (int z = 0; z < nz; z++)
             for (int y = 0; y < ny; y++)
                 for (int x = 0; x < nx; x++) {
-                    float box[125];
+                    double box[125];
                     int k = 0;
                     for (int c = -q; c <= q; c++)
                         for (int b = -q; b <= q; b++)
@@ -248,7 +250,7 @@ static void naive_pass(const gpu_anlm_params *p, const naive_fields *f, const gp
                                     box[k++] = (float)v;
                             }
                     size_t i = ((size_t)z * ny + y) * nx + x;
-                    double sr2 = k ? naive_trimmed_mean(box, k) : 0;
+                    double sr2 = k ? naive_clipped_mean(box, k) : 0;
                     double sg2 = sr2 > 0 ? (float)sr2 / gpu__anlm_xi_lookup(
                                                             xi, (float)(fabs(f->m[i]) / sqrt(sr2)))
                                          : 0;
@@ -503,19 +505,26 @@ START_TEST(rician_keeps_a_small_dark_vessel_in_a_bright_background)
 }
 END_TEST
 
-/* The trimmed mean against its definition: outliers above 4 medians are
- * left out, everything else averaged, whatever the order. */
-START_TEST(trimmed_mean_leaves_out_values_above_four_medians)
+/* The clipping limit against its definition: one outlier of any size, or
+ * a quarter of the box, stays out of the mean; pure noise is averaged
+ * whole. */
+START_TEST(clip_limit_leaves_out_outliers_up_to_a_quarter_of_the_box)
 {
-    float v[7] = {30.0f, 1e6f, 28.0f, 35.0f, 121.0f, 31.0f, 26.0f};
-    /* median 31: limit 124 keeps 121, drops 1e6 */
-    ck_assert(fabsf(gpu__anlm_trimmed_mean(v, 7) - (30 + 28 + 35 + 121 + 31 + 26) / 6.0f) < 1e-3f);
-    float w[4] = {5.0f, 5.0f, 5.0f, 5.0f};
-    ck_assert(gpu__anlm_trimmed_mean(w, 4) == 5.0f);
-    float z[3] = {0.0f, 0.0f, 7.0f}; /* median 0: only the zeros stay */
-    ck_assert(gpu__anlm_trimmed_mean(z, 3) == 0.0f);
-    float one[1] = {9.0f};
-    ck_assert(gpu__anlm_trimmed_mean(one, 1) == 9.0f);
+    float box[125];
+    for (int i = 0; i < 125; i++)
+        box[i] = 30.0f + (float)(i % 7);
+    double s = 0;
+    for (int i = 0; i < 125; i++)
+        s += box[i];
+    ck_assert(fabs(gpu__anlm_clip_limit(s, 125) - 4.0 * s / 125) < 1e-9);
+    for (int i = 0; i < 125; i++) /* noise: nothing above 4 means */
+        ck_assert(box[i] <= gpu__anlm_clip_limit(s, 125));
+    for (int n_out = 1; n_out <= 31; n_out++) { /* n_out values of 4e6 */
+        double t = 0;
+        for (int i = 0; i < 125; i++)
+            t += i < n_out ? 4e6 : box[i];
+        ck_assert_msg(4e6 > gpu__anlm_clip_limit(t, 125), "%d outliers kept", n_out);
+    }
 }
 END_TEST
 
@@ -792,7 +801,7 @@ static Suite *anlm_suite(void)
     tcase_add_test(tc, rician_correction_removes_the_bias_on_a_constant_volume);
     tcase_add_test(tc, rician_xi_limits);
     tcase_add_test(tc, rician_keeps_a_small_dark_vessel_in_a_bright_background);
-    tcase_add_test(tc, trimmed_mean_leaves_out_values_above_four_medians);
+    tcase_add_test(tc, clip_limit_leaves_out_outliers_up_to_a_quarter_of_the_box);
     tcase_add_test(tc, mixing_reconstructs_when_both_inputs_are_equal);
     tcase_add_test(tc, mixing_takes_each_band_from_the_documented_input);
     tcase_add_test(tc, negative_hu_volume_is_filtered_not_passed_through);
