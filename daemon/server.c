@@ -95,13 +95,13 @@ static int quiet_after_interruption(const cfg_node *n)
 }
 
 static void assoc_interrupted(void *ctx, const scp_assoc_info *a, const char *const *series_uids,
-                              int n)
+                              int n, scp_cut why)
 {
     server *s = ctx;
     pthread_mutex_lock(&s->cfg_lock);
     const int wait_s = quiet_after_interruption(&s->cfg->node);
     pthread_mutex_unlock(&s->cfg_lock);
-    ingest_assoc_interrupted(s->ingest, a, series_uids, n, wait_s);
+    ingest_assoc_interrupted(s->ingest, a, series_uids, n, why, wait_s);
 }
 
 /* ---- loop callbacks ---- */

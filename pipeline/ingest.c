@@ -267,21 +267,23 @@ static int cut_by_a_full_disk(ingest *in, const scp_instance *inst, char *commen
 }
 
 void ingest_assoc_interrupted(ingest *in, const scp_assoc_info *assoc,
-                              const char *const *series_uids, int n, int wait_s)
+                              const char *const *series_uids, int n, scp_cut why, int wait_s)
 {
+    const char *what = why == SCP_CUT_REFUSED
+                           ? "had instances refused for lack of resources (0xA700)"
+                           : "ended by an abort or an error";
     for (int i = 0; i < n; i++) {
         pthread_mutex_lock(&in->lock);
         int rc = db_series_interrupted(in->db, series_uids[i], ldct_now_ms());
         pthread_mutex_unlock(&in->lock);
         if (rc)
-            log_warn("series %s: its association from %s ended by an abort or an error, and"
-                     " the mark that holds it for a resend was not stored: %s",
-                     series_uids[i], assoc->calling_ae, ldct_strerror(rc));
+            log_warn("series %s: its association from %s %s, and the mark that holds it for a"
+                     " resend was not stored: %s",
+                     series_uids[i], assoc->calling_ae, what, ldct_strerror(rc));
         else
-            log_notice("series %s: its association from %s (%s) ended by an abort or an"
-                       " error; it waits for the sender's resend (at least %d s of quiet)"
-                       " before it counts as complete",
-                       series_uids[i], assoc->calling_ae, assoc->peer_host, wait_s);
+            log_notice("series %s: its association from %s (%s) %s; it waits for the sender's"
+                       " resend (at least %d s of quiet) before it counts as complete",
+                       series_uids[i], assoc->calling_ae, assoc->peer_host, what, wait_s);
     }
 }
 

@@ -45,9 +45,10 @@ unsigned ingest_store_end(ingest *in, const scp_assoc_info *assoc, const scp_ins
                           char *comment, size_t comment_len);
 
 /* assoc_interrupted handler: marks the series (db_series_interrupted) so
- * they wait wait_s of quiet for the resend, and says so in the log. */
+ * they wait wait_s of quiet for the resend, and says so (and why) in the
+ * log. */
 void ingest_assoc_interrupted(ingest *in, const scp_assoc_info *assoc,
-                              const char *const *series_uids, int n, int wait_s);
+                              const char *const *series_uids, int n, scp_cut why, int wait_s);
 
 /* 1 if `uid` is a syntactically valid DICOM UID (1..64 of digits and dots,
  * no empty component). Ingest relies on this before using UIDs in paths. */

@@ -46,6 +46,18 @@ typedef enum {
     SCP_ASSOC_REJECT_BUSY,
 } scp_assoc_verdict;
 
+/* Why an association's series may be incomplete (assoc_interrupted). */
+typedef enum scp_cut {
+    /* Ended by an abort or an error (not a release, not silence between
+     * commands): the series of its last stored instance (n is 1). */
+    SCP_CUT_ABORTED = 0,
+    /* Released, but some instances were refused for lack of resources
+     * (0xA7xx: a full disk or database), which the sender may send again:
+     * every series it stored (the refused instance's own series is not
+     * known, its dataset may not have been read). */
+    SCP_CUT_REFUSED = 1
+} scp_cut;
+
 typedef struct scp_assoc_info {
     const char *calling_ae; /* trimmed, never NULL */
     const char *called_ae;  /* trimmed, never NULL */
@@ -91,11 +103,10 @@ typedef struct scp_handlers {
     unsigned (*store_end)(void *ctx, const scp_assoc_info *assoc, const scp_instance *inst,
                           char *comment, size_t comment_len);
     /* Optional: an association that stored instances (store_end answered
-     * success) ended by an abort or an error (not a release, not silence
-     * between commands): the series of its last stored instance is
-     * probably cut short (n is 1). */
+     * success) may have left series incomplete (see scp_cut for which
+     * series and why). */
     void (*assoc_interrupted)(void *ctx, const scp_assoc_info *assoc,
-                              const char *const *series_uids, int n);
+                              const char *const *series_uids, int n, scp_cut why);
 } scp_handlers;
 
 typedef struct scp_server_options {

@@ -118,7 +118,9 @@ struct assoc_slot {
 struct assoc_ctx {
     std::string calling, called, peer;
     scp_assoc_info info{};
-    mutable std::string last_series; /* of the last instance stored */
+    mutable std::string last_series;                /* of the last instance stored */
+    mutable std::vector<std::string> stored_series; /* every series it stored to */
+    mutable int refused_for_resources = 0;          /* instances answered 0xA7xx */
 };
 
 } // namespace
@@ -294,6 +296,22 @@ void set_error_comment(store_ctx *sc, DcmDataset **detail)
     *detail = sc->detail;
 }
 
+/* Records a stored instance's series for report_interrupted. */
+void note_stored(const assoc_ctx *a, const std::string &series)
+{
+    a->last_series = series;
+    auto &v = a->stored_series;
+    if (std::find(v.begin(), v.end(), series) == v.end())
+        v.push_back(series);
+}
+
+/* Counts a refusal for lack of resources (0xA7xx): the sender may resend. */
+void note_refusal(const assoc_ctx *a, unsigned status)
+{
+    if ((status & 0xFF00u) == SCP_STATUS_OUT_OF_RESOURCES)
+        a->refused_for_resources++;
+}
+
 unsigned finish_store(store_ctx *sc, bool write_failed)
 {
     scp_instance in{};
@@ -314,7 +332,7 @@ unsigned finish_store(store_ctx *sc, bool write_failed)
     const unsigned status =
         sc->srv->h.store_end(sc->srv->h.ctx, &sc->a->info, &in, sc->comment, sizeof sc->comment);
     if (status == SCP_STATUS_SUCCESS)
-        sc->a->last_series = sc->series;
+        note_stored(sc->a, sc->series);
     return status;
 }
 
@@ -441,6 +459,7 @@ OFCondition answer_store(T_ASC_Association *assoc, T_ASC_PresentationContextID p
     if (rsp.DimseStatus != STATUS_Success)
         log_notice("scp: instance %s from %s refused: 0x%04X", sc->req_inst.c_str(),
                    sc->a->calling.c_str(), rsp.DimseStatus);
+    note_refusal(sc->a, rsp.DimseStatus);
     DcmDataset *detail = nullptr;
     set_error_comment(sc, &detail);
     return DIMSE_sendStoreResponse(assoc, pid, req, &rsp, detail);
@@ -457,6 +476,7 @@ OFCondition refuse_store(scp_server *srv, T_ASC_Association *assoc, T_ASC_Presen
         return c;
     log_notice("scp: instance %s from %s refused before reception: 0x%04X",
                req->AffectedSOPInstanceUID, sc->a->calling.c_str(), status);
+    note_refusal(sc->a, status);
     T_DIMSE_C_StoreRSP rsp{};
     rsp.DimseStatus = (Uint16)status;
     DcmDataset *detail = nullptr;
@@ -573,15 +593,25 @@ bool serve(scp_server *srv, const assoc_ctx *a, T_ASC_Association *assoc)
     }
 }
 
-/* Tells the handler the series of the last instance an association that
- * was cut short had stored (the series before it were complete: senders
- * send series one after the other). */
-void report_interrupted(scp_server *srv, const assoc_ctx &a)
+/* Tells the handler which series an association may have left incomplete:
+ * after refusals for lack of resources every series it stored (the refused
+ * instances' series are not known); after a cut, the series of its last
+ * stored instance (the series before it were complete: senders send series
+ * one after the other). */
+void report_interrupted(scp_server *srv, const assoc_ctx &a, bool cut)
 {
     if (a.last_series.empty() || !srv->h.assoc_interrupted)
         return;
-    const char *uid = a.last_series.c_str();
-    srv->h.assoc_interrupted(srv->h.ctx, &a.info, &uid, 1);
+    if (a.refused_for_resources > 0) {
+        std::vector<const char *> uids;
+        for (const std::string &s : a.stored_series)
+            uids.push_back(s.c_str());
+        srv->h.assoc_interrupted(srv->h.ctx, &a.info, uids.data(), (int)uids.size(),
+                                 SCP_CUT_REFUSED);
+    } else if (cut) {
+        const char *uid = a.last_series.c_str();
+        srv->h.assoc_interrupted(srv->h.ctx, &a.info, &uid, 1, SCP_CUT_ABORTED);
+    }
 }
 
 /* Runs one received association request to its end: the busy check, the
@@ -613,8 +643,7 @@ void run_association(scp_server *srv, T_ASC_Association *assoc)
     } else if (negotiate(srv, assoc) == 0) {
         log_info("scp: association from %s (calling %s) accepted", a.peer.c_str(),
                  a.calling.c_str());
-        if (!serve(srv, &a, assoc))
-            report_interrupted(srv, a);
+        report_interrupted(srv, a, !serve(srv, &a, assoc));
     }
     std::lock_guard<std::mutex> lk(srv->mu);
     srv->active--;

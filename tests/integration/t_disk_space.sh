@@ -42,6 +42,13 @@ echo "$out" | grep -q "Received Store Response (Success)" || fail "the associati
     fail "a cut-short instance was quarantined as broken"
 grep -q "out of disk space while receiving" "$T/ldctd.log" || fail "no log line for the full spool"
 [ "$(db_instances)" = 1 ] || fail "$(db_instances) instances stored, expected the small one"
+# The association stored part of what it sent: its series must not count
+# as complete after stable_seconds, it waits for the sender's resend like
+# the series of an aborted association.
+wait_until 10 "no hold for the series of an association with refusals" \
+    grep -q "had instances refused for lack of resources (0xA700); it waits for the sender's resend" \
+    "$T/ldctd.log"
+[ "$(sql "SELECT interrupted_ms > 0 FROM series")" = 1 ] || fail "the series is not held for a resend"
 # 1100 KiB free and an instance of 1129 KiB: the write fails in the last
 # PDV. Answered at once (DCMTK's own receive would wait dimse_timeout for
 # PDVs after the last, then abort the association).
@@ -59,4 +66,5 @@ grep -q "refusing C-STORE: out of disk space: 0 MiB free" "$T/ldctd.log" || fail
 rm -f "$SPOOL_MNT/fill" "$SPOOL_MNT/fill2"
 storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T/s/IMG0001.dcm" || fail "store after space was freed"
 [ "$(db_instances)" = 1 ] || fail "after freeing space: $(db_instances) instances"
+[ "$(sql "SELECT interrupted_ms > 0 FROM series")" = 0 ] || fail "the resend did not clear the hold"
 stop_daemon || fail "exit code $?"
