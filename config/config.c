@@ -5,6 +5,7 @@
 #include "common/err.h"
 #include "common/log.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -23,6 +24,7 @@ typedef enum {
     T_BOOL,
     T_AELIST,
     T_HOSTLIST,
+    T_ADDR,
     T_LOGLEVEL,
     T_RANGE,
     T_ACTION,
@@ -109,7 +111,7 @@ static const opt_def OPTIONS[] = {
          "tries of a job that fails for a passing reason"),
     NODE("http_port", T_INT, 0, 65535, "0", http_port,
          "status and metrics over HTTP (GET /status, /metrics, /healthz); 0 = off"),
-    NODE("http_bind", T_STR, 0, 0, "127.0.0.1", http_bind,
+    NODE("http_bind", T_ADDR, 0, 0, "127.0.0.1", http_bind,
          "numeric address of the HTTP listener (0.0.0.0 or :: for every interface)"),
     DEST("host", T_STR, 0, 0, "", host, "host name or address"),
     DEST("port", T_INT, 1, 65535, "104", port, "TCP port"),
@@ -310,6 +312,12 @@ static int name_valid(const char *n)
 }
 
 /* Splits a comma-separated list; each item goes through `check`. */
+/* parse_list's check for lists whose entries are checked afterwards. */
+static int any_entry(const char *e)
+{
+    return e[0] != '\0';
+}
+
 static const char *parse_list(const char *v, char *items, size_t item_size, int *count,
                               int (*check)(const char *), int max)
 {
@@ -332,12 +340,45 @@ static const char *parse_list(const char *v, char *items, size_t item_size, int 
     return NULL;
 }
 
-static int host_valid(const char *h)
+/* A numeric IPv4 or IPv6 address into its canonical text (inet_ntop's, as
+ * peers' addresses are written), so entries compare with strcmp; 0 if `a`
+ * is no numeric address (host names are not resolved: a name that
+ * resolved differently later would let other peers in or keep ours out). */
+static int canonical_address(const char *a, char *out, size_t len)
 {
-    for (const char *p = h; *p; p++)
-        if (!isalnum((unsigned char)*p) && !strchr(".-:_", *p))
-            return 0;
-    return *h != '\0';
+    unsigned char bin[sizeof(struct in6_addr)];
+    int af = inet_pton(AF_INET, a, bin) == 1 ? AF_INET : AF_INET6;
+    return (af == AF_INET || inet_pton(AF_INET6, a, bin) == 1) &&
+           inet_ntop(af, bin, out, (socklen_t)len) != NULL;
+}
+
+static const char k_numeric_msg[] =
+    "expected a numeric IPv4 or IPv6 address (host names are not resolved)";
+
+/* allowed_hosts: numeric addresses, stored canonical. */
+static const char *parse_host_list(const char *v, cfg_host_list *l)
+{
+    const char *err = parse_list(v, &l->v[0][0], sizeof l->v[0], &l->n, any_entry, CFG_LIST_MAX);
+    for (int i = 0; !err && i < l->n; i++) {
+        char canon[INET6_ADDRSTRLEN];
+        if (!canonical_address(l->v[i], canon, sizeof canon) || strlen(canon) >= sizeof l->v[i])
+            return "expected numeric IPv4 or IPv6 addresses separated by commas (host names are"
+                   " not resolved)";
+        memcpy(l->v[i], canon, strlen(canon) + 1);
+    }
+    return err;
+}
+
+/* http_bind: one numeric address, stored canonical. */
+static const char *parse_address(const char *v, char *field, size_t size)
+{
+    char canon[INET6_ADDRSTRLEN];
+    if (!canonical_address(v, canon, sizeof canon))
+        return k_numeric_msg;
+    if (strlen(canon) >= size)
+        return "value too long";
+    memcpy(field, canon, strlen(canon) + 1);
+    return NULL;
 }
 
 /* A UID root leaves room for the suffix scp_uid_new appends (~40 chars). */
@@ -460,10 +501,10 @@ static const char *set_option(const opt_def *o, void *base, const char *raw)
         cfg_ae_list *l = (cfg_ae_list *)field;
         return parse_list(v, &l->v[0][0], sizeof l->v[0], &l->n, ae_valid, CFG_LIST_MAX);
     }
-    case T_HOSTLIST: {
-        cfg_host_list *l = (cfg_host_list *)field;
-        return parse_list(v, &l->v[0][0], sizeof l->v[0], &l->n, host_valid, CFG_LIST_MAX);
-    }
+    case T_HOSTLIST:
+        return parse_host_list(v, (cfg_host_list *)field);
+    case T_ADDR:
+        return parse_address(v, field, o->size);
     }
     return "unknown option type";
 }
@@ -810,6 +851,7 @@ static void print_value(FILE *f, const opt_def *o, const void *base)
     static const char *const lvl[] = {"error", "warning", "notice", "info", "debug"};
     switch (o->type) {
     case T_STR:
+    case T_ADDR:
     case T_AE:
     case T_UIDROOT:
     case T_DEVICES:

@@ -382,7 +382,10 @@ static int start_http(server *s)
                    .live = live_status,
                    .ctx = s};
     int rc = http_start(&o, &s->http);
-    if (rc)
+    if (rc == LDCT_EINPUT) /* http_bind is checked with the configuration: not reached */
+        log_err("cannot start the status listener: http_bind = %s is no numeric address",
+                n->http_bind);
+    else if (rc)
         log_err("cannot start the status listener (http_port = %d): %s; free the port, choose "
                 "another, or set http_port = 0",
                 n->http_port, ldct_strerror(rc));

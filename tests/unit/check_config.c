@@ -404,6 +404,38 @@ START_TEST(allow_lists_match_exactly)
 }
 END_TEST
 
+/* Host names in allowed_hosts or http_bind were accepted by check-config,
+ * and then every peer was refused ("localhost" matches no peer address)
+ * or the start failed. They are errors now; numeric addresses are kept in
+ * the canonical form peers are compared in. */
+START_TEST(addresses_must_be_numeric_and_are_kept_canonical)
+{
+    int rc;
+    ldct_config *cfg = load_text("[node]\n"
+                                 "allowed_hosts = localhost\n"
+                                 "http_bind = localhost\n",
+                                 &rc);
+    ck_assert_int_eq(rc, LDCT_EINVAL_CONFIG);
+    ck_assert_int_eq(cfg->nerr, 2);
+    ck_assert(has_error(cfg, 2, "numeric IPv4 or IPv6"));
+    ck_assert(has_error(cfg, 3, "numeric IPv4 or IPv6"));
+    config_free(cfg);
+    cfg = load_text("[node]\nallowed_hosts = 127.000.000.001\n", &rc);
+    ck_assert_int_eq(rc, LDCT_EINVAL_CONFIG);
+    ck_assert(has_error(cfg, 2, "numeric"));
+    config_free(cfg);
+    cfg = load_text("[node]\nallowed_hosts = 0:0:0:0:0:0:0:1, 10.0.0.7\n"
+                    "http_bind = 0:0::0\n",
+                    &rc);
+    ck_assert_int_eq(rc, 0);
+    ck_assert(config_host_allowed(&cfg->node.allowed_hosts, "::1"));
+    ck_assert(config_host_allowed(&cfg->node.allowed_hosts, "::ffff:10.0.0.7"));
+    ck_assert(!config_host_allowed(&cfg->node.allowed_hosts, "10.0.0.70"));
+    ck_assert_str_eq(cfg->node.http_bind, "::");
+    config_free(cfg);
+}
+END_TEST
+
 START_TEST(route_and_both_need_destinations)
 {
     int rc;
@@ -556,6 +588,7 @@ int main(void)
     tcase_add_test(tc, rules_are_ordered_by_priority_then_file_order);
     tcase_add_test(tc, wildcards_match_case_insensitively);
     tcase_add_test(tc, allow_lists_match_exactly);
+    tcase_add_test(tc, addresses_must_be_numeric_and_are_kept_canonical);
     tcase_add_test(tc, route_and_both_need_destinations);
     tcase_add_test(tc, without_rules_ct_goes_to_the_results_folder);
     tcase_add_test(tc, uid_root_devices_and_retries_are_checked);
