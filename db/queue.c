@@ -1138,7 +1138,11 @@ int db_jobs_list(db *d, int limit, void (*cb_job)(void *ctx, const db_job_row *j
                  " coalesce(j.derived_series_uid, ''), j.last_error,"
                  " CASE WHEN j.algorithm <> 'fdk' AND EXISTS (SELECT 1 FROM derived_instances"
                  "  WHERE job_id = j.id) THEN (SELECT count(*) FROM derived_instances"
-                 "  WHERE job_id = j.id) ELSE s.instance_count END, j.attempts,"
+                 "  WHERE job_id = j.id)"
+                 "  WHEN j.state IN ('done', 'failed') AND j.started_ms IS NOT NULL"
+                 "  THEN (SELECT count(*) FROM instances WHERE series_id = s.id"
+                 "   AND received_ms <= j.started_ms)"
+                 "  ELSE s.instance_count END, j.attempts,"
                  " j.priority, j.created_ms, coalesce(j.started_ms, 0), coalesce(j.finished_ms, 0),"
                  " j.state = 'done' AND j.last_error = '" DB_JOB_SUPERSEDED "'"
                  " FROM jobs j JOIN series s ON s.id = j.series_id ORDER BY j.id DESC LIMIT ?1");

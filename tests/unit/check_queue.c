@@ -742,6 +742,25 @@ START_TEST(deferred_job_overtaken_by_instances_ends_superseded)
 }
 END_TEST
 
+/* A failed job has no derived instances; its count is the instances it
+ * ran on, not the series' count after a late instance (it showed 2). */
+START_TEST(failed_job_counts_the_instances_it_ran_on)
+{
+    char p[128];
+    db *d = open_fresh(p, sizeof p);
+    job(d, stable_series(d, "1.1", 1), 0, "", 0);
+    db_job j;
+    ck_assert_int_eq(db_job_claim(d, "w", 3000, &j), 0);
+    ck_assert_int_eq(db_job_failed(d, j.id, 3500, "gap between slices", 0), 0);
+    put_instance(d, "1.1", 2, 5000); /* the missing slice, later */
+    job_rows r = {0};
+    ck_assert_int_eq(db_jobs_list(d, 10, on_job_row, NULL, &r), 0);
+    ck_assert_int_eq(r.n, 1);
+    ck_assert_int_eq(r.instances[0], 1);
+    db_close(d);
+}
+END_TEST
+
 START_TEST(late_instance_during_a_job_is_processed_again_under_new_uids)
 {
     char p[128];
@@ -1031,6 +1050,7 @@ int main(void)
     tcase_add_test(tc, results_folder_output_stays_when_its_series_expires);
     tcase_add_test(tc, defer_sends_a_stable_series_back_to_receiving);
     tcase_add_test(tc, late_instance_during_a_job_is_processed_again_under_new_uids);
+    tcase_add_test(tc, failed_job_counts_the_instances_it_ran_on);
     tcase_add_test(tc, a_rerun_reuses_uids_only_for_the_same_result);
     tcase_add_test(tc, a_retried_job_on_other_sources_drops_borrowed_uids);
     tcase_add_test(tc, another_suffix_is_another_result);
