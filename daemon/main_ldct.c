@@ -86,23 +86,27 @@ static void print_series_json(void *ctx, const db_series_row *r)
     json_write_string(stdout, r->calling_ae);
     char delivery[32];
     db_series_delivery(r, delivery, sizeof delivery);
-    printf(",\"state\":\"%s\",\"instances\":%d,\"first_received_ms\":%lld,"
-           "\"last_received_ms\":%lld,\"stable_ms\":%lld,\"delivery\":\"%s\","
-           "\"sends\":{\"total\":%d,\"done\":%d,\"dead\":%d}}",
-           r->state, r->instances, (long long)r->first_received_ms, (long long)r->last_received_ms,
-           (long long)r->stable_ms, delivery, r->sends, r->sends_done, r->sends_dead);
+    printf(",\"state\":\"%s\",\"held_for_resend\":%s,\"instances\":%d,"
+           "\"first_received_ms\":%lld,\"last_received_ms\":%lld,\"stable_ms\":%lld,"
+           "\"delivery\":\"%s\",\"sends\":{\"total\":%d,\"done\":%d,\"dead\":%d}}",
+           r->state, r->held ? "true" : "false", r->instances, (long long)r->first_received_ms,
+           (long long)r->last_received_ms, (long long)r->stable_ms, delivery, r->sends,
+           r->sends_done, r->sends_dead);
     *first = 0;
 }
 
+/* ctx: int, set when a held series was listed (the footnote). */
 static void print_series_text(void *ctx, const db_series_row *r)
 {
-    (void)ctx;
-    char first[32], last[32], delivery[32];
+    char first[32], last[32], delivery[32], state[24];
     ldct_time_format(r->first_received_ms, first, sizeof first);
     ldct_time_format(r->last_received_ms, last, sizeof last);
     db_series_delivery(r, delivery, sizeof delivery);
+    snprintf(state, sizeof state, "%s%s", r->state, r->held ? "*" : "");
+    if (r->held)
+        *(int *)ctx = 1;
     printf("%-64s %-4s %-16s %-10s %-12s %6d  %s  %s\n", r->series_uid, r->modality, r->calling_ae,
-           r->state, delivery, r->instances, first, last);
+           state, delivery, r->instances, first, last);
 }
 
 static int cmd_series(cli_opts *o)
@@ -118,7 +122,12 @@ static int cmd_series(cli_opts *o)
     } else {
         printf("%-64s %-4s %-16s %-10s %-12s %6s  %-19s  %s\n", "SERIES UID", "MOD", "FROM AE",
                "STATE", "DELIVERY", "COUNT", "FIRST RECEIVED", "LAST RECEIVED");
-        rc = db_series_list(d, o->limit, print_series_text, NULL);
+        int held = 0;
+        rc = db_series_list(d, o->limit, print_series_text, &held);
+        if (held)
+            printf("* held for the sender's resend: its association was cut off or had instances"
+                   " refused for lack of resources; it counts as complete after"
+                   " interrupted_seconds of quiet\n");
     }
     db_close(d);
     return rc ? 1 : 0;

@@ -63,7 +63,8 @@ static const char *const SQL[ST_COUNT] = {
         " coalesce(stable_ms, 0),"
         " (SELECT count(*) FROM sends WHERE series_id = series.id),"
         " (SELECT count(*) FROM sends WHERE series_id = series.id AND state = 'done'),"
-        " (SELECT count(*) FROM sends WHERE series_id = series.id AND state = 'dead')"
+        " (SELECT count(*) FROM sends WHERE series_id = series.id AND state = 'dead'),"
+        " state = 'receiving' AND interrupted_ms > 0"
         " FROM series ORDER BY last_received_ms DESC LIMIT ?1",
     /* The per-state counts follow db_totals.by_state (DB_SERIES_STATES). */
     [ST_TOTALS] = "SELECT (SELECT count(*) FROM series),"
@@ -447,6 +448,7 @@ int db_series_list(db *d, int limit, void (*cb)(void *ctx, const db_series_row *
             .sends = sqlite3_column_int(s, 10),
             .sends_done = sqlite3_column_int(s, 11),
             .sends_dead = sqlite3_column_int(s, 12),
+            .held = sqlite3_column_int(s, 13),
         };
         cb(ctx, &row);
     }

@@ -31,6 +31,12 @@ done
     fail "after kill -9 the series is $(sql "SELECT state || ' ' || (interrupted_ms > 0) FROM series")"
 grep -q "1 series were receiving when the last run ended without stopping" "$T/ldctd.log" ||
     fail "no log line for the series cut off by the kill"
+# ldct series tells a held series from one that is still arriving.
+out=$("$LDCT" --config "$T/ldctd.conf" series)
+echo "$out" | grep -q " receiving\* " || fail "ldct series does not mark the held series: $out"
+echo "$out" | grep -q "^\* held for the sender's resend" || fail "no footnote: $out"
+"$LDCT" --config "$T/ldctd.conf" series --json | grep -q '"held_for_resend":true' ||
+    fail "ldct series --json: no held_for_resend"
 # The rest can be sent again; resends of acknowledged ones stay one row each.
 storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T"/s/*.dcm || fail "resend failed"
 [ "$(db_instances)" = 300 ] || fail "expected 300 rows, found $(db_instances)"
