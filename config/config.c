@@ -655,6 +655,8 @@ static int on_entry(void *user, const char *section, const char *name, const cha
     const char *err = set_option(o, base, value);
     if (err)
         add_error(pc->cfg, pc->line, "%s = %s: %s", name, value, err);
+    if (pc->kind == S_RULE && o->type == T_NAMELIST)
+        ((cfg_rule *)base)->dest_line = pc->line;
     return 1;
 }
 
@@ -690,7 +692,8 @@ static void validate_rule(ldct_config *cfg, const cfg_rule *r)
 {
     for (int k = 0; k < r->ndest; k++)
         if (!config_destination_find(cfg, r->destinations[k]))
-            add_error(cfg, r->line, "rule '%s': no [destination %s]", r->name, r->destinations[k]);
+            add_error(cfg, r->dest_line ? r->dest_line : r->line, "rule '%s': no [destination %s]",
+                      r->name, r->destinations[k]);
     if ((r->action == RULE_ROUTE || r->action == RULE_BOTH) && r->ndest == 0)
         add_error(cfg, r->line, "rule '%s': action %s needs destinations", r->name,
                   ACTIONS[r->action]);

@@ -515,17 +515,17 @@ int process_check_room(const process_opts *o, uint64_t bytes, char *err, size_t 
     char dir[DERIVE_PATH_LEN];
     existing_dir(o->out_dir, dir, sizeof dir);
     const double mib = 1048576.0;
-    uint64_t avail = 0, total = 0, keep = (uint64_t)o->min_free_mb / 2 * (1u << 20);
+    uint64_t avail = 0, total = 0, keep = (uint64_t)o->min_free_mb * (1u << 20) / 2;
     if (fs_space_bytes(dir, &avail, &total) != 0 || avail >= bytes + keep)
         return 0;
     if (bytes + keep > total)
         return snprintf(err, len,
                         "the result needs about %.1f MB, and %s holds %.1f MB in all (keeping"
-                        " %.0f MB free)",
+                        " %.1f MB free)",
                         bytes / mib, dir, total / mib, keep / mib),
                LDCT_EINPUT;
     snprintf(err, len,
-             "the result needs about %.1f MB in %s, which has %.1f MB free (results leave %.0f"
+             "the result needs about %.1f MB in %s, which has %.1f MB free (results leave %.1f"
              " MB, half of min_free_mb)",
              bytes / mib, dir, avail / mib, keep / mib);
     return LDCT_ENOSPACE;

@@ -159,11 +159,14 @@ int schedule_series(db *d, const ldct_config *cfg, const char *series_uid)
         return (rc = db_series_defer(d, si.id, longer)) ? rc : SCHED_DEFERRED;
     }
     if (!r) {
-        log_notice("series %s (%s, %d instance(s)) matches no rule%s%s%s; kept for %d h",
-                   series_uid, si.modality, si.instances,
-                   not_processable ? " that applies to it (" : "",
-                   not_processable ? not_processable : "",
-                   not_processable ? ": not processed)" : "", cfg->node.retention_hours);
+        log_notice(
+            "series %s (%s, %d instance(s)) matches no rule%s%s%s%s; kept for %d h", series_uid,
+            si.modality, si.instances, not_processable ? " that applies to it (" : "",
+            not_processable ? not_processable : "", not_processable ? ": not processed)" : "",
+            readable ? ""
+                     : " (its first instance could not be read, so only modality and"
+                       " AE titles were matched)",
+            cfg->node.retention_hours);
         return (rc = db_series_set_state(d, si.id, "unmatched")) ? rc : SCHED_UNMATCHED;
     }
     if (r->action == RULE_DISCARD) {

@@ -197,7 +197,7 @@ START_TEST(rule_errors_name_their_lines)
     ck_assert(has_error(cfg, 4, "range is empty"));
     ck_assert(has_error(cfg, 5, "expected a number or a range"));
     ck_assert(has_error(cfg, 6, "out of range"));
-    ck_assert(has_error(cfg, 1, "no [destination nowhere]"));
+    ck_assert(has_error(cfg, 7, "no [destination nowhere]")); /* its destinations line */
     ck_assert(has_error(cfg, 8, "unknown option 'match.colour'"));
     config_free(cfg);
 }

@@ -440,6 +440,9 @@ START_TEST(room_is_the_result_plus_half_the_reserve)
     o.min_free_mb = (int)(2 * (free_mb - m)); /* results keep half: m MB under what is free */
     ck_assert_int_eq(process_check_room(&o, mb, err, sizeof err), 0);
     ck_assert_int_eq(process_check_room(&o, 2 * m * mb, err, sizeof err), LDCT_ENOSPACE);
+    o.min_free_mb = 1; /* half of 1 MB is 0.5 MB, not 0 */
+    ck_assert_int_eq(process_check_room(&o, (free_mb + m) * mb, err, sizeof err), LDCT_ENOSPACE);
+    ck_assert_msg(strstr(err, "results leave 0.5 MB"), "%s", err);
     o.min_free_mb = 0;
     ck_assert_int_eq(process_check_room(&o, total + mb, err, sizeof err), LDCT_EINPUT);
     ck_assert_msg(strstr(err, "in all"), "%s", err);
