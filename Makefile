@@ -1,7 +1,10 @@
 # ldct-node build: `make` builds build/ldctd and build/ldct; `make run` runs
 # the daemon on its embedded defaults; `make test` runs unit and integration
 # tests; `make lint` checks formatting and runs cppcheck; `make bundle`
-# packs binaries and their non-system libraries for the GPU machine.
+# packs binaries and their non-system libraries for the GPU machine;
+# `make install` installs the daemon, the CLI, the systemd unit and its
+# sysusers/tmpfiles entries, the example configuration (kept if present)
+# and the documentation under DESTDIR/PREFIX (default /usr, /etc).
 # CUDA sources in gpu/ are compiled whenever nvcc is found (WITH_CUDA=0 to
 # skip); CUDA_ARCH selects the targets (default sm_90 plus PTX).
 
@@ -56,7 +59,7 @@ CHECK_LIBS := -lcheck -l:libsubunit.a -lrt -lm -lpthread
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/check_*.c))
 TOOLS := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(wildcard tests/tools/*.c))
 
-.PHONY: all deps run test unit integration lint bundle clean
+.PHONY: all deps run test unit integration lint bundle clean install
 all: $(BUILD)/ldctd $(BUILD)/ldct $(UNIT_TESTS) $(TOOLS)
 
 deps:
@@ -135,6 +138,25 @@ lint:
 
 bundle: all
 	tests/tools/make_bundle.sh $(BUILD)
+
+PREFIX ?= /usr
+SYSCONFDIR ?= /etc
+DOCDIR ?= $(PREFIX)/share/doc/ldct-node
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+install: $(BUILD)/ldctd $(BUILD)/ldct
+	install -D -m 0755 $(BUILD)/ldctd $(DESTDIR)$(PREFIX)/bin/ldctd
+	install -D -m 0755 $(BUILD)/ldct $(DESTDIR)$(PREFIX)/bin/ldct
+	install -d $(DESTDIR)$(UNITDIR) $(DESTDIR)$(DOCDIR)
+	sed -e 's#/usr/bin/#$(PREFIX)/bin/#g' -e 's#/etc/ldct/#$(SYSCONFDIR)/ldct/#g' \
+		-e 's#/usr/share/doc/ldct-node/#$(DOCDIR)/#g' systemd/ldctd.service \
+		> $(DESTDIR)$(UNITDIR)/ldctd.service
+	install -D -m 0644 systemd/ldct.sysusers.conf $(DESTDIR)$(PREFIX)/lib/sysusers.d/ldct.conf
+	install -d $(DESTDIR)$(PREFIX)/lib/tmpfiles.d
+	sed 's#/etc/ldct#$(SYSCONFDIR)/ldct#' systemd/ldct.tmpfiles.conf \
+		> $(DESTDIR)$(PREFIX)/lib/tmpfiles.d/ldct.conf
+	[ -e $(DESTDIR)$(SYSCONFDIR)/ldct/ldctd.conf ] || \
+		install -D -m 0644 config/ldctd.conf.example $(DESTDIR)$(SYSCONFDIR)/ldct/ldctd.conf
+	install -m 0644 README.md config/ldctd.conf.example docs/*.md $(DESTDIR)$(DOCDIR)/
 
 clean:
 	rm -rf $(BUILD)
