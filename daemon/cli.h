@@ -18,7 +18,9 @@ typedef struct cli_opts {
  * defaults without --config); prints why on failure. */
 int cli_state_dir(const cli_opts *o, char *out, size_t len);
 
-/* Opens the daemon's database (read-only or not); prints why on failure. */
+/* Opens the daemon's database (read-only or not); never creates one: a
+ * missing file is LDCT_ENOTFOUND, said once with the state directory it
+ * looked in. Prints why on failure. */
 int cli_open_db(const cli_opts *o, int readonly, db **d);
 
 /* 1 if --help or -h is among argv[1..argc-1]: the subcommand then prints

@@ -36,7 +36,9 @@ int cli_open_db(const cli_opts *o, int readonly, db **d)
     if (rc)
         return rc;
     ingest_db_path(dir, path, sizeof path);
-    if (readonly && access(path, F_OK) != 0) { /* say why once, not as a database error */
+    /* Say why once, not as a database error; a read-write open (ldct retry)
+     * must not create an empty database where ldctd never ran either. */
+    if (access(path, F_OK) != 0) {
         fprintf(stderr,
                 "ldct: cannot open %s: no such file (has ldctd run with state directory %s? "
                 "choose it with --config FILE or --state-dir DIR)\n",

@@ -22,6 +22,19 @@ grep -q "dc.conf:3: distance_cutoff = -1: out of range (0 to 80)" "$T/err" &&
 grep -q "cannot open $T/nothing/ldct.db: no such file (has ldctd run with state directory $T/nothing?" "$T/err" ||
     fail "no clear error: $(cat "$T/err")"
 [ "$(wc -l < "$T/err")" = 1 ] || fail "the missing database reported more than once: $(cat "$T/err")"
+# Every subcommand that opens the database says the same, retry (read-write)
+# included, and creates no database where ldctd never ran.
+mkdir "$T/empty"
+for c in status series jobs "retry 1"; do
+    for dir in nothing empty; do
+        "$LDCT" --state-dir "$T/$dir" $c > /dev/null 2> "$T/err" && fail "ldct $c without a database succeeded"
+        grep -q "cannot open $T/$dir/ldct.db: no such file (has ldctd run with state directory $T/$dir?" \
+            "$T/err" && [ "$(wc -l < "$T/err")" = 1 ] || fail "ldct $c in $dir: $(cat "$T/err")"
+    done
+done
+[ -z "$(ls "$T/empty")" ] || fail "ldct retry created $(ls "$T/empty") in a state directory ldctd never used"
+(cd "$T/empty" && "$LDCT" retry 1) 2> "$T/err" && fail "ldct retry 1 without --config succeeded"
+grep -q "^ldct: cannot open ./var/ldct/ldct.db: no such file (has ldctd run" "$T/err" || fail "retry: $(cat "$T/err")"
 "$LDCT" frobnicate 2>/dev/null; [ $? = 2 ] || fail "unknown command must exit 2"
 "$LDCTD" --bogus 2>/dev/null; [ $? = 2 ] || fail "ldctd: unknown argument must exit 2"
 "$LDCTD" --config "$T/missing.conf" 2> "$T/err"; rc=$?
