@@ -310,6 +310,8 @@ static int write_projections(const phantom_opts *o, const study_ids *ids, const 
                          .patient_id = ids->patient_id,
                          .study_uid = ids->study,
                          .series_uid = series,
+                         /* the image series' frame: an FDK result registers with them */
+                         .frame_of_reference_uid = ids->frame,
                          .series_description = "PHANTOM LOW DOSE PROJECTIONS",
                          .rescale_slope = 4e-4,
                          .rescale_intercept = 0};

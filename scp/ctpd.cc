@@ -288,6 +288,7 @@ int write_file(const scp_ctpd_params *p, const char *path, char *err, size_t len
     ct.study_uid = p->study_uid;
     ct.series_uid = p->series_uid;
     ct.sop_uid = p->sop_uid;
+    ct.frame_of_reference_uid = p->frame_of_reference_uid;
     ct.series_description = p->series_description;
     ct.series_number = 1;
     ct.instance_number = p->instance_number;

@@ -365,6 +365,9 @@ int scp_ctpd_read(const char *path, scp_ctpd_info *info, float *values, size_t c
 /* Parameters of one synthetic DICOM-CT-PD instance (tests, the simulator). */
 typedef struct scp_ctpd_params {
     const char *patient_name, *patient_id, *study_uid, *series_uid, *sop_uid;
+    /* FrameOfReferenceUID: give the series' one, shared by all its views
+     * (and by images registered with them); NULL = a new UID per file. */
+    const char *frame_of_reference_uid;
     const char *series_description;
     int instance_number;
     scp_ctpd_info geo;    /* geometry written into the private groups */

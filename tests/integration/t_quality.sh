@@ -16,8 +16,9 @@
 . "$(dirname "$0")/lib.sh"
 HERE=$(cd "$(dirname "$0")" && pwd)
 P="$T/ph"
+ROOT_UID=1.2.826.0.1.3680043.9.77 # 24 characters, the most a UID root may have
 "$LDCT" phantom --out "$P" --size 128 --slices 16 --dose 0.25 --seed 7 --device cpu \
-    > "$T/phantom.out" 2> "$T/phantom.err" || fail "ldct phantom: $(cat "$T/phantom.err")"
+    --uid-root $ROOT_UID > "$T/phantom.out" 2> "$T/phantom.err" || fail "ldct phantom: $(cat "$T/phantom.err")"
 grep -q "full dose written" "$T/phantom.err" || fail "no progress lines on stderr"
 for s in truth full low; do
     [ "$(ls "$P/$s" | wc -l)" = 16 ] || fail "$s: expected 16 slices"
@@ -40,6 +41,15 @@ for s in full low projections; do
 done
 [ "$(for s in truth full low projections; do tag 0020,000e "$(ls "$P/$s"/*.dcm | head -1)"; done |
     sort -u | wc -l)" = 4 ] || fail "series UIDs not distinct"
+# One frame of reference for the whole study, projections included (an FDK
+# result registers with the images), and every UID under --uid-root.
+frames=$(for s in truth full low projections; do dcmdump -q +P 0020,0052 "$P/$s"/*.dcm; done |
+    sed -nE 's/.*\[([^]]*)\].*/\1/p' | sort | uniq -c)
+[ "$(echo "$frames" | wc -l)" = 1 ] && [ "$(echo "$frames" | awk '{print $1}')" = $((3 * 16 + 512)) ] ||
+    fail "FrameOfReferenceUIDs (count, UID): $frames"
+uids=$(dcmdump -q +P 0020,000d +P 0020,000e +P 0020,0052 +P 0008,0018 "$P/projections/PROJ00001.dcm" \
+    "$P/low/IMG0001.dcm" | sed -nE 's/.*\[([^]]*)\].*/\1/p')
+[ "$(echo "$uids" | grep -c "^$ROOT_UID\.")" = 8 ] || fail "UIDs not under --uid-root: $uids"
 proj=$(ls "$P/projections"/*.dcm | head -1)
 dcmdump -q "$proj" | grep -q '(7029,100b) CS \[FLAT\]' || fail "detector shape not FLAT"
 dcmdump -q "$proj" | grep -q '(7033,100e) CS \[FFSNONE\]' || fail "FFS mode"
