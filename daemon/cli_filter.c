@@ -28,7 +28,7 @@ typedef struct filter_opts {
 
 typedef struct input_file {
     char *path;
-    char series_uid[65];
+    char series_uid[65], sop_uid[65];
 } input_file;
 
 typedef struct input_list {
@@ -62,12 +62,13 @@ static void filter_usage(FILE *f)
             "  --slices N          (default: those every projection sees across the field)\n"
             "  --kernel K          ram-lak|shepp-logan|cosine|hamming|hann (default shepp-logan)\n"
             "  --mu-water X        water's attenuation per mm for HU (default 0.0193)\n"
-            "Every DICOM image file under --in is read (other files are skipped);\n"
+            "Every DICOM image file under --in is read (other files are skipped, and\n"
+            "of copies of one instance, by SOP Instance UID, the first path is read);\n"
             "each series becomes one derived series in --out (<SOPInstanceUID>.dcm).\n"
             "Numbers have the bounds of the same [rule] keys (ldctd.conf.example).\n");
 }
 
-static int list_push(input_list *l, const char *path, const char *series)
+static int list_push(input_list *l, const char *path, const scp_slice_info *info)
 {
     if (l->n == l->cap) {
         int cap = l->cap ? 2 * l->cap : 256;
@@ -77,8 +78,10 @@ static int list_push(input_list *l, const char *path, const char *series)
         l->v = v;
         l->cap = cap;
     }
-    l->v[l->n].path = strdup(path);
-    snprintf(l->v[l->n].series_uid, sizeof l->v[l->n].series_uid, "%s", series);
+    input_file *f = &l->v[l->n];
+    f->path = strdup(path);
+    snprintf(f->series_uid, sizeof f->series_uid, "%s", info->series_uid);
+    snprintf(f->sop_uid, sizeof f->sop_uid, "%s", info->sop_instance_uid);
     return l->v[l->n++].path ? 0 : -1;
 }
 
@@ -108,7 +111,7 @@ static int scan(const char *dir, input_list *l, int *skipped)
             (*skipped)++;
             continue;
         }
-        rc = list_push(l, path, info.series_uid);
+        rc = list_push(l, path, &info);
         scp_slice_info_free(&info);
     }
     closedir(d);
@@ -120,6 +123,59 @@ static int by_series(const void *a, const void *b)
     const input_file *x = a, *y = b;
     int c = strcmp(x->series_uid, y->series_uid);
     return c ? c : strcmp(x->path, y->path);
+}
+
+static int by_sop(const void *a, const void *b)
+{
+    const input_file *x = a, *y = b;
+    int c = strcmp(x->sop_uid, y->sop_uid);
+    return c ? c : strcmp(x->path, y->path);
+}
+
+/* Keeps one file per SOP Instance UID, as the daemon keeps one instance:
+ * the same series copied twice under --in is one series, not every slice
+ * twice. The copy with the first path (in byte order) stays; says once on
+ * stderr how many were left out. */
+static void drop_repeated_instances(input_list *l)
+{
+    qsort(l->v, (size_t)l->n, sizeof *l->v, by_sop);
+    int kept = 0, dropped = 0;
+    char first[2400] = "";
+    for (int i = 0; i < l->n; i++) {
+        const input_file *prev = kept ? &l->v[kept - 1] : NULL;
+        if (prev && l->v[i].sop_uid[0] && !strcmp(prev->sop_uid, l->v[i].sop_uid)) {
+            if (dropped++ == 0)
+                snprintf(first, sizeof first, "%s, the same instance as %s", l->v[i].path,
+                         prev->path);
+            free(l->v[i].path);
+            continue;
+        }
+        l->v[kept++] = l->v[i];
+    }
+    l->n = kept;
+    if (dropped)
+        fprintf(stderr,
+                "ldct filter: skipped %d file(s) that repeat a SOP Instance UID already read "
+                "(first: %s)\n",
+                dropped, first);
+}
+
+/* Reads what is under --in: the DICOM images, one per SOP instance, sorted
+ * by series. 0, or -1 after saying why there is nothing to do. */
+static int read_inputs(const char *dir, input_list *in)
+{
+    int skipped = 0;
+    if (scp_global_init() || scan(dir, in, &skipped))
+        return -1;
+    if (in->n == 0) {
+        fprintf(stderr, "ldct filter: no DICOM image in %s\n", dir);
+        return -1;
+    }
+    if (skipped)
+        fprintf(stderr, "ldct filter: skipped %d file(s) that are not DICOM\n", skipped);
+    drop_repeated_instances(in);
+    qsort(in->v, (size_t)in->n, sizeof *in->v, by_series);
+    return 0;
 }
 
 static int run_series(const filter_opts *fo, const gpu_device *dev, input_file *files, int n)
@@ -296,7 +352,7 @@ int cli_filter(int argc, char **argv)
     int rc = 1;
     input_list in = {0, 0, NULL};
     gpu_device dev;
-    int skipped = 0, failed = 0;
+    int failed = 0;
     if (parse_filter(argc, argv, &fo) || fo.help) {
         filter_usage(fo.help ? stdout : stderr);
         rc = fo.help ? 0 : 2;
@@ -306,15 +362,8 @@ int cli_filter(int argc, char **argv)
         fprintf(stderr, "ldct filter: device '%s' is not available\n", fo.device);
         goto done;
     }
-    if (scp_global_init() || scan(fo.in, &in, &skipped))
+    if (read_inputs(fo.in, &in))
         goto done;
-    if (in.n == 0) {
-        fprintf(stderr, "ldct filter: no DICOM image in %s\n", fo.in);
-        goto done;
-    }
-    if (skipped)
-        fprintf(stderr, "ldct filter: skipped %d file(s) that are not DICOM\n", skipped);
-    qsort(in.v, (size_t)in.n, sizeof *in.v, by_series);
     for (int i = 0, j; i < in.n; i = j) {
         for (j = i + 1; j < in.n && !strcmp(in.v[j].series_uid, in.v[i].series_uid); j++) {
         }

@@ -84,21 +84,42 @@ static int fail(loader *l, int rc, const char *fmt, ...)
 
 /* ---- naming slices in messages ------------------------------------------ */
 
-static const char *base_name(const char *path)
+/* The last k components of path ("a/b/IMG1.dcm", k 2: "b/IMG1.dcm"); the
+ * whole path when it has no more. */
+static const char *path_tail(const char *path, int k)
 {
-    const char *s = strrchr(path, '/');
-    return s ? s + 1 : path;
+    for (const char *s = path + strlen(path); s > path; s--)
+        if (s[-1] == '/' && --k == 0)
+            return s;
+    return path;
+}
+
+/* The shortest tail of file i's path that no other file of the series
+ * ends with: the base name, unless copies in two folders share it
+ * ("copyA/IMG0001.dcm" and "copyB/IMG0001.dcm"). */
+static const char *short_name(const loader *l, int i)
+{
+    for (int k = 1;; k++) {
+        const char *tail = path_tail(l->paths[i], k);
+        int shared = 0;
+        for (int j = 0; j < l->n && !shared; j++)
+            shared = j != i && !strcmp(path_tail(l->paths[j], k), tail);
+        if (!shared || tail == l->paths[i])
+            return tail;
+    }
 }
 
 /* "slice 37" (or "instance 5" for a multi-frame file) when the instance
- * number names the file unambiguously, else "file IMG0037.dcm". */
-static void file_name(const loader *l, int i, char *buf, size_t len)
+ * number names the file unambiguously, else "file IMG0037.dcm" (with as
+ * many folders as it takes to tell it from the series' other files). */
+static const char *file_name(const loader *l, int i, char *buf, size_t len)
 {
     if (!l->numbered[i])
-        snprintf(buf, len, "file %s", base_name(l->paths[i]));
+        snprintf(buf, len, "file %s", short_name(l, i));
     else
         snprintf(buf, len, "%s %d", l->info[i].frames > 1 ? "instance" : "slice",
                  l->info[i].instance_number);
+    return buf;
 }
 
 static void frame_name(const loader *l, const frame_pos *f, char *buf, size_t len)
@@ -284,32 +305,30 @@ static int all_finite(const double *v, int n)
     return 1;
 }
 
-/* Position and orientation, needed to sort anything but a single frame. */
-static int check_placed(loader *l, int i, const char *name)
+/* Position and orientation, needed to sort anything but a single frame.
+ * The file is named only when it fails (naming searches the other files). */
+static int check_placed(loader *l, int i)
 {
     const scp_slice_info *s = &l->info[i];
+    char name[NAME_LEN], frames[80];
+    const char *why = NULL;
     if (!s->has_orientation || !all_finite(s->orientation, 6))
-        return fail(l, LDCT_EINPUT,
-                    "%s has no usable image orientation, needed to sort a series of more than "
-                    "one slice",
-                    name);
-    if (s->frames > 1 && !s->frame_positions)
-        return fail(l, LDCT_EINPUT, "%s has %d frames but no position for each frame", name,
-                    s->frames);
-    if (!s->has_position || !all_finite(s->position, 3) ||
-        (s->frame_positions && !all_finite(s->frame_positions, 3 * s->frames)))
-        return fail(l, LDCT_EINPUT,
-                    "%s has no usable image position, needed to sort a series of more than one "
-                    "slice",
-                    name);
-    return 0;
+        why = "has no usable image orientation, needed to sort a series of more than one slice";
+    else if (s->frames > 1 && !s->frame_positions) {
+        snprintf(frames, sizeof frames, "has %d frames but no position for each frame", s->frames);
+        why = frames;
+    } else if (!s->has_position || !all_finite(s->position, 3) ||
+               (s->frame_positions && !all_finite(s->frame_positions, 3 * s->frames)))
+        why = "has no usable image position, needed to sort a series of more than one slice";
+    if (!why)
+        return 0;
+    return fail(l, LDCT_EINPUT, "%s %s", file_name(l, i, name, sizeof name), why);
 }
 
 static int check_file(loader *l, int i)
 {
     const scp_slice_info *s = &l->info[i];
     char name[NAME_LEN];
-    file_name(l, i, name, sizeof name);
     if (s->rows <= 0 || s->cols <= 0)
         return fail(l, LDCT_EINPUT, "instance %s is not an image (SOP class %s)",
                     s->sop_instance_uid, s->sop_class_uid);
@@ -317,17 +336,17 @@ static int check_file(loader *l, int i)
         return fail(l, LDCT_EUNSUPPORTED,
                     "%s is a colour image (photometric interpretation '%s', %d samples per "
                     "pixel); only greyscale images can be processed",
-                    name, s->photometric, s->samples_per_pixel);
+                    file_name(l, i, name, sizeof name), s->photometric, s->samples_per_pixel);
     if (!isfinite(s->rescale_slope) || s->rescale_slope == 0 || !isfinite(s->rescale_intercept))
-        return fail(l, LDCT_EINPUT, "%s has an unusable rescale (slope %g, intercept %g)", name,
-                    s->rescale_slope, s->rescale_intercept);
+        return fail(l, LDCT_EINPUT, "%s has an unusable rescale (slope %g, intercept %g)",
+                    file_name(l, i, name, sizeof name), s->rescale_slope, s->rescale_intercept);
     if (s->has_spacing && !(s->pixel_spacing[0] > 0 && s->pixel_spacing[1] > 0 &&
                             isfinite(s->pixel_spacing[0]) && isfinite(s->pixel_spacing[1])))
-        return fail(l, LDCT_EINPUT, "%s has an unusable pixel spacing (%g\\%g mm)", name,
-                    s->pixel_spacing[0], s->pixel_spacing[1]);
+        return fail(l, LDCT_EINPUT, "%s has an unusable pixel spacing (%g\\%g mm)",
+                    file_name(l, i, name, sizeof name), s->pixel_spacing[0], s->pixel_spacing[1]);
     if (l->nframes < 2 || l->slices)
         return 0;
-    int rc = check_placed(l, i, name);
+    int rc = check_placed(l, i);
     l->geometry |= rc != 0;
     return rc;
 }

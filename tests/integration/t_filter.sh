@@ -2,7 +2,8 @@
 # ldct filter: the daemon's processing offline on a folder: files are
 # grouped by series (two series in one folder give two derived series),
 # other files are skipped, noise in a uniform region is at least halved,
-# the derived instances pass dciodvfy as their sources do; uniform and
+# the derived instances pass dciodvfy as their sources do; a series copied
+# twice under --in is filtered once (one file per SOP Instance UID); uniform and
 # Gaussian patch weighting (--patch-weighting) give different results; bad arguments
 # and an inconsistent series give clear errors and a failing exit code
 # (nlm3d on a series with a gap); nlm2d filters that series slice by slice.
@@ -41,6 +42,27 @@ note "lung ROI std: source $s0, derived $s1"
 python3 -c "import sys; sys.exit(0 if $s1 <= $s0 / 2 else 1)" || fail "noise not halved: $s0 -> $s1"
 bash "$(dirname "$0")/dciodvfy_compare.sh" "$T/in/a/IMG0001.dcm" "$(ls "$T"/da/*.dcm | head -1)" ||
     fail "dciodvfy: new errors"
+# One file per SOP instance, as the daemon keeps one: a series copied into
+# two folders is filtered once and the left-out copies are said once;
+# distinct instances at one place are named with their folders.
+mkdir "$T/dup"
+cp -r "$T/in/a" "$T/dup/copyA"
+cp -r "$T/in/a" "$T/dup/copyB"
+"$LDCT" filter --in "$T/dup" --out "$T/dup-out" --device cpu > /dev/null 2> "$T/e" ||
+    fail "two copies of a series: $(cat "$T/e")"
+[ "$(ls "$T/dup-out" | wc -l)" = 8 ] || fail "two copies of 8 slices gave $(ls "$T/dup-out" | wc -l) files"
+grep -qF "skipped 8 file(s) that repeat a SOP Instance UID already read (first: $T/dup/copyB/IMG0001.dcm, the same instance as $T/dup/copyA/IMG0001.dcm)" \
+    "$T/e" && [ "$(grep -c "SOP Instance UID" "$T/e")" = 1 ] || fail "copies not reported once: $(cat "$T/e")"
+for d in a b; do
+    "$MKSERIES" --out "$T/two/$d" --rows 16 --cols 16 --slices 2 --series-uid 1.2.826.0.1.3680043.9.7777.5 \
+        > /dev/null || fail mkseries
+done
+frame=$(dcmdump -q +P 0020,0052 "$T/two/a/IMG0001.dcm" | sed -E 's/.*\[([^]]*)\].*/\1/')
+dcmodify -nb -m "(0020,0052)=$frame" "$T"/two/b/*.dcm || fail dcmodify
+"$LDCT" filter --algo nlm3d --in "$T/two" --out "$T/two-out" --device cpu 2> "$T/e" &&
+    fail "two instances at one place were filtered"
+grep -qF "file a/IMG0001.dcm and file b/IMG0001.dcm are both at 0.00 mm" "$T/e" ||
+    fail "clashing files not told apart: $(cat "$T/e")"
 # --patch-weighting: the same series and h with uniform and Gaussian patch
 # weights give different pixels (dcmstat prints identical lines for
 # identical data), both halve the noise, and the Gaussian one says so in
