@@ -396,6 +396,14 @@ static int uid_root_valid(const char *r)
     return 1;
 }
 
+const char *config_uid_root_check(const char *root)
+{
+    return uid_root_valid(root)
+               ? NULL
+               : "a UID root is digits and dots (no empty or zero-led component), at most "
+                 "24 characters";
+}
+
 /* "auto", "cpu", or a comma list of "gpu" / "gpu:N" / "cpu". */
 static int devices_valid(const char *v)
 {
@@ -435,8 +443,8 @@ static const char *set_option(const opt_def *o, void *base, const char *raw)
             return "an AE title has 1 to 16 printable characters and no backslash";
         /* fall through */
     case T_UIDROOT:
-        if (o->type == T_UIDROOT && !uid_root_valid(v))
-            return "expected a UID root: digits and dots, at most 24 characters";
+        if (o->type == T_UIDROOT && config_uid_root_check(v))
+            return config_uid_root_check(v);
         /* fall through */
     case T_DEVICES:
         if (o->type == T_DEVICES && !devices_valid(v))

@@ -197,6 +197,12 @@ void config_rule_init(cfg_rule *r);
  * option"; valid until the next call on this thread). Any thread. */
 const char *config_rule_option_set(cfg_rule *r, const char *name, const char *value);
 
+/* Checks a UID root as node.uid_root is checked (digits and dots, no empty
+ * or zero-led component, at most 24 characters so that the UIDs made under
+ * it fit in 64). NULL when valid, else the message a file gets (static).
+ * Any thread. */
+const char *config_uid_root_check(const char *root);
+
 /* Finds a destination by name; NULL if absent. */
 const cfg_destination *config_destination_find(const ldct_config *cfg, const char *name);
 

@@ -68,6 +68,12 @@ static void filter_usage(FILE *f)
             "Numbers have the bounds of the same [rule] keys (ldctd.conf.example).\n");
 }
 
+/* Files under --in that were left out, and why the first one was. */
+typedef struct skip_log {
+    int n;
+    char first[2400]; /* "PATH: reason" */
+} skip_log;
+
 static int list_push(input_list *l, const char *path, const scp_slice_info *info)
 {
     if (l->n == l->cap) {
@@ -85,8 +91,22 @@ static int list_push(input_list *l, const char *path, const scp_slice_info *info
     return l->v[l->n++].path ? 0 : -1;
 }
 
+/* Counts a file left out; keeps the reason of the first (the reader's
+ * message names the file or the instance; the path is added if missing). */
+static void skip_note(skip_log *s, const char *path, const char *why)
+{
+    if (s->n++ > 0)
+        return;
+    if (!why[0])
+        why = "not a regular file";
+    if (strstr(why, path))
+        snprintf(s->first, sizeof s->first, "%s", why);
+    else
+        snprintf(s->first, sizeof s->first, "%s: %s", path, why);
+}
+
 /* Adds every readable DICOM file under dir (recursively). */
-static int scan(const char *dir, input_list *l, int *skipped)
+static int scan(const char *dir, input_list *l, skip_log *skipped)
 {
     DIR *d = opendir(dir);
     if (!d)
@@ -106,9 +126,9 @@ static int scan(const char *dir, input_list *l, int *skipped)
             continue;
         }
         scp_slice_info info;
-        char err[256];
+        char err[512] = "";
         if (!S_ISREG(st.st_mode) || scp_slice_read_info(path, &info, err, sizeof err) != 0) {
-            (*skipped)++;
+            skip_note(skipped, path, err);
             continue;
         }
         rc = list_push(l, path, &info);
@@ -161,18 +181,25 @@ static void drop_repeated_instances(input_list *l)
 }
 
 /* Reads what is under --in: the DICOM images, one per SOP instance, sorted
- * by series. 0, or -1 after saying why there is nothing to do. */
+ * by series; says which files were left out and why. 0, or -1 after
+ * saying why there is nothing to do. */
 static int read_inputs(const char *dir, input_list *in)
 {
-    int skipped = 0;
+    skip_log skipped = {0, ""};
     if (scp_global_init() || scan(dir, in, &skipped))
         return -1;
     if (in->n == 0) {
-        fprintf(stderr, "ldct filter: no DICOM image in %s\n", dir);
+        if (skipped.n)
+            fprintf(stderr, "ldct filter: no DICOM image in %s: %d file(s) skipped (first: %s)\n",
+                    dir, skipped.n, skipped.first);
+        else
+            fprintf(stderr, "ldct filter: no DICOM image in %s: it has no files\n", dir);
         return -1;
     }
-    if (skipped)
-        fprintf(stderr, "ldct filter: skipped %d file(s) that are not DICOM\n", skipped);
+    if (skipped.n)
+        fprintf(stderr,
+                "ldct filter: skipped %d file(s) that are not readable DICOM images (first: %s)\n",
+                skipped.n, skipped.first);
     drop_repeated_instances(in);
     qsort(in->v, (size_t)in->n, sizeof *in->v, by_series);
     return 0;
@@ -272,6 +299,16 @@ static void apply_rule_options(filter_opts *o)
                            .mu_water = r->fdk_mu_water};
 }
 
+/* -1 after naming the required options that are missing. */
+static int say_missing(const filter_opts *o)
+{
+    if (!o->in && !o->out)
+        fprintf(stderr, "ldct filter: --in and --out are required\n");
+    else
+        fprintf(stderr, "ldct filter: %s is required\n", o->in ? "--out" : "--in");
+    return -1;
+}
+
 static int parse_filter(int argc, char **argv, filter_opts *o)
 {
     static const struct option longopts[] = {{"algo", 1, 0, 'a'},
@@ -319,9 +356,13 @@ static int parse_filter(int argc, char **argv, filter_opts *o)
         case 'x':
             o->suffix = optarg;
             break;
-        case 'u':
+        case 'u': { /* checked now: a bad root fails only when the UIDs are made */
+            const char *why = config_uid_root_check(optarg);
+            if (why)
+                return fprintf(stderr, "ldct filter: --uid-root %s: %s\n", optarg, why), -1;
             o->uid_root = optarg;
             break;
+        }
         case 'h':
             o->help = 1;
             return 0;
@@ -332,8 +373,10 @@ static int parse_filter(int argc, char **argv, filter_opts *o)
         }
         }
     }
-    if (!o->in || !o->out || optind != argc)
-        return fprintf(stderr, "ldct filter: --algo, --in and --out are required\n"), -1;
+    if (optind != argc)
+        return fprintf(stderr, "ldct filter: unexpected argument '%s'\n", argv[optind]), -1;
+    if (!o->in || !o->out) /* --algo has a default (auto) */
+        return say_missing(o);
     apply_rule_options(o);
     return 0;
 }

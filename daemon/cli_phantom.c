@@ -18,6 +18,7 @@
  */
 #include "common/err.h"
 #include "common/fsutil.h"
+#include "config/config.h"
 #include "daemon/cli.h"
 #include "gpu/phantom.h"
 #include "gpu/phantom4d.h"
@@ -147,9 +148,13 @@ static int parse_opt(int c, const char *arg, phantom_opts *o)
     case 'd':
         o->device = arg;
         break;
-    case 'u':
+    case 'u': { /* checked now: a bad root fails only when the UIDs are made */
+        const char *why = config_uid_root_check(arg);
+        if (why)
+            return fprintf(stderr, "ldct phantom: --uid-root %s: %s\n", arg, why), -1;
         o->uid_root = arg;
         break;
+    }
     case 'T':
         o->object_truth = !strcmp(arg, "object");
         if (!o->object_truth && strcmp(arg, "recon"))

@@ -4,7 +4,8 @@
 # other files are skipped, noise in a uniform region is at least halved,
 # the derived instances pass dciodvfy as their sources do; a series copied
 # twice under --in is filtered once (one file per SOP Instance UID); uniform and
-# Gaussian patch weighting (--patch-weighting) give different results; bad arguments
+# Gaussian patch weighting (--patch-weighting) give different results; files
+# that cannot be read are reported with the first one's reason; bad arguments
 # and an inconsistent series give clear errors and a failing exit code
 # (nlm3d on a series with a gap); nlm2d filters that series slice by slice.
 . "$(dirname "$0")/lib.sh"
@@ -20,7 +21,15 @@ echo "not DICOM" > "$T/in/README"
 [ "$(grep -c ' -> ' "$T/filter.out")" = 2 ] || fail "expected two series: $(cat "$T/filter.out")"
 grep -q "nlm3d on cpu" "$T/filter.out" && grep -q "nlm2d on cpu" "$T/filter.out" ||
     fail "auto did not pick per thickness: $(cat "$T/filter.out")"
-grep -q "skipped 1 file" "$T/filter.err" || fail "README not reported as skipped"
+grep -qF "skipped 1 file(s) that are not readable DICOM images (first: $T/in/README is not readable DICOM" \
+    "$T/filter.err" || fail "README not reported as skipped, with why: $(cat "$T/filter.err")"
+# A folder of images that cannot be read says why for the first of them
+# (as the daemon logs it), not only that there is no image.
+"$MKSERIES" --out "$T/b32" --rows 32 --cols 32 --slices 2 > /dev/null || fail mkseries
+dcmodify -nb -m "(0028,0100)=32" "$T"/b32/*.dcm || fail dcmodify
+"$LDCT" filter --in "$T/b32" --out "$T/b32-out" --device cpu 2> "$T/e" && fail "32-bit header accepted"
+grep -qE "^ldct filter: no DICOM image in $T/b32: 2 file\(s\) skipped \(first: $T/b32/IMG000[12].dcm: instance [0-9.]+ declares 32x32x1 pixels of 32 bits \(4096 bytes\) but its file has [0-9]+ bytes\)$" \
+    "$T/e" || fail "no reason for the unreadable files: $(cat "$T/e")"
 series_of() { dcmdump -q +P 0020,000e "$1" | sed -E 's/.*\[([^]]*)\].*/\1/'; }
 src_a=$(series_of "$T/in/a/IMG0001.dcm")
 mkdir -p "$T/da"
@@ -85,8 +94,12 @@ dcmdump -q +L +P 0008,2111 "$(ls "$T"/pw-uniform/*.dcm | head -1)" | grep -q "Ga
 "$LDCT" filter --algo nlm3d --patch-weighting box --in "$T/in/a" --out "$T/x" 2> "$T/e"
 [ $? = 2 ] || fail "unknown patch weighting not a usage error"
 grep -q "unknown patch weighting 'box'" "$T/e" || fail "no message for an unknown patch weighting"
-"$LDCT" filter --in "$T/in" > /dev/null 2>&1
+"$LDCT" filter --in "$T/in" > /dev/null 2> "$T/e"
 [ $? = 2 ] || fail "missing --out not a usage error"
+head -n 1 "$T/e" | grep -qx "ldct filter: --out is required" || fail "missing --out: $(head -n 1 "$T/e")"
+"$LDCT" filter --in "$T/in" --out "$T/x" extra > /dev/null 2> "$T/e"
+[ $? = 2 ] && head -n 1 "$T/e" | grep -qx "ldct filter: unexpected argument 'extra'" ||
+    fail "extra argument: $(head -n 1 "$T/e")"
 "$LDCT" filter --algo nlm9 --in "$T/in" --out "$T/x" 2> "$T/e" && fail "unknown algorithm accepted"
 grep -q "unknown algorithm 'nlm9'" "$T/e" || fail "no message for an unknown algorithm"
 "$MKSERIES" --out "$T/bad" --rows 32 --cols 32 --slices 6 > /dev/null || fail mkseries

@@ -50,6 +50,9 @@ frames=$(for s in truth full low projections; do dcmdump -q +P 0020,0052 "$P/$s"
 uids=$(dcmdump -q +P 0020,000d +P 0020,000e +P 0020,0052 +P 0008,0018 "$P/projections/PROJ00001.dcm" \
     "$P/low/IMG0001.dcm" | sed -nE 's/.*\[([^]]*)\].*/\1/p')
 [ "$(echo "$uids" | grep -c "^$ROOT_UID\.")" = 8 ] || fail "UIDs not under --uid-root: $uids"
+"$LDCT" phantom --out "$T/bad-root" --uid-root abc > /dev/null 2> "$T/e"
+[ $? = 2 ] && grep -qF "ldct phantom: --uid-root abc: a UID root is digits and dots" "$T/e" &&
+    [ ! -e "$T/bad-root" ] || fail "phantom --uid-root abc: $(head -n 1 "$T/e")"
 proj=$(ls "$P/projections"/*.dcm | head -1)
 dcmdump -q "$proj" | grep -q '(7029,100b) CS \[FLAT\]' || fail "detector shape not FLAT"
 dcmdump -q "$proj" | grep -q '(7033,100e) CS \[FFSNONE\]' || fail "FFS mode"

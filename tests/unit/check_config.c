@@ -499,6 +499,25 @@ END_TEST
 
 /* strtod reads "nan" and "inf": neither may pass as a strength, an h or a
  * retry multiplier (NaN compares false with both bounds). */
+/* The command line's --uid-root gets the file's check and message. */
+START_TEST(uid_root_check_is_the_files)
+{
+    ck_assert_ptr_null(config_uid_root_check("1.2.826.0.1.3680043.9"));
+    ck_assert_ptr_null(config_uid_root_check("1.2.0.3"));
+    const char *bad[] = {"", "abc", "1.02", "1..2", ".1", "1.", "1.2.3.4.5.6.7.8.9.10.11.12"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *why = config_uid_root_check(bad[i]);
+        ck_assert_msg(why && strstr(why, "digits and dots") && strstr(why, "24 characters"),
+                      "%s accepted", bad[i]);
+    }
+    int rc;
+    ldct_config *cfg = load_text("[node]\nuid_root = abc\n", &rc);
+    ck_assert_int_eq(rc, LDCT_EINVAL_CONFIG);
+    ck_assert(has_error(cfg, 2, config_uid_root_check("abc")));
+    config_free(cfg);
+}
+END_TEST
+
 START_TEST(nan_and_infinity_are_out_of_range)
 {
     int rc;
@@ -592,6 +611,7 @@ int main(void)
     tcase_add_test(tc, route_and_both_need_destinations);
     tcase_add_test(tc, without_rules_ct_goes_to_the_results_folder);
     tcase_add_test(tc, uid_root_devices_and_retries_are_checked);
+    tcase_add_test(tc, uid_root_check_is_the_files);
     tcase_add_test(tc, nan_and_infinity_are_out_of_range);
     tcase_add_test(tc, out_of_range_names_the_bounds);
     tcase_add_test(tc, adaptive4d_mapping_keys_parse_with_defaults_and_bounds);
