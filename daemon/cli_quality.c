@@ -25,6 +25,7 @@
 #include "scp/scp.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <getopt.h>
 #include <libgen.h>
 #include <math.h>
@@ -184,6 +185,36 @@ static void parent_of(const char *dir, char *out, size_t len)
     char tmp[1024];
     snprintf(tmp, sizeof tmp, "%s", dir);
     snprintf(out, len, "%s", dirname(tmp));
+}
+
+/* 0 when an output file can be written at path (an existing file that is
+ * writable, or a writable folder to create it in), else -1 after saying
+ * why: checked before the work, so that a typo in --png does not cost the
+ * whole measurement. Creates nothing. */
+static int check_writable(const char *option, const char *path)
+{
+    char dir[1024];
+    struct stat st;
+    const char *where = path;
+    int e = 0;
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode))
+            e = EISDIR;
+        else if (access(path, W_OK))
+            e = errno;
+    } else if (errno != ENOENT) {
+        e = errno;
+    } else {
+        parent_of(path, dir, sizeof dir);
+        if (access(dir, W_OK | X_OK)) {
+            e = errno;
+            where = dir;
+        }
+    }
+    if (e)
+        fprintf(stderr, "ldct quality: cannot write %s %s: %s: %s\n", option, path, where,
+                strerror(e));
+    return e ? -1 : 0;
 }
 
 static int find_layout(const quality_opts *o, gpu_phantom_layout *l, quality4d_motion *m)
@@ -399,6 +430,9 @@ int cli_quality(int argc, char **argv)
     quality4d_motion *motion = calloc(1, sizeof *motion);
     quality4d_result *q4 = calloc(1, sizeof *q4);
     int rc = 1;
+    if ((o.png && check_writable("--png", o.png)) ||
+        (o.save_raw && check_writable("--save-raw", o.save_raw)))
+        goto done;
     if (!motion || !q4 || scp_global_init() || find_layout(&o, &lay, motion) || load(o.ref, &ref))
         goto done;
     if (o.test_raw ? load_raw(o.test_raw, &ref, &test) : load(o.test, &test))

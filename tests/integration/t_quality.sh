@@ -8,7 +8,8 @@
 # +20 and +10 HU lesions and on average over all nine, edge rise distance
 # grown by at most 10%; the +5 HU lesions' CNRs are printed (their input
 # CNR is mostly noise in the contrast estimate; see docs/QUALITY.md). The
-# figure is a valid PNG, and the instances pass dciodvfy.
+# figure is a valid PNG (one that cannot be written fails before the work),
+# and the instances pass dciodvfy.
 #
 # nlm3d settings: patch radius 1, search radius 3, strength 0.45, from the
 # sweep in docs/QUALITY.md; the defaults (2, 5, 1.0) smooth the low-contrast
@@ -90,6 +91,11 @@ assert len(d["rois"]) == 2 and d["noise_sd"] > 0 and d["psnr"] > 20' "$T/sl.json
     fail "ldct quality (low)"
 "$LDCT" quality --test "$T/dn" --ref "$P/truth" --json --png "$T/q.png" > "$T/dn.json" ||
     fail "ldct quality (denoised)"
+# A figure that cannot be written fails before the work, with why, and no report.
+"$LDCT" quality --test "$T/dn" --ref "$P/truth" --png "$T/no-such-dir/q.png" > "$T/o" 2> "$T/e" &&
+    fail "--png into a missing folder succeeded"
+[ ! -s "$T/o" ] && grep -qx "ldct quality: cannot write --png $T/no-such-dir/q.png: $T/no-such-dir: No such file or directory" \
+    "$T/e" || fail "--png into a missing folder: $(cat "$T/o" "$T/e")"
 python3 "$HERE/quality_floors.py" "$T/low.json" "$T/dn.json" --cnr-lesions 20,10 > "$T/floors" ||
     fail "floors: $(cat "$T/floors")"
 sed 's/^/  /' "$T/floors"
