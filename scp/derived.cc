@@ -28,6 +28,7 @@ extern "C" {
 
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -283,7 +284,7 @@ OFCondition put_identity(DcmDataset *ds, const scp_derived_params *p)
         w.str(DCM_SeriesDescription, desc);
     long number = p->series_number;
     if (p->series_number_is_offset)
-        number += std::atol(get(ds, DCM_SeriesNumber).c_str());
+        number = scp_series_number_derive(std::atol(get(ds, DCM_SeriesNumber).c_str()), number);
     w.str(DCM_SeriesNumber, std::to_string(number));
     w.str(DCM_ImageType, derived_type(ds, DCM_ImageType, enh));
     w.str(DCM_InstanceCreationDate, date);
@@ -437,6 +438,16 @@ extern "C" int scp_derived_write(const scp_derived_params *p, const char *out_pa
     if (rc < 0)
         unlink(out_path);
     return rc;
+}
+
+extern "C" long scp_series_number_derive(long source, long offset)
+{
+    const long lo = INT32_MIN, hi = INT32_MAX;
+    source = source < lo ? lo : source > hi ? hi : source;
+    long n = source + offset;
+    if (n < lo || n > hi)
+        n = source - offset;
+    return n < lo ? lo : n > hi ? hi : n;
 }
 
 extern "C" void scp_fit_description(const char *base, const char *suffix, const char *charset,

@@ -139,7 +139,7 @@ int write_recon(const scp_recon_params *p, const char *out, char *err, size_t le
     ct.sop_uid = p->sop_uid;
     ct.frame_of_reference_uid = p->frame_of_reference_uid;
     ct.series_description = desc.c_str();
-    ct.series_number = (int)number + p->series_number_offset;
+    ct.series_number = (int)scp_series_number_derive(number, p->series_number_offset);
     ct.instance_number = p->instance_number;
     ct.rows = p->rows;
     ct.cols = p->cols;

@@ -306,6 +306,12 @@ typedef struct scp_derived_params {
 void scp_fit_description(const char *base, const char *suffix, const char *charset, char *out,
                          size_t len);
 
+/* The SeriesNumber of a derived series: source + offset, kept within an IS
+ * value's range (-2^31 .. 2^31-1). Where source + offset would leave it
+ * (a source numbered near the top of the range) it is source - offset;
+ * a source itself out of range counts as the nearest bound. */
+long scp_series_number_derive(long source, long offset);
+
 /* Writes a derived instance of the source to out_path: the source's dataset
  * (decompressed) with the new UIDs (meta header regenerated), series
  * description and number, ImageType DERIVED\SECONDARY\<source values 3..>

@@ -3,7 +3,8 @@
 # grouped by series (two series in one folder give two derived series),
 # other files are skipped, noise in a uniform region is at least halved,
 # the derived instances pass dciodvfy as their sources do; a series copied
-# twice under --in is filtered once (one file per SOP Instance UID); uniform and
+# twice under --in is filtered once (one file per SOP Instance UID); the
+# derived SeriesNumber stays within IS's range; uniform and
 # Gaussian patch weighting (--patch-weighting) give different results; files
 # that cannot be read are reported with the first one's reason; bad arguments
 # and an inconsistent series give clear errors and a failing exit code
@@ -72,6 +73,14 @@ dcmodify -nb -m "(0020,0052)=$frame" "$T"/two/b/*.dcm || fail dcmodify
     fail "two instances at one place were filtered"
 grep -qF "file a/IMG0001.dcm and file b/IMG0001.dcm are both at 0.00 mm" "$T/e" ||
     fail "clashing files not told apart: $(cat "$T/e")"
+# SeriesNumber + 1000 stays an IS value (at most 2^31-1): a source numbered
+# 2147483647 gives 2147482647 (minus the offset), not 2147484647.
+"$MKSERIES" --out "$T/top" --rows 16 --cols 16 --slices 1 > /dev/null || fail mkseries
+dcmodify -nb -m "(0020,0011)=2147483647" "$T"/top/*.dcm || fail dcmodify
+"$LDCT" filter --in "$T/top" --out "$T/top-out" --device cpu > /dev/null 2> "$T/e" ||
+    fail "SeriesNumber 2147483647: $(cat "$T/e")"
+number=$(dcmdump -q +P 0020,0011 "$T"/top-out/*.dcm | sed -E 's/.*\[([^]]*)\].*/\1/')
+[ "$number" = 2147482647 ] || fail "SeriesNumber 2147483647 + 1000 gave $number"
 # --patch-weighting: the same series and h with uniform and Gaussian patch
 # weights give different pixels (dcmstat prints identical lines for
 # identical data), both halve the noise, and the Gaussian one says so in

@@ -231,6 +231,21 @@ START_TEST(derived_instance_has_new_identity_and_rounded_clamped_values)
 }
 END_TEST
 
+/* IS is a signed 32-bit value: the offset goes down where up would leave it. */
+START_TEST(derived_series_number_stays_in_the_is_range)
+{
+    ck_assert_int_eq(scp_series_number_derive(3, 1000), 1003);
+    ck_assert_int_eq(scp_series_number_derive(-5, 1000), 995);
+    ck_assert_int_eq(scp_series_number_derive(2147482647, 1000), 2147483647);
+    ck_assert_int_eq(scp_series_number_derive(2147482648, 1000), 2147481648);
+    ck_assert_int_eq(scp_series_number_derive(2147483647, 1000), 2147482647);
+    ck_assert_int_eq(scp_series_number_derive(2147483647, 100000), 2147383647);
+    ck_assert_int_eq(scp_series_number_derive(-2147483648L, -1000), -2147482648L);
+    ck_assert_int_eq(scp_series_number_derive(99999999999L, 1000), 2147482647); /* source clamped */
+    ck_assert_int_eq(scp_series_number_derive(7, 0), 7);
+}
+END_TEST
+
 /* Pixel Padding Value marks pixels outside the scanned field; the filter
  * may move them, the derived image must not. _i = 0: one value (written
  * as US 63536, as dcmodify and some scanners write -2000 for signed
@@ -750,6 +765,7 @@ int main(void)
     tcase_add_loop_test(tc, read_back_matches_written_pixels_in_every_syntax, 0,
                         (int)(sizeof SYNTAXES / sizeof SYNTAXES[0]));
     tcase_add_test(tc, read_hu_refuses_a_wrong_count_and_non_dicom);
+    tcase_add_test(tc, derived_series_number_stays_in_the_is_range);
     tcase_add_loop_test(tc, derived_instance_has_new_identity_and_rounded_clamped_values, 0, 2);
     tcase_add_test(tc, derived_instance_adds_no_dciodvfy_error);
     tcase_add_loop_test(tc, derived_instance_keeps_padding_pixels_exactly, 0, 2);
