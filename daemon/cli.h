@@ -10,6 +10,7 @@ typedef struct cli_opts {
     const char *state_dir; /* --state-dir DIR (overrides the config's) */
     int json;              /* --json */
     int limit;             /* --limit N (0 = all) */
+    const char *to;        /* --to DEST (retry) */
     int argc;              /* positional arguments after the subcommand */
     char **argv;
 } cli_opts;

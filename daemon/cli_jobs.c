@@ -3,6 +3,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/json.h"
+#include "config/config.h"
 #include "daemon/cli.h"
 #include "db/queue.h"
 
@@ -135,6 +136,29 @@ int cli_jobs(cli_opts *o)
     return rc ? 1 : 0;
 }
 
+/* --to must name a destination of the daemon's configuration. */
+static int retry_destination_check(const cli_opts *o)
+{
+    if (!o->config) {
+        fprintf(stderr,
+                "ldct retry: --to needs --config FILE, the configuration that has"
+                " [destination %s]\n",
+                o->to);
+        return 1;
+    }
+    ldct_config *cfg = NULL;
+    int rc = config_load(o->config, &cfg);
+    int found = !rc && config_destination_find(cfg, o->to) != NULL;
+    if (rc)
+        fprintf(stderr, "ldct: cannot use %s: %s (try ldct check-config %s)\n", o->config,
+                ldct_strerror(rc), o->config);
+    else if (!found)
+        fprintf(stderr, "ldct retry: --to %s: %s has no [destination %s]\n", o->to, o->config,
+                o->to);
+    config_free(cfg);
+    return !found;
+}
+
 int cli_retry(cli_opts *o)
 {
     char *end = NULL;
@@ -143,10 +167,12 @@ int cli_retry(cli_opts *o)
         fprintf(stderr, "usage: ldct retry JOB (a job number from ldct jobs)\n");
         return 2;
     }
+    if (o->to && retry_destination_check(o))
+        return 2;
     db *d;
     if (cli_open_db(o, 0, &d))
         return 1;
-    int changed = 0, rc = db_job_retry(d, id, &changed);
+    int changed = 0, rc = db_job_retry(d, id, o->to, &changed);
     db_close(d);
     if (rc == LDCT_ENOTFOUND) {
         fprintf(stderr, "ldct: no job %lld\n", id);

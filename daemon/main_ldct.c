@@ -27,7 +27,8 @@ static void usage(FILE *f)
            "  status [--json]        totals of the node's queue\n"
            "  series [--json] [--limit N]  received series, newest first: counts, state, delivery\n"
            "  jobs [--json] [--limit N]  jobs with their sends, attempts, errors and times\n"
-           "  retry JOB              requeue a failed job and its dead sends\n"
+           "  retry JOB [--to DEST]  requeue a failed job and its dead sends (to DEST\n"
+           "                         instead, e.g. after renaming a destination)\n"
            "  filter --algo A --in DIR --out DIR [OPTIONS]  process a folder offline\n"
            "                         (ldct filter --help)\n"
            "  phantom --out DIR [OPTIONS]  low-dose CT simulator (ldct phantom --help)\n"
@@ -183,6 +184,10 @@ static const struct {
 
 static int run_command(size_t i, cli_opts *o)
 {
+    if (o->to && strcmp(COMMANDS[i].name, "retry") != 0) {
+        fprintf(stderr, "ldct %s: --to is an option of retry\n", COMMANDS[i].name);
+        return 2;
+    }
     if (o->argc > COMMANDS[i].max_args) {
         fprintf(stderr, "ldct %s: unexpected argument '%s'\n", COMMANDS[i].name,
                 o->argv[COMMANDS[i].max_args]);
@@ -204,6 +209,8 @@ static int parse_global(int argc, char **argv, cli_opts *o, const char **cmd)
             *(a[2] == 'c' ? &o->config : &o->state_dir) = argv[++i];
         } else if (!strcmp(a, "--json")) {
             o->json = 1;
+        } else if (!strcmp(a, "--to") && i + 1 < argc) {
+            o->to = argv[++i];
         } else if (!strcmp(a, "--limit") && i + 1 < argc) {
             char *end;
             long n = strtol(argv[++i], &end, 10);

@@ -53,6 +53,7 @@ enum {
     Q_JOB_EXISTS,
     Q_JOB_RETRY,
     Q_SENDS_RETRY,
+    Q_SENDS_REDIRECT,
     Q_RECOVER_FAIL,
     Q_RECOVER_JOBS,
     Q_RECOVER_SENDS,
@@ -915,12 +916,21 @@ static int run_counted(db *d, sqlite3_stmt *s, int64_t job_id, int *changed, con
     return rc;
 }
 
-int db_job_retry(db *d, int64_t job_id, int *changed)
+int db_job_retry(db *d, int64_t job_id, const char *to, int *changed)
 {
     *changed = 0;
     int rc = begin(d);
     if (!rc)
         rc = job_exists(d, job_id);
+    if (!rc && to) {
+        sqlite3_stmt *s = db__stmt(d, Q_SENDS_REDIRECT,
+                                   "UPDATE sends SET destination = ?2"
+                                   " WHERE job_id = ?1 AND state = 'dead'");
+        if (s)
+            sqlite3_bind_text(s, 2, to, -1, SQLITE_TRANSIENT);
+        int ignored = 0;
+        rc = run_counted(d, s, job_id, &ignored, "sends redirect");
+    }
     if (!rc)
         rc = run_counted(d,
                          db__stmt(d, Q_JOB_RETRY,

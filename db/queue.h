@@ -156,9 +156,11 @@ int db_job_defer(db *d, int64_t job_id, int64_t now_ms, int64_t not_before_ms, c
                  int *superseded);
 
 /* `ldct retry`: a failed job goes back to pending (attempts 0) and its dead
- * sends to pending (attempts 0, due now). *changed = rows requeued.
- * LDCT_ENOTFOUND if there is no such job. */
-int db_job_retry(db *d, int64_t job_id, int *changed);
+ * sends to pending (attempts 0, due now), to destination `to` instead of
+ * their own when `to` is not NULL (a destination renamed or replaced in the
+ * configuration). *changed = rows requeued. LDCT_ENOTFOUND if there is no
+ * such job. One transaction. */
+int db_job_retry(db *d, int64_t job_id, const char *to, int *changed);
 
 /* At start-up: running jobs and sending sends go back to pending; a job
  * that was running `max_attempts` times already fails instead (it keeps

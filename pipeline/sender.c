@@ -158,13 +158,17 @@ static void finish(sender *s, const db_send *snd, const cfg_destination *d, int 
 }
 
 /* A destination missing from the configuration makes the send dead at once
- * (ldct retry requeues it once the destination is back). */
+ * (ldct retry requeues it once the destination is back, or with --to to
+ * another one). */
 static void send_one(sender *s, const db_send *snd)
 {
     cfg_destination d;
     char err[512] = "";
     if (s->pool->o.destination(s->pool->o.ctx, snd->destination, &d) != 0) {
-        snprintf(err, sizeof err, "destination '%s' is not configured", snd->destination);
+        snprintf(err, sizeof err,
+                 "destination '%s' is not configured (once it is, or to another: ldct retry %lld"
+                 " [--to DEST])",
+                 snd->destination, (long long)snd->job_id);
         finish(s, snd, NULL, LDCT_ENOTFOUND, err);
         return;
     }

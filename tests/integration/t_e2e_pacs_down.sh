@@ -2,8 +2,8 @@
 # PACS down: the series is processed while Orthanc is stopped, the send is
 # retried with growing delays (visible in ldct jobs), a second destination
 # that is up gets its copy meanwhile; Orthanc comes back and everything is
-# delivered. A send to a destination that stays down ends dead and
-# `ldct retry` requeues it.
+# delivered. A send to a destination that stays down ends dead, and
+# `ldct retry --to` sends it to another destination instead.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/orthanc.sh"
 start_orthanc
@@ -51,8 +51,14 @@ pacs_done() { [ "$(sql "SELECT state FROM sends WHERE destination = 'pacs'")" = 
 wait_until 30 "delivery once the PACS is back" pacs_done
 uid=$(sql "SELECT derived_series_uid FROM jobs WHERE id = 1")
 [ "$(orthanc_instance_count "$uid")" = 8 ] || fail "PACS has $(orthanc_instance_count "$uid")"
-"$LDCT" --config "$T/ldctd.conf" retry 1 | grep -q "1 item(s) queued again" || fail "ldct retry"
-[ "$(sql "SELECT state || attempts FROM sends WHERE destination = 'nowhere'")" != dead2 ] ||
-    fail "retry did not requeue the dead send"
+"$LDCT" --config "$T/ldctd.conf" retry 1 --to elsewhere 2> "$T/err" && fail "retry --to elsewhere"
+grep -q "has no \[destination elsewhere\]" "$T/err" || fail "retry --to elsewhere: $(cat "$T/err")"
+"$LDCT" --config "$T/ldctd.conf" retry 1 --to up | grep -q "1 item(s) queued again" ||
+    fail "ldct retry --to up"
+[ "$(sql "SELECT count(*) FROM sends WHERE destination = 'nowhere'")" = 0 ] ||
+    fail "retry --to did not move the dead send"
+up_twice() { [ "$(sql "SELECT count(*) FROM sends WHERE destination = 'up' AND state = 'done'")" = 2 ]; }
+wait_until 30 "the redirected send delivered to up" up_twice
+[ "$(ls "$T/up" | wc -l)" = 8 ] || fail "storescp has $(ls "$T/up" | wc -l) files (the same 8 twice)"
 kill "$up"
 stop_daemon || fail "exit code $?"

@@ -247,11 +247,32 @@ START_TEST(failed_send_waits_for_its_backoff_then_dies)
     ck_assert_int_eq(db_jobs_list(d, 0, on_job, on_send, &v), 0);
     ck_assert_str_eq(v.state[0], "dead");
     int changed = 0;
-    ck_assert_int_eq(db_job_retry(d, 1, &changed), 0);
+    ck_assert_int_eq(db_job_retry(d, 1, NULL, &changed), 0);
     ck_assert_int_eq(changed, 1);
     ck_assert_int_eq(db_send_claim(d, 20000, &s), 0);
     ck_assert_int_eq(s.attempts, 1);
-    ck_assert_int_eq(db_job_retry(d, 42, &changed), LDCT_ENOTFOUND);
+    ck_assert_int_eq(db_job_retry(d, 42, NULL, &changed), LDCT_ENOTFOUND);
+    db_close(d);
+}
+END_TEST
+
+/* A destination renamed in the configuration: its dead sends go to the
+ * name given to retry, the done ones keep theirs. */
+START_TEST(retry_can_send_dead_sends_to_another_destination)
+{
+    char p[128];
+    db *d = open_fresh(p, sizeof p);
+    job(d, stable_series(d, "1.1", 1), 0, "pacs", 1);
+    db_send s;
+    ck_assert_int_eq(db_send_claim(d, 5000, &s), 0);
+    ck_assert_int_eq(db_send_failed(d, s.id, 5000, -1, "destination 'pacs' is not configured"), 0);
+    int changed = 0;
+    ck_assert_int_eq(db_job_retry(d, 1, "pacs2", &changed), 0);
+    ck_assert_int_eq(changed, 1);
+    ck_assert_int_eq(db_send_claim(d, 6000, &s), 0);
+    ck_assert_str_eq(s.destination, "pacs2");
+    ck_assert_int_eq(db_job_retry(d, 1, "pacs3", &changed), 0);
+    ck_assert_int_eq(changed, 0); /* nothing dead: nothing moved */
     db_close(d);
 }
 END_TEST
@@ -643,7 +664,7 @@ START_TEST(delivered_series_expire_with_their_outbox_files_but_not_before)
     ck_assert_int_eq(db_send_failed(d, snd.id, 5000, -1, "refused"), 0);
     ck_assert_int_eq(count_expired(d, INT64_MAX / 2), 0); /* dead: kept for ldct retry */
     int changed = 0;
-    ck_assert_int_eq(db_job_retry(d, 1, &changed), 0);
+    ck_assert_int_eq(db_job_retry(d, 1, NULL, &changed), 0);
     ck_assert_int_eq(db_send_claim(d, 6000, &snd), 0);
     ck_assert_int_eq(db_send_done(d, snd.id, 7000), 0);
     ck_assert_int_eq(count_expired(d, 6999), 0); /* delivered at 7000 */
@@ -1051,6 +1072,7 @@ int main(void)
     tcase_add_test(tc, defer_sends_a_stable_series_back_to_receiving);
     tcase_add_test(tc, late_instance_during_a_job_is_processed_again_under_new_uids);
     tcase_add_test(tc, failed_job_counts_the_instances_it_ran_on);
+    tcase_add_test(tc, retry_can_send_dead_sends_to_another_destination);
     tcase_add_test(tc, a_rerun_reuses_uids_only_for_the_same_result);
     tcase_add_test(tc, a_retried_job_on_other_sources_drops_borrowed_uids);
     tcase_add_test(tc, another_suffix_is_another_result);
