@@ -143,7 +143,9 @@ PREFIX ?= /usr
 SYSCONFDIR ?= /etc
 DOCDIR ?= $(PREFIX)/share/doc/ldct-node
 UNITDIR ?= $(PREFIX)/lib/systemd/system
-install: $(BUILD)/ldctd $(BUILD)/ldct
+install: # no prerequisites: it installs what `make` built, never rebuilds (as root)
+	@test -x $(BUILD)/ldctd -a -x $(BUILD)/ldct || \
+		{ echo "make install: no $(BUILD)/ldctd or $(BUILD)/ldct; run make first" >&2; exit 1; }
 	install -D -m 0755 $(BUILD)/ldctd $(DESTDIR)$(PREFIX)/bin/ldctd
 	install -D -m 0755 $(BUILD)/ldct $(DESTDIR)$(PREFIX)/bin/ldct
 	install -d $(DESTDIR)$(UNITDIR) $(DESTDIR)$(DOCDIR)
@@ -156,7 +158,8 @@ install: $(BUILD)/ldctd $(BUILD)/ldct
 		> $(DESTDIR)$(PREFIX)/lib/tmpfiles.d/ldct.conf
 	[ -e $(DESTDIR)$(SYSCONFDIR)/ldct/ldctd.conf ] || \
 		install -D -m 0644 config/ldctd.conf.example $(DESTDIR)$(SYSCONFDIR)/ldct/ldctd.conf
-	install -m 0644 README.md config/ldctd.conf.example docs/*.md $(DESTDIR)$(DOCDIR)/
+	install -m 0644 README.md config/ldctd.conf.example docs/CONFORMANCE.md docs/QUALITY.md \
+		docs/PERFORMANCE.md $(DESTDIR)$(DOCDIR)/
 
 clean:
 	rm -rf $(BUILD)

@@ -311,13 +311,13 @@ static int name_valid(const char *n)
     return strlen(n) <= CFG_NAME_MAX;
 }
 
-/* Splits a comma-separated list; each item goes through `check`. */
 /* parse_list's check for lists whose entries are checked afterwards. */
 static int any_entry(const char *e)
 {
     return e[0] != '\0';
 }
 
+/* Splits a comma-separated list; each item goes through `check`. */
 static const char *parse_list(const char *v, char *items, size_t item_size, int *count,
                               int (*check)(const char *), int max)
 {
@@ -348,8 +348,13 @@ static int canonical_address(const char *a, char *out, size_t len)
 {
     unsigned char bin[sizeof(struct in6_addr)];
     int af = inet_pton(AF_INET, a, bin) == 1 ? AF_INET : AF_INET6;
-    return (af == AF_INET || inet_pton(AF_INET6, a, bin) == 1) &&
-           inet_ntop(af, bin, out, (socklen_t)len) != NULL;
+    if (af == AF_INET6 && inet_pton(AF_INET6, a, bin) != 1)
+        return 0;
+    if (af == AF_INET6 && IN6_IS_ADDR_V4MAPPED((struct in6_addr *)bin)) {
+        memmove(bin, bin + 12, 4); /* ::ffff:a.b.c.d is the IPv4 peer a.b.c.d */
+        af = AF_INET;
+    }
+    return inet_ntop(af, bin, out, (socklen_t)len) != NULL;
 }
 
 static const char k_numeric_msg[] =

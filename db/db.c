@@ -25,6 +25,8 @@ enum {
     ST_INSTANCE_PATH,
     ST_SERIES_INTERRUPTED,
     ST_SERIES_INTERRUPT_ALL,
+    ST_SERIES_HOLD,
+    ST_SERIES_HOLD_AE,
     ST_COUNT
 };
 _Static_assert(ST_COUNT <= DB__ST_MAX, "raise DB__ST_MAX");
@@ -85,6 +87,10 @@ static const char *const SQL[ST_COUNT] = {
     [ST_SERIES_INTERRUPTED] = "UPDATE series SET interrupted_ms = ?2"
                               " WHERE series_uid = ?1 AND state = 'receiving'",
     [ST_SERIES_INTERRUPT_ALL] = "UPDATE series SET interrupted_ms = ?1 WHERE state = 'receiving'",
+    [ST_SERIES_HOLD] = "UPDATE series SET interrupted_ms = ?2"
+                       " WHERE series_uid = ?1 AND state = 'receiving' AND interrupted_ms < ?3",
+    [ST_SERIES_HOLD_AE] = "UPDATE series SET interrupted_ms = ?2"
+                          " WHERE calling_ae = ?1 AND state = 'receiving' AND interrupted_ms < ?3",
 };
 
 int db_schema_version(void)
@@ -385,13 +391,28 @@ int db_series_interrupt_receiving(db *d, int64_t now_ms, int *n)
     return rc;
 }
 
-int db_series_interrupted(db *d, const char *series_uid, int64_t now_ms)
+int db_series_interrupted(db *d, const char *series_uid, int64_t now_ms, int *marked)
 {
     sqlite3_stmt *s = stmt(d, ST_SERIES_INTERRUPTED);
     db__bind_text(s, 1, series_uid);
     sqlite3_bind_int64(s, 2, now_ms);
     int rc = sqlite3_step(s) == SQLITE_DONE ? 0 : db__fail(d, "series interrupted");
     sqlite3_reset(s);
+    if (marked)
+        *marked = rc ? 0 : sqlite3_changes(d->h);
+    return rc;
+}
+
+int db_series_hold(db *d, const char *series_uid, const char *calling_ae, int64_t now_ms,
+                   int64_t since_ms, int *held)
+{
+    sqlite3_stmt *s = stmt(d, series_uid ? ST_SERIES_HOLD : ST_SERIES_HOLD_AE);
+    db__bind_text(s, 1, series_uid ? series_uid : calling_ae);
+    sqlite3_bind_int64(s, 2, now_ms);
+    sqlite3_bind_int64(s, 3, since_ms);
+    int rc = sqlite3_step(s) == SQLITE_DONE ? 0 : db__fail(d, "series hold");
+    sqlite3_reset(s);
+    *held = rc ? 0 : sqlite3_changes(d->h);
     return rc;
 }
 

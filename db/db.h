@@ -72,8 +72,17 @@ void db_series_quiet_from(db *d, int64_t ms);
  * resend before it is complete. An instance from an association begun
  * after now_ms (the resend) clears the mark; one from an association that
  * was already running (a sender using several) does not. No-op unless
- * receiving. */
-int db_series_interrupted(db *d, const char *series_uid, int64_t now_ms);
+ * receiving; *marked (may be NULL) = 1 if it was. */
+int db_series_interrupted(db *d, const char *series_uid, int64_t now_ms, int *marked);
+
+/* The same mark for an association that had instances refused for lack of
+ * resources (the sender may resend them): series `series_uid`, or with
+ * series_uid NULL every receiving series from `calling_ae` (the refused
+ * instance's own series is not known). Only series not marked since
+ * since_ms (the association's start), so repeated refusals mark each
+ * series once; *held = series marked now. */
+int db_series_hold(db *d, const char *series_uid, const char *calling_ae, int64_t now_ms,
+                   int64_t since_ms, int *held);
 void db_series_interrupted_wait(db *d, int seconds);
 
 /* At a start after a run that was killed: every receiving series may have

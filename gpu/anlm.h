@@ -205,10 +205,11 @@ GPU__ANLM_HD float gpu__anlm_xi_lookup(const float *t, float r)
  * made 2 sg2 exceed E and zeroed a whole 265-valued vessel in a
  * 16400-valued background at sigma 5. The smoothing now averages only the
  * values at or below this limit (a second pass over the box, sums in
- * double in box order, on the CPU and the GPU alike). One outlier of any
- * size is left out, and so are up to a quarter of the box, since such
- * outliers raise the plain mean by less than a quarter of their own value;
- * pure noise has nothing above 4 means, so the mean is unchanged there. */
+ * double in box order, on the CPU and the GPU alike). In a box of k >= 5
+ * estimates one outlier far above the rest is left out, and so are up to
+ * k / 4 - 1 of them (with fewer than 5 estimates, at the volume's corners
+ * when most voxels have none, an outlier can stay in); pure noise has
+ * nothing above 4 means, so the mean is unchanged there. */
 GPU__ANLM_HD double gpu__anlm_clip_limit(double sum, int k)
 {
     return (double)GPU_ANLM_RICIAN_CLIP * sum / (double)k;

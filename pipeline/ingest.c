@@ -266,24 +266,47 @@ static int cut_by_a_full_disk(ingest *in, const scp_instance *inst, char *commen
     return 1;
 }
 
+/* Marks one series (uid) or, with uid NULL, the calling AE's receiving
+ * series, as the cut `why` asks; *marked = series marked now. */
+static int hold_series(ingest *in, const scp_assoc_info *assoc, const char *uid, scp_cut why,
+                       int *marked)
+{
+    pthread_mutex_lock(&in->lock);
+    int rc = why == SCP_CUT_REFUSED ? db_series_hold(in->db, uid, assoc->calling_ae, ldct_now_ms(),
+                                                     assoc->started_ms, marked)
+                                    : db_series_interrupted(in->db, uid, ldct_now_ms(), marked);
+    pthread_mutex_unlock(&in->lock);
+    return rc;
+}
+
 void ingest_assoc_interrupted(ingest *in, const scp_assoc_info *assoc,
                               const char *const *series_uids, int n, scp_cut why, int wait_s)
 {
     const char *what = why == SCP_CUT_REFUSED
                            ? "had instances refused for lack of resources (0xA700)"
                            : "ended by an abort or an error";
-    for (int i = 0; i < n; i++) {
-        pthread_mutex_lock(&in->lock);
-        int rc = db_series_interrupted(in->db, series_uids[i], ldct_now_ms());
-        pthread_mutex_unlock(&in->lock);
+    for (int i = 0; i <= n; i++) {
+        if (i == n && why != SCP_CUT_REFUSED)
+            break; /* the calling AE's other series: only after refusals */
+        const char *uid = i < n ? series_uids[i] : NULL;
+        int marked = 0, rc = hold_series(in, assoc, uid, why, &marked);
         if (rc)
             log_warn("series %s: its association from %s %s, and the mark that holds it for a"
                      " resend was not stored: %s",
-                     series_uids[i], assoc->calling_ae, what, ldct_strerror(rc));
-        else
+                     uid ? uid : "(all receiving)", assoc->calling_ae, what, ldct_strerror(rc));
+        else if (marked && uid)
             log_notice("series %s: its association from %s (%s) %s; it waits for the sender's"
                        " resend (at least %d s of quiet) before it counts as complete",
-                       series_uids[i], assoc->calling_ae, assoc->peer_host, what, wait_s);
+                       uid, assoc->calling_ae, assoc->peer_host, what, wait_s);
+        else if (marked)
+            log_notice("%d receiving series from %s (%s) held as well: an association from it"
+                       " %s, and the refused instances' series is not known; each waits for the"
+                       " sender's resend (at least %d s of quiet)",
+                       marked, assoc->calling_ae, assoc->peer_host, what, wait_s);
+        else if (uid && why == SCP_CUT_ABORTED)
+            log_warn("series %s: its association from %s %s, but it is no longer receiving"
+                     " (already stable or processed), so it is not held for a resend",
+                     uid, assoc->calling_ae, what);
     }
 }
 

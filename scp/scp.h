@@ -51,10 +51,12 @@ typedef enum scp_cut {
     /* Ended by an abort or an error (not a release, not silence between
      * commands): the series of its last stored instance (n is 1). */
     SCP_CUT_ABORTED = 0,
-    /* Released, but some instances were refused for lack of resources
-     * (0xA7xx: a full disk or database), which the sender may send again:
-     * every series it stored (the refused instance's own series is not
-     * known, its dataset may not have been read). */
+    /* Instances refused for lack of resources (0xA7xx: a full disk or
+     * database), which the sender may send again: reported at each such
+     * refusal and once more at the end, with every series the association
+     * stored so far (n may be 0). The refused instance's own series is not
+     * known (its dataset may not have been read), so the handler also holds
+     * the calling AE's other receiving series. */
     SCP_CUT_REFUSED = 1
 } scp_cut;
 

@@ -305,11 +305,27 @@ void note_stored(const assoc_ctx *a, const std::string &series)
         v.push_back(series);
 }
 
-/* Counts a refusal for lack of resources (0xA7xx): the sender may resend. */
-void note_refusal(const assoc_ctx *a, unsigned status)
+/* Tells the handler about a refusal for lack of resources with the series
+ * stored so far (SCP_CUT_REFUSED). */
+void report_refused(scp_server *srv, const assoc_ctx &a)
 {
-    if ((status & 0xFF00u) == SCP_STATUS_OUT_OF_RESOURCES)
-        a->refused_for_resources++;
+    if (!srv->h.assoc_interrupted)
+        return;
+    std::vector<const char *> uids;
+    for (const std::string &s : a.stored_series)
+        uids.push_back(s.c_str());
+    srv->h.assoc_interrupted(srv->h.ctx, &a.info, uids.data(), (int)uids.size(), SCP_CUT_REFUSED);
+}
+
+/* A refusal for lack of resources (0xA7xx): the sender may resend, so the
+ * series it touches are held at once, before they can go stable while the
+ * refused datasets are still being read off the wire. */
+void note_refusal(scp_server *srv, const assoc_ctx *a, unsigned status)
+{
+    if ((status & 0xFF00u) != SCP_STATUS_OUT_OF_RESOURCES)
+        return;
+    a->refused_for_resources++;
+    report_refused(srv, *a);
 }
 
 unsigned finish_store(store_ctx *sc, bool write_failed)
@@ -459,7 +475,7 @@ OFCondition answer_store(T_ASC_Association *assoc, T_ASC_PresentationContextID p
     if (rsp.DimseStatus != STATUS_Success)
         log_notice("scp: instance %s from %s refused: 0x%04X", sc->req_inst.c_str(),
                    sc->a->calling.c_str(), rsp.DimseStatus);
-    note_refusal(sc->a, rsp.DimseStatus);
+    note_refusal(sc->srv, sc->a, rsp.DimseStatus);
     DcmDataset *detail = nullptr;
     set_error_comment(sc, &detail);
     return DIMSE_sendStoreResponse(assoc, pid, req, &rsp, detail);
@@ -469,6 +485,7 @@ OFCondition answer_store(T_ASC_Association *assoc, T_ASC_PresentationContextID p
 OFCondition refuse_store(scp_server *srv, T_ASC_Association *assoc, T_ASC_PresentationContextID pid,
                          T_DIMSE_C_StoreRQ *req, unsigned status, store_ctx *sc)
 {
+    note_refusal(srv, sc->a, status); /* before the dataset, which may take long to read */
     DIC_UL bytes = 0, pdvs = 0;
     OFCondition c =
         DIMSE_ignoreDataSet(assoc, block_mode(srv), srv->opt.dimse_timeout_s, &bytes, &pdvs);
@@ -476,7 +493,6 @@ OFCondition refuse_store(scp_server *srv, T_ASC_Association *assoc, T_ASC_Presen
         return c;
     log_notice("scp: instance %s from %s refused before reception: 0x%04X",
                req->AffectedSOPInstanceUID, sc->a->calling.c_str(), status);
-    note_refusal(sc->a, status);
     T_DIMSE_C_StoreRSP rsp{};
     rsp.DimseStatus = (Uint16)status;
     DcmDataset *detail = nullptr;
@@ -593,22 +609,16 @@ bool serve(scp_server *srv, const assoc_ctx *a, T_ASC_Association *assoc)
     }
 }
 
-/* Tells the handler which series an association may have left incomplete:
- * after refusals for lack of resources every series it stored (the refused
- * instances' series are not known); after a cut, the series of its last
- * stored instance (the series before it were complete: senders send series
- * one after the other). */
+/* Tells the handler at the end which series an association may have left
+ * incomplete: after refusals for lack of resources every series it stored
+ * (again: series stored after the last refusal are not held yet); after a
+ * cut, the series of its last stored instance (the series before it were
+ * complete: senders send series one after the other). */
 void report_interrupted(scp_server *srv, const assoc_ctx &a, bool cut)
 {
-    if (a.last_series.empty() || !srv->h.assoc_interrupted)
-        return;
     if (a.refused_for_resources > 0) {
-        std::vector<const char *> uids;
-        for (const std::string &s : a.stored_series)
-            uids.push_back(s.c_str());
-        srv->h.assoc_interrupted(srv->h.ctx, &a.info, uids.data(), (int)uids.size(),
-                                 SCP_CUT_REFUSED);
-    } else if (cut) {
+        report_refused(srv, a);
+    } else if (cut && !a.last_series.empty() && srv->h.assoc_interrupted) {
         const char *uid = a.last_series.c_str();
         srv->h.assoc_interrupted(srv->h.ctx, &a.info, &uid, 1, SCP_CUT_ABORTED);
     }

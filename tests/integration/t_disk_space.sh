@@ -49,6 +49,19 @@ wait_until 10 "no hold for the series of an association with refusals" \
     grep -q "had instances refused for lack of resources (0xA700); it waits for the sender's resend" \
     "$T/ldctd.log"
 [ "$(sql "SELECT interrupted_ms > 0 FROM series")" = 1 ] || fail "the series is not held for a resend"
+# A refusal holds the sender's series at once, not at the end of the
+# association (it may go on for longer than stable_seconds), and also when
+# that association stored nothing itself (one association per image).
+sql "UPDATE series SET interrupted_ms = 0" # as if the series had come in cleanly
+python3 "$ROOT/tests/tools/rawscu.py" 127.0.0.1 "$PORT" store "$T/big/IMG0001.dcm" \
+    --calling STORESCU --hold 4 > "$T/raw.out" 2>&1 &
+raw=$!
+wait_until 10 "the refusal in the held association" grep -q 0xA700 "$T/raw.out"
+[ "$(sql "SELECT interrupted_ms > 0 FROM series")" = 1 ] ||
+    fail "the sender's receiving series is not held while its association is still open"
+grep -q "1 receiving series from STORESCU .* held as well" "$T/ldctd.log" ||
+    fail "no log line for the held series"
+wait "$raw"
 # 1100 KiB free and an instance of 1129 KiB: the write fails in the last
 # PDV. Answered at once (DCMTK's own receive would wait dimse_timeout for
 # PDVs after the last, then abort the association).

@@ -21,6 +21,9 @@ Modes:
                      append N nested sequences of undefined length to the
                      C-STORE-RQ command set (reproduces a crash inside DCMTK's
                      command parser; see docs/NOTES-review5.md)
+  store FILE --hold S
+                     after the response, keep the association open S seconds
+                     before the release (a sender with more to send)
   store FILE --stall N
                      send the first N bytes of the dataset, not flagged last,
                      then wait (up to --wait seconds) for the peer to give up;
@@ -201,7 +204,9 @@ def mode_store(a):
     body = ds[:a.cut] if a.cut is not None else ds
     send_dataset(s, body, True)
     status = read_response(s)
-    print("0x%04X" % status)
+    print("0x%04X" % status, flush=True)
+    if a.hold:
+        time.sleep(a.hold)
     s.sendall(pdu(0x05, bytes(4)))  # A-RELEASE-RQ
     try:
         recv_pdu(s)
@@ -220,6 +225,7 @@ def main():
     p.add_argument("--cut", type=int)
     p.add_argument("--stall", type=int)
     p.add_argument("--wait", type=float, default=30)
+    p.add_argument("--hold", type=float)
     p.add_argument("--raw-sop")
     p.add_argument("--nest-command", type=int)
     p.add_argument("--ts", default=EXPLICIT_LE.decode())

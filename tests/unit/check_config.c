@@ -424,7 +424,7 @@ START_TEST(addresses_must_be_numeric_and_are_kept_canonical)
     ck_assert_int_eq(rc, LDCT_EINVAL_CONFIG);
     ck_assert(has_error(cfg, 2, "numeric"));
     config_free(cfg);
-    cfg = load_text("[node]\nallowed_hosts = 0:0:0:0:0:0:0:1, 10.0.0.7\n"
+    cfg = load_text("[node]\nallowed_hosts = 0:0:0:0:0:0:0:1, ::ffff:10.0.0.7\n"
                     "http_bind = 0:0::0\n",
                     &rc);
     ck_assert_int_eq(rc, 0);

@@ -262,14 +262,14 @@ START_TEST(an_interrupted_series_waits_longer_for_its_resend)
     db_series_interrupted_wait(d, 600);
     db_instance_rec r = rec("1.2.3", "1.2.3.1", 100000);
     ck_assert_int_eq(db_instance_put(d, &r, old, sizeof old), 0);
-    ck_assert_int_eq(db_series_interrupted(d, "1.2.3", 100000), 0);
+    ck_assert_int_eq(db_series_interrupted(d, "1.2.3", 100000, NULL), 0);
     ck_assert_int_eq(db_series_mark_stable(d, 100000 + 599999, NULL, NULL), 0);
     ck_assert_int_eq(db_series_mark_stable(d, 100000 + 600000, NULL, NULL), 1);
     /* Reopened by a resend, cut again at 800000. */
     r = rec("1.2.3", "1.2.3.2", 800000);
     r.assoc_started_ms = 790000;
     ck_assert_int_eq(db_instance_put(d, &r, old, sizeof old), 0);
-    ck_assert_int_eq(db_series_interrupted(d, "1.2.3", 800000), 0);
+    ck_assert_int_eq(db_series_interrupted(d, "1.2.3", 800000, NULL), 0);
     /* A second association of the sender, begun before the cut: still held. */
     r = rec("1.2.3", "1.2.3.3", 810000);
     r.assoc_started_ms = 795000;
@@ -281,8 +281,43 @@ START_TEST(an_interrupted_series_waits_longer_for_its_resend)
     ck_assert_int_eq(db_instance_put(d, &r, old, sizeof old), 0);
     ck_assert_int_eq(db_series_mark_stable(d, 900000 + 30000, NULL, NULL), 1);
     /* Only a receiving series takes the mark. */
-    ck_assert_int_eq(db_series_interrupted(d, "1.2.3", 950000), 0);
+    int marked = -1;
+    ck_assert_int_eq(db_series_interrupted(d, "1.2.3", 950000, &marked), 0);
+    ck_assert_int_eq(marked, 0);
     ck_assert_str_eq(list(d).state[0], "stable");
+    db_close(d);
+}
+END_TEST
+
+/* Refusals for lack of resources hold a series, or every receiving series
+ * of the calling AE, once per association (not again for its next
+ * refusal); another AE's series and a stable one stay as they are. */
+START_TEST(refusals_hold_the_senders_receiving_series_once)
+{
+    db *d = open_fresh();
+    char old[256];
+    db_series_interrupted_wait(d, 600);
+    const char *series[3] = {"1.2.10", "1.2.11", "1.2.12"}, *aes[3] = {"CT1", "CT1", "CT2"};
+    for (int i = 0; i < 3; i++) {
+        char sop[32];
+        snprintf(sop, sizeof sop, "%s.1", series[i]);
+        db_instance_rec r = rec(series[i], sop, 100000);
+        r.calling_ae = aes[i];
+        ck_assert_int_eq(db_instance_put(d, &r, old, sizeof old), 0);
+    }
+    int held = -1;
+    ck_assert_int_eq(db_series_hold(d, NULL, "CT1", 110000, 105000, &held), 0);
+    ck_assert_int_eq(held, 2);
+    ck_assert_int_eq(db_series_hold(d, NULL, "CT1", 111000, 105000, &held), 0);
+    ck_assert_int_eq(held, 0); /* the same association's next refusal */
+    ck_assert_int_eq(db_series_hold(d, "1.2.10", NULL, 112000, 105000, &held), 0);
+    ck_assert_int_eq(held, 0);
+    ck_assert_int_eq(db_series_hold(d, NULL, "CT1", 120000, 115000, &held), 0);
+    ck_assert_int_eq(held, 2); /* a later association: again */
+    /* 30 s after the last instance only CT2's series is complete. */
+    ck_assert_int_eq(db_series_mark_stable(d, 100000 + 30000, NULL, NULL), 1);
+    ck_assert_int_eq(db_series_hold(d, "1.2.12", NULL, 140000, 135000, &held), 0);
+    ck_assert_int_eq(held, 0); /* stable: not held any more */
     db_close(d);
 }
 END_TEST
@@ -301,6 +336,7 @@ int main(void)
     tcase_add_test(tc, after_a_restart_a_receiving_series_waits_its_quiet_again);
     tcase_add_test(tc, a_repeated_failure_is_logged_once_a_minute);
     tcase_add_test(tc, an_interrupted_series_waits_longer_for_its_resend);
+    tcase_add_test(tc, refusals_hold_the_senders_receiving_series_once);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
