@@ -493,7 +493,9 @@ int db_job_claim(db *d, const char *worker, int64_t now_ms, db_job *out)
     sqlite3_stmt *s = db__stmt(
         d, Q_JOB_CLAIM,
         "UPDATE jobs SET state = 'running', attempts = attempts + 1, worker = ?1,"
-        " started_ms = ?2, finished_ms = NULL WHERE id = (SELECT id FROM jobs WHERE"
+        " started_ms = ?2, finished_ms = NULL,"
+        " input_count = (SELECT instance_count FROM series WHERE id = jobs.series_id)"
+        " WHERE id = (SELECT id FROM jobs WHERE"
         " state = 'pending' AND not_before_ms <= ?2 ORDER BY priority DESC, created_ms, id"
         " LIMIT 1) RETURNING id, series_id, rule, action, algorithm, params,"
         " coalesce(derived_series_uid, ''), destinations, description_suffix, priority, attempts,"
@@ -1149,10 +1151,8 @@ int db_jobs_list(db *d, int limit, void (*cb_job)(void *ctx, const db_job_row *j
                  " CASE WHEN j.algorithm <> 'fdk' AND EXISTS (SELECT 1 FROM derived_instances"
                  "  WHERE job_id = j.id) THEN (SELECT count(*) FROM derived_instances"
                  "  WHERE job_id = j.id)"
-                 "  WHEN j.state IN ('done', 'failed') AND j.started_ms IS NOT NULL"
-                 "  THEN (SELECT count(*) FROM instances WHERE series_id = s.id"
-                 "   AND received_ms <= j.started_ms)"
-                 "  ELSE s.instance_count END, j.attempts,"
+                 "  WHEN j.state IN ('done', 'failed') AND j.input_count IS NOT NULL"
+                 "  THEN j.input_count ELSE s.instance_count END, j.attempts,"
                  " j.priority, j.created_ms, coalesce(j.started_ms, 0), coalesce(j.finished_ms, 0),"
                  " j.state = 'done' AND j.last_error = '" DB_JOB_SUPERSEDED "'"
                  " FROM jobs j JOIN series s ON s.id = j.series_id ORDER BY j.id DESC LIMIT ?1");

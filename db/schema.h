@@ -108,6 +108,11 @@ static const char *const DB_MIGRATIONS[] = {
      * (db_clock_stepped). */
     "ALTER TABLE jobs ADD COLUMN wait_set_ms INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE sends ADD COLUMN wait_set_ms INTEGER NOT NULL DEFAULT 0;",
+    /* 6 -> 7: the series' instance count when a job was last claimed, what
+     * `ldct jobs` shows for a job without derived instances (a failed one):
+     * the series' count changes with late instances and resends. NULL for
+     * jobs claimed before. */
+    "ALTER TABLE jobs ADD COLUMN input_count INTEGER;",
 };
 
 #define DB_NMIGRATIONS ((int)(sizeof DB_MIGRATIONS / sizeof DB_MIGRATIONS[0]))

@@ -468,6 +468,7 @@ START_TEST(waits_from_a_schema_5_database_move_with_a_step)
     job_with_a_failed_send(d, T, &s);
     db_close(d);
     rewrite_db(p, "ALTER TABLE jobs DROP COLUMN wait_set_ms;" /* back to schema 5 */
+                  "ALTER TABLE jobs DROP COLUMN input_count;"
                   "ALTER TABLE sends DROP COLUMN wait_set_ms;"
                   "PRAGMA user_version = 5");
     ck_assert_int_eq(db_open(p, 0, &d), 0);
@@ -494,6 +495,7 @@ START_TEST(a_development_schema_5_is_repaired)
                   "ALTER TABLE series DROP COLUMN interrupted_ms;"
                   "ALTER TABLE series ADD COLUMN interrupted INTEGER NOT NULL DEFAULT 0;"
                   "ALTER TABLE jobs DROP COLUMN wait_set_ms;"
+                  "ALTER TABLE jobs DROP COLUMN input_count;"
                   "ALTER TABLE sends DROP COLUMN wait_set_ms;"
                   "PRAGMA user_version = 5");
     sqlite3 *h;
@@ -764,7 +766,8 @@ START_TEST(deferred_job_overtaken_by_instances_ends_superseded)
 END_TEST
 
 /* A failed job has no derived instances; its count is the instances it
- * ran on, not the series' count after a late instance (it showed 2). */
+ * ran on, not the series' count after a late instance (it showed 2) or
+ * after a resend of the same ones (counting by receipt time showed 0). */
 START_TEST(failed_job_counts_the_instances_it_ran_on)
 {
     char p[128];
@@ -773,6 +776,7 @@ START_TEST(failed_job_counts_the_instances_it_ran_on)
     db_job j;
     ck_assert_int_eq(db_job_claim(d, "w", 3000, &j), 0);
     ck_assert_int_eq(db_job_failed(d, j.id, 3500, "gap between slices", 0), 0);
+    put_instance(d, "1.1", 1, 4000); /* the same slice resent */
     put_instance(d, "1.1", 2, 5000); /* the missing slice, later */
     job_rows r = {0};
     ck_assert_int_eq(db_jobs_list(d, 10, on_job_row, NULL, &r), 0);
