@@ -290,11 +290,14 @@ void ingest_assoc_interrupted(ingest *in, const scp_assoc_info *assoc,
             break; /* the calling AE's other series: only after refusals */
         const char *uid = i < n ? series_uids[i] : NULL;
         int marked = 0, rc = hold_series(in, assoc, uid, why, &marked);
-        if (rc)
-            log_warn("series %s: its association from %s %s, and the mark that holds it for a"
+        if (rc) { /* at every refusal while the disk is full: limited */
+            char line[512];
+            snprintf(line, sizeof line,
+                     "series %s: its association from %s %s, and the mark that holds it for a"
                      " resend was not stored: %s",
                      uid ? uid : "(all receiving)", assoc->calling_ae, what, ldct_strerror(rc));
-        else if (marked && uid)
+            log_limited(LOG_LVL_WARNING, line);
+        } else if (marked && uid)
             log_notice("series %s: its association from %s (%s) %s; it waits for the sender's"
                        " resend (at least %d s of quiet) before it counts as complete",
                        uid, assoc->calling_ae, assoc->peer_host, what, wait_s);
