@@ -22,7 +22,9 @@ derived_series_in_pacs() { orthanc_series_uids | grep -vxF -f "$T/originals" | s
 # 1. kill -9 during processing.
 config_to "$ORTHANC_DICOM_PORT" 10
 start_daemon
-"$MKSERIES" --out "$T/a" --rows 128 --cols 128 --slices 48 --thickness 1 --noise 20 > /dev/null ||
+# 256x256x48 at S 7: about 2 s on this machine's CPU (128x128 took 0.5 s
+# on a fast day, and the job ended before the kill).
+"$MKSERIES" --out "$T/a" --rows 256 --cols 256 --slices 48 --thickness 1 --noise 20 > /dev/null ||
     fail "mkseries"
 dcmdump -q +P 0020,000e "$T/a/IMG0001.dcm" | sed -E 's/.*\[([^]]*)\].*/\1/' > "$T/originals"
 storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T"/a/*.dcm || fail "storescu"

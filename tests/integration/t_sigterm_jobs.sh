@@ -6,7 +6,7 @@
 . "$(dirname "$0")/lib.sh"
 HTTP_PORT=$(free_port)
 write_config "stable_seconds = 1" "devices = cpu" "shutdown_grace_seconds = 30" \
-    "http_port = $HTTP_PORT" "[rule all]" "algorithm = nlm3d"
+    "http_port = $HTTP_PORT" "[rule all]" "algorithm = nlm3d" "search_radius = 7"
 start_daemon
 "$MKSERIES" --out "$T/big" --rows 384 --cols 384 --slices 32 --thickness 1 --noise 20 > /dev/null ||
     fail "mkseries big"
@@ -14,6 +14,8 @@ for s in b c; do
     "$MKSERIES" --out "$T/$s" --rows 32 --cols 32 --slices 4 --thickness 1 --noise 20 \
         --seed "$([ $s = b ] && echo 2 || echo 3)" > /dev/null || fail "mkseries $s"
 done
+# The big job (384x384x32 at S 7, about 4 s here) must still run when the
+# two small series are queued (at S 5 it once took 1.6 s, too short).
 storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T"/big/*.dcm || fail "storescu big"
 wait_until 20 "the big series' job running" job_is 1 running
 storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T"/b/*.dcm "$T"/c/*.dcm || fail "storescu b, c"
