@@ -256,8 +256,9 @@ START_TEST(failed_send_waits_for_its_backoff_then_dies)
 }
 END_TEST
 
-/* A destination renamed in the configuration: its dead sends go to the
- * name given to retry, the done ones keep theirs. */
+/* A destination renamed in the configuration: the job's dead send goes to
+ * the name given to retry; with nothing dead, a second retry moves
+ * nothing. */
 START_TEST(retry_can_send_dead_sends_to_another_destination)
 {
     char p[128];
