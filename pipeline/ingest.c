@@ -306,8 +306,8 @@ void ingest_assoc_interrupted(ingest *in, const scp_assoc_info *assoc,
                        " %s, and the refused instances' series is not known; each waits for the"
                        " sender's resend (at least %d s of quiet)",
                        marked, assoc->calling_ae, assoc->peer_host, what, wait_s);
-        else if (uid && why == SCP_CUT_ABORTED)
-            log_warn("series %s: its association from %s %s, but it is no longer receiving"
+        else if (uid && why == SCP_CUT_ABORTED) /* e.g. a sender that aborts after idling */
+            log_info("series %s: its association from %s %s, but it is no longer receiving"
                      " (already stable or processed), so it is not held for a resend",
                      uid, assoc->calling_ae, what);
     }
