@@ -43,9 +43,10 @@ void gpu_fdk_cylinder_flat(const gpu_fdk_cylinder *c, gpu_fdk_flat *f)
     f->cv = c->cv;
 }
 
+/* NaN goes to lo: (int)NaN indexed outside the projection (a crash). */
 static double clampd(double x, double lo, double hi)
 {
-    return x < lo ? lo : x > hi ? hi : x;
+    return !(x >= lo) ? lo : x > hi ? hi : x;
 }
 
 /* Bilinear read of one cylindrical projection at continuous (col, row). */

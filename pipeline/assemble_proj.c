@@ -35,7 +35,10 @@ int asm_proj_is_projection(const char *path)
 {
     scp_ctpd_info info;
     char err[256];
-    return scp_ctpd_read(path, &info, NULL, 0, err, sizeof err) == 0;
+    /* Projection data with bad geometry is still projection data: fdk then
+     * says what is wrong (as an image series it failed on its FoR UIDs). */
+    int rc = scp_ctpd_read(path, &info, NULL, 0, err, sizeof err);
+    return rc == 0 || rc == LDCT_EINPUT;
 }
 
 void asm_proj_close(asm_proj *p)

@@ -55,8 +55,9 @@ typedef struct asm_proj {
     double cone_mm;                   /* axial extent the detector covers at the isocentre */
 } asm_proj;
 
-/* 1 when the file is DICOM-CT-PD projection data ((7029,1010) present), 0
- * when it is not (or cannot be read). */
+/* 1 when the file is DICOM-CT-PD projection data ((7029,1010) present),
+ * even with geometry the reader refuses, 0 when it is not (or cannot be
+ * read). */
 int asm_proj_is_projection(const char *path);
 
 /* Loads the n files. Returns 0 and fills *out (freed with asm_proj_close),

@@ -112,6 +112,37 @@ void get_uid(DcmItem *ds, const DcmTagKey &tag, char *out, size_t len)
     scp__strlcpy(out, ds->findAndGetOFString(tag, v).good() ? v.c_str() : "", len);
 }
 
+/* DetectorCentralElement (1-based column, row) must be a number on the
+ * detector or half an element beyond it: a NaN crashed the rebinning, and
+ * one far off it gave an all-air volume reported as a success. */
+bool central_element_valid(const scp_ctpd_info *o, char *err, size_t len)
+{
+    if (std::isfinite(o->central_col) && std::isfinite(o->central_row) && o->central_col >= 0.5 &&
+        o->central_col <= o->det_cols + 0.5 && o->central_row >= 0.5 &&
+        o->central_row <= o->det_rows + 0.5)
+        return true;
+    scp__set_err(err, len,
+                 "(7031,1033) DetectorCentralElement %.6g\\%.6g is not on the detector of %d"
+                 " columns x %d rows",
+                 o->central_col, o->central_row, o->det_cols, o->det_rows);
+    return false;
+}
+
+/* The focal centre's angle and axial position and the flying focal spot's
+ * shifts must be numbers (NaN or infinity would go into the geometry). */
+bool positions_finite(const scp_ctpd_info *o, char *err, size_t len)
+{
+    const double v[] = {o->angle_rad, o->axial_mm, o->shift_axial_mm, o->shift_angular_rad,
+                        o->shift_radial_mm};
+    for (double x : v)
+        if (!std::isfinite(x)) {
+            scp__set_err(err, len,
+                         "projection geometry with a value that is not a number"
+                         " (focal centre position or flying focal spot shift)");
+            return false;
+        }
+    return true;
+}
 /* The required geometry; a message names the first missing element. */
 int read_geometry(DcmItem *ds, scp_ctpd_info *o, char *err, size_t len)
 {
@@ -152,7 +183,7 @@ int read_geometry(DcmItem *ds, scp_ctpd_info *o, char *err, size_t len)
                      o->radial_mm, o->src_det_mm);
         return LDCT_EINPUT;
     }
-    return 0;
+    return central_element_valid(o, err, len) && positions_finite(o, err, len) ? 0 : LDCT_EINPUT;
 }
 
 /* Which way the view is stored, from the image's Rows and Columns. */

@@ -245,6 +245,18 @@ START_TEST(views_disagreeing_on_the_detector_are_refused)
     ck_assert_int_eq(asm_proj_load(pp, 7, &p, err, sizeof err), LDCT_EINPUT);
     printf("refused: %s\n", err);
     ck_assert(strstr(err, "not DICOM-CT-PD"));
+    /* Views whose geometry the reader refuses are still projection data:
+     * auto sends them to fdk, which names the element (as an image series
+     * they failed on their frames of reference). A NaN there crashed the
+     * rebinning. */
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "dcmodify -q -nb -m '(7031,1033)=nan\\2.5' '%s'", paths[0]);
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(asm_proj_is_projection(paths[0]), 1);
+    snprintf(paths[6], sizeof paths[6], "%s", paths[0]);
+    ck_assert_int_eq(asm_proj_load(pp, 7, &p, err, sizeof err), LDCT_EINPUT);
+    printf("refused: %s\n", err);
+    ck_assert(strstr(err, "DetectorCentralElement nan"));
 }
 END_TEST
 

@@ -134,6 +134,38 @@ START_TEST(missing_geometry_is_named)
 }
 END_TEST
 
+/* A DetectorCentralElement that is NaN crashed the rebinning ((int)NaN as
+ * an index), one far off the detector gave an all-air volume, and a NaN
+ * angle would go into the geometry: each is refused with a reason. */
+START_TEST(central_element_and_positions_must_be_numbers_on_the_detector)
+{
+    static const struct {
+        const char *tag, *value, *needle;
+    } cases[] = {
+        {"(7031,1033)", "nan\\2.5", "DetectorCentralElement nan"},
+        {"(7031,1033)", "12.625\\inf", "is not on the detector"},
+        {"(7031,1033)", "5000\\2.5", "is not on the detector of 24 columns x 4 rows"},
+        {"(7031,1033)", "12.625\\-3", "is not on the detector"},
+        {"(7031,1001)", "nan", "not a number"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char dir[64], path[128], cmd[512], err[256] = "";
+        tu_tmpdir(dir, sizeof dir);
+        snprintf(path, sizeof path, "%s/v.dcm", dir);
+        float values[ROWS * COLS];
+        write_view(path, values);
+        snprintf(cmd, sizeof cmd, "dcmodify -q -nb -m '%s=%s' '%s'", cases[k].tag, cases[k].value,
+                 path);
+        ck_assert_int_eq(system(cmd), 0);
+        scp_ctpd_info in;
+        ck_assert_msg(scp_ctpd_read(path, &in, NULL, 0, err, sizeof err) == LDCT_EINPUT,
+                      "%s=%s accepted", cases[k].tag, cases[k].value);
+        ck_assert_msg(strstr(err, cases[k].needle) != NULL, "%s=%s: %s", cases[k].tag,
+                      cases[k].value, err);
+    }
+}
+END_TEST
+
 START_TEST(wrong_buffer_size_is_refused)
 {
     char dir[64], path[128], err[256] = "";
@@ -157,6 +189,7 @@ int main(void)
     tcase_add_test(tc, ordinary_ct_image_is_not_projection_data);
     tcase_add_test(tc, missing_geometry_is_named);
     tcase_add_test(tc, wrong_buffer_size_is_refused);
+    tcase_add_test(tc, central_element_and_positions_must_be_numbers_on_the_detector);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
