@@ -24,6 +24,10 @@ int cli_state_dir(const cli_opts *o, char *out, size_t len);
  * looked in. Prints why on failure. */
 int cli_open_db(const cli_opts *o, int readonly, db **d);
 
+/* interrupted_seconds of the daemon's configuration (--config, else the
+ * embedded default). */
+int cli_interrupted_seconds(const cli_opts *o);
+
 /* 1 if --help or -h is among argv[1..argc-1]: the subcommand then prints
  * its usage on stdout and exits 0. */
 int cli_wants_help(int argc, char **argv);

@@ -29,6 +29,15 @@ int cli_state_dir(const cli_opts *o, char *out, size_t len)
     return 0;
 }
 
+int cli_interrupted_seconds(const cli_opts *o)
+{
+    ldct_config *cfg = NULL;
+    int rc = o->config ? config_load(o->config, &cfg) : config_new_defaults(&cfg);
+    int s = rc || !cfg ? 0 : cfg->node.interrupted_seconds;
+    config_free(cfg);
+    return s;
+}
+
 int cli_open_db(const cli_opts *o, int readonly, db **d)
 {
     char dir[1024], path[1100];

@@ -116,6 +116,7 @@ static int cmd_series(cli_opts *o)
     if (cli_open_db(o, 1, &d))
         return 1;
     int rc, first = 1;
+    db_series_interrupted_wait(d, cli_interrupted_seconds(o)); /* what "held" means */
     if (o->json) {
         printf("[");
         rc = db_series_list(d, o->limit, print_series_json, &first);

@@ -66,7 +66,7 @@ static const char *const SQL[ST_COUNT] = {
         " (SELECT count(*) FROM sends WHERE series_id = series.id),"
         " (SELECT count(*) FROM sends WHERE series_id = series.id AND state = 'done'),"
         " (SELECT count(*) FROM sends WHERE series_id = series.id AND state = 'dead'),"
-        " state = 'receiving' AND interrupted_ms > 0"
+        " state = 'receiving' AND interrupted_ms > 0 AND ?2 > stable_seconds"
         " FROM series ORDER BY last_received_ms DESC LIMIT ?1",
     /* The per-state counts follow db_totals.by_state (DB_SERIES_STATES). */
     [ST_TOTALS] = "SELECT (SELECT count(*) FROM series),"
@@ -453,6 +453,7 @@ int db_series_list(db *d, int limit, void (*cb)(void *ctx, const db_series_row *
 {
     sqlite3_stmt *s = stmt(d, ST_SERIES_LIST);
     sqlite3_bind_int(s, 1, limit > 0 ? limit : -1);
+    sqlite3_bind_int(s, 2, d->interrupted_wait_s);
     int rc;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
         db_series_row row = {

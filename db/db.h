@@ -96,7 +96,8 @@ typedef struct db_series_row {
     int instances;
     int64_t first_received_ms, last_received_ms, stable_ms; /* stable_ms 0 if never */
     int sends, sends_done, sends_dead;                      /* its sends (originals and derived) */
-    int held; /* receiving, held for the sender's resend (db_series_interrupted) */
+    int held; /* receiving, held for the sender's resend (db_series_interrupted) with
+               * a longer wait than its stable_seconds (db_series_interrupted_wait) */
 } db_series_row;
 
 /* What became of a series' sends, for people: "-" (none), "delivered",
