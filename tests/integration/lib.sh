@@ -25,11 +25,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# A free TCP port on loopback.
+# A free TCP port on loopback, below Linux's ephemeral range (32768 and
+# up): a port there can be the local end of another program's connection,
+# which the connect probe does not see, and the bind then fails (t_cli
+# once got "Address already in use" on 49386).
 free_port() {
     local p
     for _ in $(seq 1 50); do
-        p=$((20000 + RANDOM % 30000))
+        p=$((20000 + RANDOM % 12700))
         (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null || { echo "$p"; return; }
     done
     fail "no free port"
