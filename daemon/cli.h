@@ -3,6 +3,7 @@
 #ifndef LDCT_DAEMON_CLI_H
 #define LDCT_DAEMON_CLI_H
 
+#include "config/config.h"
 #include "db/db.h"
 
 typedef struct cli_opts {
@@ -14,6 +15,10 @@ typedef struct cli_opts {
     int argc;              /* positional arguments after the subcommand */
     char **argv;
 } cli_opts;
+
+/* The daemon's configuration: --config, else the embedded defaults. Says
+ * why on failure (*cfg is then NULL). Free with config_free. */
+int cli_config(const cli_opts *o, ldct_config **cfg);
 
 /* The daemon's state directory, from --state-dir or the config (embedded
  * defaults without --config); prints why on failure. */

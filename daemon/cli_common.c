@@ -10,30 +10,37 @@
 #include <string.h>
 #include <unistd.h>
 
+int cli_config(const cli_opts *o, ldct_config **cfg)
+{
+    *cfg = NULL;
+    int rc = o->config ? config_load(o->config, cfg) : config_new_defaults(cfg);
+    if (rc) {
+        fprintf(stderr, "ldct: cannot use %s: %s (try ldct check-config %s)\n", o->config,
+                ldct_strerror(rc), o->config);
+        config_free(*cfg);
+        *cfg = NULL;
+    }
+    return rc;
+}
+
 int cli_state_dir(const cli_opts *o, char *out, size_t len)
 {
     if (o->state_dir) {
         snprintf(out, len, "%s", o->state_dir);
         return 0;
     }
-    ldct_config *cfg = NULL;
-    int rc = o->config ? config_load(o->config, &cfg) : config_new_defaults(&cfg);
-    if (rc) {
-        fprintf(stderr, "ldct: cannot use %s: %s (try ldct check-config %s)\n", o->config,
-                ldct_strerror(rc), o->config);
-        config_free(cfg);
-        return rc;
-    }
-    snprintf(out, len, "%s", cfg->node.state_dir);
+    ldct_config *cfg;
+    int rc = cli_config(o, &cfg);
+    if (!rc)
+        snprintf(out, len, "%s", cfg->node.state_dir);
     config_free(cfg);
-    return 0;
+    return rc;
 }
 
 int cli_interrupted_seconds(const cli_opts *o)
 {
-    ldct_config *cfg = NULL;
-    int rc = o->config ? config_load(o->config, &cfg) : config_new_defaults(&cfg);
-    int s = rc || !cfg ? 0 : cfg->node.interrupted_seconds;
+    ldct_config *cfg;
+    int s = cli_config(o, &cfg) ? 0 : cfg->node.interrupted_seconds;
     config_free(cfg);
     return s;
 }

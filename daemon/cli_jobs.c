@@ -146,13 +146,10 @@ static int retry_destination_check(const cli_opts *o)
                 o->to);
         return 1;
     }
-    ldct_config *cfg = NULL;
-    int rc = config_load(o->config, &cfg);
+    ldct_config *cfg;
+    int rc = cli_config(o, &cfg);
     int found = !rc && config_destination_find(cfg, o->to) != NULL;
-    if (rc)
-        fprintf(stderr, "ldct: cannot use %s: %s (try ldct check-config %s)\n", o->config,
-                ldct_strerror(rc), o->config);
-    else if (!found)
+    if (!rc && !found)
         fprintf(stderr, "ldct retry: --to %s: %s has no [destination %s]\n", o->to, o->config,
                 o->to);
     config_free(cfg);
