@@ -1,5 +1,6 @@
 /* Parameters and dispatcher of adaptive4d, and the CUDA stub of builds
  * without CUDA; see adaptive4d.h. Any thread. */
+#include <errno.h>
 #include <math.h>
 
 #include "common/err.h"
@@ -90,6 +91,43 @@ int gpu__a4d_t_slab(int nt, int halo, size_t budget, size_t bytes_per_tp)
         return nt;
     long h = (long)(budget / bytes_per_tp) - 2L * halo;
     return h < 1 ? 1 : h > nt ? nt : (int)h;
+}
+
+int gpu__a4d_caps_needed(const gpu_adaptive4d_params *p, const gpu_volume *in)
+{
+    return in->nt >= 4 && (p->m_norm == GPU_A4D_NORM_NOISE || p->static_sigma_t > 0);
+}
+
+int gpu__a4d_surrogate(const gpu_volume *in, gpu_volume *out)
+{
+    const int k = in->nt / 2;
+    if (gpu_volume_init(out, in->nx, in->ny, in->nz, k) != 0)
+        return -ENOMEM;
+    const size_t tp = (size_t)in->nx * in->ny * in->nz;
+    const float *s = in->data;
+    float *o = out->data;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < tp; i++) {
+        double mean = 0;
+        for (int t = 0; t < in->nt; t++)
+            mean += s[tp * (size_t)t + i];
+        mean /= in->nt;
+        for (int t = 0; t < k; t++)
+            o[tp * (size_t)t + i] =
+                (float)(mean + M_SQRT1_2 * ((double)s[tp * (size_t)(2 * t) + i] -
+                                            s[tp * (size_t)(2 * t + 1) + i]));
+    }
+    return 0;
+}
+
+double gpu__a4d_capped(const char *what, double median, double cap)
+{
+    if (!(cap > 0 && cap < median))
+        return median;
+    log_info("adaptive4d: %s reference %.4g capped at %.4g (%.0f times the noise surrogate's): "
+             "much of the volume changes along t",
+             what, median, cap, GPU_A4D_NOISE_MARGIN);
+    return cap;
 }
 
 void gpu__a4d_norm_range(size_t n, size_t g0, size_t g1, size_t *i0, size_t *i1)

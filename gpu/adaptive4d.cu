@@ -705,9 +705,11 @@ struct run_state {
     int phase = 0;
     float ref = 0;
     size_t g0 = 0, g1 = 0, goff = 0, n_all = 0;
-    float *samples = nullptr;  /* phase 1, median: the whole grid's samples */
-    float *d_S = nullptr;      /* step 6: residual energy e, then the weight S */
-    float eref = 0;            /* phase 2: step 6's reference */
+    float *samples = nullptr; /* phase 1, median: the whole grid's samples */
+    float *d_S = nullptr;     /* step 6: residual energy e, then the weight S */
+    float eref = 0;           /* phase 2: step 6's reference */
+    float ref_cap = 0;        /* noise caps of both references (gpu__a4d_capped), 0: none */
+    float eref_cap = 0;
     float *esamples = nullptr; /* phase 1: the whole grid's e samples */
     double max = 0;            /* phase 1, maximum: the region's contribution */
     int spatial[2] = {-1, -1}; /* per stage (0 tensor, 1 reconstruction): -1 undecided */
@@ -964,7 +966,7 @@ int norm_reference(run_state &s, const ptrs14 &T)
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(s.st);
     if (e == cudaSuccess) {
-        float med = gpu__a4d_norm_median(h_s, m);
+        float med = (float)gpu__a4d_capped("tensor norm", gpu__a4d_norm_median(h_s, m), s.ref_cap);
         e = cudaMemcpy(s.d_max, &med, sizeof med, cudaMemcpyHostToDevice);
     }
     if (e != cudaSuccess) {
@@ -1083,7 +1085,7 @@ int static_weights(run_state &s, float *tmp)
         if (!h)
             return -ENOMEM;
         int rc = sample_energy(s, 0, m, stride, 0, h);
-        eref = rc ? 0 : gpu__a4d_norm_median(h, m);
+        eref = rc ? 0 : gpu__a4d_capped("step 6 energy", gpu__a4d_norm_median(h, m), s.eref_cap);
         free(h);
         if (rc)
             return rc;
@@ -1309,10 +1311,10 @@ int run_region(const run_state &base, int r0, int r1, int t0, int t1, gpu_volume
     return rc;
 }
 
-/* Slabs of h time points along t: the first pass collects the M-function's
- * reference over all slabs, the second filters each region and keeps its
- * own time points (gpu__a4d_t_halo). */
-int run_t_slabs(run_state &s, int h, int halo)
+/* The first pass over slabs of h time points along t: the M-function's
+ * reference and step 6's, each capped (s.ref_cap, s.eref_cap), into s.ref
+ * and s.eref. */
+int collect_references(run_state &s, int h, int halo)
 {
     const int nt = s.full.t;
     const size_t m =
@@ -1332,12 +1334,28 @@ int run_t_slabs(run_state &s, int h, int halo)
         s.slabs += r.slabs;
         s.fft_slabs += r.fft_slabs;
     }
-    s.ref = use_max ? (float)max : rc ? 0 : gpu__a4d_norm_median(s.samples, m);
-    s.eref = s.esamples && !rc ? gpu__a4d_norm_median(s.esamples, m) : 0;
+    s.ref =
+        use_max ? (float)max
+        : rc    ? 0
+             : (float)gpu__a4d_capped("tensor norm", gpu__a4d_norm_median(s.samples, m), s.ref_cap);
+    s.eref = s.esamples && !rc
+                 ? (float)gpu__a4d_capped("step 6 energy", gpu__a4d_norm_median(s.esamples, m),
+                                          s.eref_cap)
+                 : 0;
     free(s.samples);
     free(s.esamples);
     s.samples = nullptr;
     s.esamples = nullptr;
+    return rc;
+}
+
+/* Slabs of h time points along t: the first pass collects the references
+ * over all slabs, the second filters each region and keeps its own time
+ * points (gpu__a4d_t_halo). */
+int run_t_slabs(run_state &s, int h, int halo)
+{
+    const int nt = s.full.t;
+    int rc = collect_references(s, h, halo);
     const size_t tp = (size_t)s.full.x * s.full.y * s.full.z;
     float *buf = rc ? nullptr : (float *)malloc(tp * (size_t)(h + 2 * halo) * sizeof(float));
     if (!rc && !buf)
@@ -1356,6 +1374,34 @@ int run_t_slabs(run_state &s, int h, int halo)
                    tp * (size_t)(t1 - t0) * sizeof(float));
     }
     free(buf);
+    return rc;
+}
+
+/* s.ref_cap and s.eref_cap: the references of the pair-difference surrogate
+ * (gpu__a4d_surrogate; its own first pass, per_tp bytes per time point)
+ * times the margin, where the call takes a cap. */
+int noise_caps(run_state &s, int halo, size_t per_tp)
+{
+    if (!gpu__a4d_caps_needed(s.p, s.in))
+        return 0;
+    gpu_volume sv;
+    int rc = gpu__a4d_surrogate(s.in, &sv);
+    if (rc)
+        return rc;
+    run_state r{};
+    r.p = s.p;
+    r.b = s.b;
+    r.in = &sv;
+    r.st = s.st;
+    r.budget = s.budget;
+    r.full = dims{s.full.x, s.full.y, s.full.z, sv.nt};
+    r.low = dims{s.low.x, s.low.y, s.low.z, sv.nt};
+    rc = collect_references(r, gpu__a4d_t_slab(sv.nt, halo, s.budget, per_tp), halo);
+    gpu_volume_close(&sv);
+    if (!rc && s.p->m_norm == GPU_A4D_NORM_NOISE)
+        s.ref_cap = (float)(GPU_A4D_NOISE_MARGIN * r.ref);
+    if (!rc && s.p->static_sigma_t > 0)
+        s.eref_cap = (float)(GPU_A4D_NOISE_MARGIN * r.eref);
     return rc;
 }
 
@@ -1401,7 +1447,9 @@ int gpu_adaptive4d_cuda(const gpu_adaptive4d_params *p, const gpu_volume *in, gp
     const size_t per_tp =
         48 * (size_t)s.low.x * s.low.y * s.low.z + 44 * (size_t)(in->nx + 16) * (in->ny + 16) * 16;
     const int halo = gpu__a4d_t_halo(p, &b), h = gpu__a4d_t_slab(in->nt, halo, s.budget, per_tp);
-    rc = h >= in->nt ? run(s) : run_t_slabs(s, h, halo);
+    rc = noise_caps(s, halo, per_tp);
+    if (!rc)
+        rc = h >= in->nt ? run(s) : run_t_slabs(s, h, halo);
     state_free(s);
     gpu__a4d_bank_free(&b);
     clock_gettime(CLOCK_MONOTONIC, &t1);

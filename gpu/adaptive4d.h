@@ -226,6 +226,29 @@ enum { GPU_A4D_NORM_SAMPLES = 1 << 18 };
 size_t gpu__a4d_norm_stride(size_t n);
 float gpu__a4d_norm_median(float *samples, size_t m);
 
+/* Caps of both references (steps 4 and 6), so that a change along t over
+ * most of the volume (enhancement of much of the image, a global shift)
+ * cannot become the reference and flatten the time curves. The static
+ * surrogate
+ *     u(k) = mean_t s(t) + (s(2k) - s(2k+1)) / sqrt 2,   k < nt / 2,
+ * has the volume's static structure and noise of its spatial spectrum and
+ * variance (time points are independent acquisitions; the mean adds
+ * 1/nt of it), but of a change along t only the step between neighbouring
+ * time points. The medians of its tensor norm and step 6 energy (the
+ * volume's sampling), times GPU_A4D_NOISE_MARGIN, cap the volume's. Where
+ * nothing but noise changes along t the volume's medians lie at 0.98-1.25
+ * (tensor) and 1.02-1.71 (energy) times the surrogate's (noise, nt 4..24;
+ * the 4D body phantom 1.09 and 1.09, measured), so the caps change
+ * nothing there. Only with nt >= 4 (a surrogate of two time points or
+ * more); _needed says whether a call takes a cap. _surrogate: `out` gets
+ * shape (nx, ny, nz, nt / 2); 0 or -ENOMEM. _capped: the median, or the
+ * cap when it is positive and lower (logged, `what` the reference's
+ * name). */
+#define GPU_A4D_NOISE_MARGIN 3.0
+int gpu__a4d_caps_needed(const gpu_adaptive4d_params *p, const gpu_volume *in);
+int gpu__a4d_surrogate(const gpu_volume *in, gpu_volume *out);
+double gpu__a4d_capped(const char *what, double median, double cap);
+
 /* Slabs along t. A region of time points [r0, r1) filtered as if it were
  * the volume gives the one-slab result at its time points that lie at
  * least gpu__a4d_t_halo() from a region end that is not the volume's (the
@@ -244,8 +267,10 @@ int gpu__a4d_t_slab(int nt, int halo, size_t budget, size_t bytes_per_tp);
 void gpu__a4d_norm_range(size_t n, size_t g0, size_t g1, size_t *i0, size_t *i1);
 
 /* Control tensor from the smoothed structure tensor, in place (10 arrays of
- * n voxels): the M- and mu-mappings of step 4 (before smoothing of C). */
-void gpu__a4d_control(const gpu_adaptive4d_params *p, float **T, size_t n, int threads);
+ * n voxels): the M- and mu-mappings of step 4 (before smoothing of C), the
+ * reference from T capped at ref_cap (0: no cap; gpu__a4d_capped). */
+void gpu__a4d_control(const gpu_adaptive4d_params *p, float **T, size_t n, double ref_cap,
+                      int threads);
 /* The same with the M-function's reference given (from the slab pass). */
 void gpu__a4d_control_with(const gpu_adaptive4d_params *p, float **T, size_t n, double ref,
                            int threads);

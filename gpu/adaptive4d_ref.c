@@ -245,10 +245,13 @@ static double norm_reference(const gpu_adaptive4d_params *p, float **T, size_t n
     return med;
 }
 
-void gpu__a4d_control(const gpu_adaptive4d_params *p, float **T, size_t n, int threads)
+void gpu__a4d_control(const gpu_adaptive4d_params *p, float **T, size_t n, double ref_cap,
+                      int threads)
 {
     threads = threads > 0 ? threads : omp_get_max_threads();
-    gpu__a4d_control_with(p, T, n, norm_reference(p, T, n, threads), threads);
+    gpu__a4d_control_with(p, T, n,
+                          gpu__a4d_capped("tensor norm", norm_reference(p, T, n, threads), ref_cap),
+                          threads);
 }
 
 void gpu__a4d_control_with(const gpu_adaptive4d_params *p, float **T, size_t n, double tmax,
@@ -487,10 +490,11 @@ int gpu_adaptive4d_tensor_ref(const gpu_adaptive4d_params *p, const gpu_volume *
  * samples (or the maximum) at its output time points [t0, t1). */
 typedef struct region_job {
     int r0, r1, t0, t1;
-    double ref, eref; /* step 6's eref (when ref >= 0) */
-    float *samples;   /* first pass: the whole grid's samples, filled at [t0, t1) */
-    float *esamples;  /* first pass with step 6: the residual-energy samples */
-    double *max;      /* first pass with GPU_A4D_NORM_MAX */
+    double ref, eref;         /* step 6's eref (when ref >= 0) */
+    double ref_cap, eref_cap; /* their noise caps when ref < 0 (0: none) */
+    float *samples;           /* first pass: the whole grid's samples, filled at [t0, t1) */
+    float *esamples;          /* first pass with step 6: the residual-energy samples */
+    double *max;              /* first pass with GPU_A4D_NORM_MAX */
 } region_job;
 
 static gpu_volume time_view(const gpu_volume *v, int t0, int t1)
@@ -544,13 +548,16 @@ static int run_region(const gpu_adaptive4d_params *p, const gpu_a4d_bank *b, con
         float taps[GPU_A4D_MAX_SIZE];
         int r = gpu__a4d_gauss_taps(p->control_sigma, taps);
         if (j->ref < 0)
-            gpu__a4d_control(p, C, lg.n, threads);
+            gpu__a4d_control(p, C, lg.n, j->ref_cap, threads);
         else
             gpu__a4d_control_with(p, C, lg.n, j->ref, threads);
         for (int c = 0; c < NT && !rc; c++)
             rc = gpu__a4d_smooth(C[c], C[c], lg.d, taps, r, 0xf, threads);
         if (!rc && S)
-            rc = static_weights(p, S, &lg, j->ref < 0 ? energy_reference(S, lg.n) : j->eref,
+            rc = static_weights(p, S, &lg,
+                                j->ref < 0 ? gpu__a4d_capped("step 6 energy",
+                                                             energy_reference(S, lg.n), j->eref_cap)
+                                           : j->eref,
                                 threads);
     }
     if (!rc)
@@ -602,6 +609,8 @@ static int slab_reference(const gpu_adaptive4d_params *p, const gpu_a4d_bank *b,
                         t1,
                         -1,
                         -1,
+                        0,
+                        0,
                         samples,
                         esamples,
                         samples ? NULL : &max};
@@ -614,6 +623,29 @@ static int slab_reference(const gpu_adaptive4d_params *p, const gpu_a4d_bank *b,
     return rc;
 }
 
+/* The references of the pair-difference surrogate times the margin
+ * (adaptive4d.h: gpu__a4d_surrogate), or 0 where a call takes no cap. */
+static int noise_caps(const gpu_adaptive4d_params *p, const gpu_a4d_bank *b, const gpu_volume *in,
+                      int halo, size_t budget, double *ref_cap, double *eref_cap, int threads)
+{
+    *ref_cap = *eref_cap = 0;
+    if (!gpu__a4d_caps_needed(p, in))
+        return 0;
+    gpu_volume sv;
+    int rc = gpu__a4d_surrogate(in, &sv);
+    if (rc)
+        return rc;
+    const int h = gpu__a4d_t_slab(sv.nt, halo, budget, bytes_per_time_point(p, &sv));
+    double ref, eref;
+    rc = slab_reference(p, b, &sv, h, halo, &ref, &eref, threads);
+    gpu_volume_close(&sv);
+    if (!rc && p->m_norm == GPU_A4D_NORM_NOISE)
+        *ref_cap = GPU_A4D_NOISE_MARGIN * ref;
+    if (!rc && p->static_sigma_t > 0)
+        *eref_cap = GPU_A4D_NOISE_MARGIN * eref;
+    return rc;
+}
+
 static int run(const gpu_adaptive4d_params *p, const gpu_a4d_bank *b, const gpu_volume *in,
                gpu_volume *out, int threads)
 {
@@ -622,12 +654,18 @@ static int run(const gpu_adaptive4d_params *p, const gpu_a4d_bank *b, const gpu_
     const int h = gpu__a4d_t_slab(in->nt, halo, budget, bytes_per_time_point(p, in));
     if (p->stats)
         p->stats->t_slabs = (in->nt + h - 1) / h;
+    double ref_cap, eref_cap;
+    int rc = noise_caps(p, b, in, halo, budget, &ref_cap, &eref_cap, threads);
+    if (rc)
+        return rc;
     if (h >= in->nt) {
-        region_job whole = {0, in->nt, 0, in->nt, -1, -1, NULL, NULL, NULL};
+        region_job whole = {0, in->nt, 0, in->nt, -1, -1, ref_cap, eref_cap, NULL, NULL, NULL};
         return run_region(p, b, in, out->data, &whole, threads);
     }
     double ref, eref;
-    int rc = slab_reference(p, b, in, h, halo, &ref, &eref, threads);
+    rc = slab_reference(p, b, in, h, halo, &ref, &eref, threads);
+    ref = gpu__a4d_capped("tensor norm", ref, ref_cap);
+    eref = gpu__a4d_capped("step 6 energy", eref, eref_cap);
     size_t tp = (size_t)in->nx * in->ny * in->nz;
     float *buf = rc ? NULL : malloc(sizeof(float) * tp * (size_t)(h + 2 * halo));
     if (!rc && !buf)
@@ -640,6 +678,8 @@ static int run(const gpu_adaptive4d_params *p, const gpu_a4d_bank *b, const gpu_
                         t1,
                         ref,
                         eref,
+                        0,
+                        0,
                         NULL,
                         NULL,
                         NULL};

@@ -146,6 +146,64 @@ START_TEST(cuda_t_slabs_match_ref)
 }
 END_TEST
 
+/* The reference caps (adaptive4d.h, gpu__a4d_surrogate) on the GPU: a
+ * 48x48 square of a 64x64 image gains 300 per time point (most of the image
+ * changes along t, so both caps apply). One call, then t-slabs (the
+ * surrogate's first pass in slabs too): each matches the CPU reference,
+ * and the square's mean at the centre keeps its curve within 15 (rms). */
+START_TEST(cuda_enhancement_caps_match_ref)
+{
+    if (!have_gpu())
+        return;
+    enum { EX = 64, EY = 64, EZ = 8, ET = 10 };
+    gpu_volume in, ref, out;
+    ck_assert_int_eq(gpu_volume_init(&in, EX, EY, EZ, ET), 0);
+    ck_assert_int_eq(gpu_volume_init(&ref, EX, EY, EZ, ET), 0);
+    ck_assert_int_eq(gpu_volume_init(&out, EX, EY, EZ, ET), 0);
+    for (int t = 0; t < ET; t++)
+        for (int z = 0; z < EZ; z++)
+            for (int y = 0; y < EY; y++)
+                for (int x = 0; x < EX; x++) {
+                    int inside = x >= 8 && x < 56 && y >= 8 && y < 56;
+                    in.data[(((size_t)t * EZ + z) * EY + y) * EX + x] =
+                        (float)(-400.0 + (inside ? 300.0 * t : 0.0) + 40.0 * (urand() - 0.5));
+                }
+    gpu_adaptive4d_params p;
+    gpu_adaptive4d_params_default(&p);
+    ck_assert_int_eq(gpu_adaptive4d_ref(&p, &in, &ref, NULL), 0);
+    /* Less than the whole (cuda_t_slabs_match_ref's estimate): with step
+     * 6's halo of 18 time points, slabs of one output time point */
+    const size_t per_tp =
+        48 * (size_t)(EX / 2) * (EY / 2) * (EZ / 2) + 44 * (size_t)(EX + 16) * (EY + 16) * 16;
+    gpu_device gpu = {GPU_DEVICE_CUDA, 0, 0, NULL, 0};
+    for (int slabs = 0; slabs < 2; slabs++) {
+        gpu_a4d_stats st = {0};
+        p.stats = &st;
+        p.mem_budget = slabs ? per_tp * (ET - 1) : 0;
+        for (size_t i = 0; i < gpu_volume_count(&out); i++)
+            out.data[i] = NAN;
+        int rc = gpu_adaptive4d_cuda(&p, &in, &out, &gpu);
+        ck_assert_msg(rc == 0, "cuda: %s", ldct_strerror(rc));
+        printf("adaptive4d cuda, enhancement: %d slab(s) along t\n", st.t_slabs);
+        ck_assert_int_eq(st.t_slabs > 1, slabs);
+        compare(&out, &ref, &in);
+        double se = 0;
+        for (int t = 0; t < ET; t++) {
+            double m = 0;
+            for (int z = 0; z < EZ; z++)
+                for (int y = 28; y < 36; y++)
+                    for (int x = 28; x < 36; x++)
+                        m += out.data[(((size_t)t * EZ + z) * EY + y) * EX + x];
+            se += pow(m / (EZ * 64) - (-400.0 + 300.0 * t), 2);
+        }
+        ck_assert_msg(sqrt(se / ET) < 15.0, "curve rms error %.1f", sqrt(se / ET));
+    }
+    gpu_volume_close(&in);
+    gpu_volume_close(&ref);
+    gpu_volume_close(&out);
+}
+END_TEST
+
 START_TEST(cuda_constant_volume_unchanged)
 {
     if (!have_gpu())
@@ -205,6 +263,7 @@ int main(void)
     tcase_add_test(tc, cuda_matches_ref_on_odd_sizes);
     tcase_add_test(tc, cuda_tiny_budget_slabs_match_ref);
     tcase_add_test(tc, cuda_t_slabs_match_ref);
+    tcase_add_test(tc, cuda_enhancement_caps_match_ref);
     tcase_add_test(tc, cuda_constant_volume_unchanged);
     tcase_add_test(tc, cuda_spatial_backend_matches_ref);
     suite_add_tcase(s, tc);
