@@ -2,6 +2,7 @@
  * without CUDA; see adaptive4d.h. Any thread. */
 #include <errno.h>
 #include <math.h>
+#include <omp.h>
 
 #include "common/err.h"
 #include "common/log.h"
@@ -98,7 +99,7 @@ int gpu__a4d_caps_needed(const gpu_adaptive4d_params *p, const gpu_volume *in)
     return in->nt >= 4 && (p->m_norm == GPU_A4D_NORM_NOISE || p->static_sigma_t > 0);
 }
 
-int gpu__a4d_surrogate(const gpu_volume *in, gpu_volume *out)
+int gpu__a4d_surrogate(const gpu_volume *in, gpu_volume *out, int threads)
 {
     const int k = in->nt / 2;
     if (gpu_volume_init(out, in->nx, in->ny, in->nz, k) != 0)
@@ -106,7 +107,8 @@ int gpu__a4d_surrogate(const gpu_volume *in, gpu_volume *out)
     const size_t tp = (size_t)in->nx * in->ny * in->nz;
     const float *s = in->data;
     float *o = out->data;
-#pragma omp parallel for schedule(static)
+    threads = threads > 0 ? threads : omp_get_max_threads();
+#pragma omp parallel for num_threads(threads) schedule(static)
     for (size_t i = 0; i < tp; i++) {
         double mean = 0;
         for (int t = 0; t < in->nt; t++)

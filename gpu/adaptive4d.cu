@@ -1378,14 +1378,15 @@ int run_t_slabs(run_state &s, int h, int halo)
 }
 
 /* s.ref_cap and s.eref_cap: the references of the pair-difference surrogate
- * (gpu__a4d_surrogate; its own first pass, per_tp bytes per time point)
- * times the margin, where the call takes a cap. */
-int noise_caps(run_state &s, int halo, size_t per_tp)
+ * (gpu__a4d_surrogate with `threads` host threads; its own first pass,
+ * per_tp bytes per time point) times the margin, where the call takes a
+ * cap. */
+int noise_caps(run_state &s, int halo, size_t per_tp, int threads)
 {
     if (!gpu__a4d_caps_needed(s.p, s.in))
         return 0;
     gpu_volume sv;
-    int rc = gpu__a4d_surrogate(s.in, &sv);
+    int rc = gpu__a4d_surrogate(s.in, &sv, threads);
     if (rc)
         return rc;
     run_state r{};
@@ -1447,7 +1448,7 @@ int gpu_adaptive4d_cuda(const gpu_adaptive4d_params *p, const gpu_volume *in, gp
     const size_t per_tp =
         48 * (size_t)s.low.x * s.low.y * s.low.z + 44 * (size_t)(in->nx + 16) * (in->ny + 16) * 16;
     const int halo = gpu__a4d_t_halo(p, &b), h = gpu__a4d_t_slab(in->nt, halo, s.budget, per_tp);
-    rc = noise_caps(s, halo, per_tp);
+    rc = noise_caps(s, halo, per_tp, d.threads);
     if (!rc)
         rc = h >= in->nt ? run(s) : run_t_slabs(s, h, halo);
     state_free(s);

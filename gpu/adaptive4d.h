@@ -241,12 +241,13 @@ float gpu__a4d_norm_median(float *samples, size_t m);
  * the 4D body phantom 1.09 and 1.09, measured), so the caps change
  * nothing there. Only with nt >= 4 (a surrogate of two time points or
  * more); _needed says whether a call takes a cap. _surrogate: `out` gets
- * shape (nx, ny, nz, nt / 2); 0 or -ENOMEM. _capped: the median, or the
+ * shape (nx, ny, nz, nt / 2) (the caller closes it), computed with
+ * `threads` OpenMP threads (0: OpenMP's default); 0 or -ENOMEM. _capped: the median, or the
  * cap when it is positive and lower (logged, `what` the reference's
  * name). */
 #define GPU_A4D_NOISE_MARGIN 3.0
 int gpu__a4d_caps_needed(const gpu_adaptive4d_params *p, const gpu_volume *in);
-int gpu__a4d_surrogate(const gpu_volume *in, gpu_volume *out);
+int gpu__a4d_surrogate(const gpu_volume *in, gpu_volume *out, int threads);
 double gpu__a4d_capped(const char *what, double median, double cap);
 
 /* Slabs along t. A region of time points [r0, r1) filtered as if it were

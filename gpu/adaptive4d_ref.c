@@ -632,7 +632,7 @@ static int noise_caps(const gpu_adaptive4d_params *p, const gpu_a4d_bank *b, con
     if (!gpu__a4d_caps_needed(p, in))
         return 0;
     gpu_volume sv;
-    int rc = gpu__a4d_surrogate(in, &sv);
+    int rc = gpu__a4d_surrogate(in, &sv, threads);
     if (rc)
         return rc;
     const int h = gpu__a4d_t_slab(sv.nt, halo, budget, bytes_per_time_point(p, &sv));

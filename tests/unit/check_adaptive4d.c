@@ -675,6 +675,60 @@ START_TEST(test_enhancement_over_most_of_the_image_kept)
 }
 END_TEST
 
+/* The pieces of the caps (adaptive4d.h): the surrogate's shape and values
+ * (odd nt: the last time point only enters the mean), which calls take a
+ * cap (nt >= 4; a reference that is a median), and gpu__a4d_capped on
+ * zero, missing and non-finite values. */
+START_TEST(test_surrogate_and_caps)
+{
+    gpu_volume in, sv;
+    ck_assert_int_eq(gpu_volume_init(&in, 3, 2, 2, 5), 0);
+    for (int t = 0; t < 5; t++)
+        for (int z = 0; z < 2; z++)
+            for (int y = 0; y < 2; y++)
+                for (int x = 0; x < 3; x++)
+                    in.data[vidx(&in, x, y, z, t)] = (float)(x + 10 * y + 100 * z + t * t);
+    ck_assert_int_eq(gpu__a4d_surrogate(&in, &sv, 1), 0);
+    ck_assert_int_eq(sv.nx, 3);
+    ck_assert_int_eq(sv.ny, 2);
+    ck_assert_int_eq(sv.nz, 2);
+    ck_assert_int_eq(sv.nt, 2);
+    for (int k = 0; k < 2; k++)
+        for (int z = 0; z < 2; z++)
+            for (int y = 0; y < 2; y++)
+                for (int x = 0; x < 3; x++) {
+                    double base = x + 10 * y + 100 * z, mean = base + (0 + 1 + 4 + 9 + 16) / 5.0;
+                    double want = mean + (pow(2 * k, 2) - pow(2 * k + 1, 2)) / sqrt(2.0);
+                    ck_assert_double_eq_tol(sv.data[vidx(&sv, x, y, z, k)], want, 1e-4);
+                }
+    gpu_volume_close(&sv);
+
+    gpu_adaptive4d_params p;
+    gpu_adaptive4d_params_default(&p);
+    ck_assert_int_eq(gpu__a4d_caps_needed(&p, &in), 1);
+    in.nt = 3;
+    ck_assert_int_eq(gpu__a4d_caps_needed(&p, &in), 0);
+    in.nt = 4;
+    ck_assert_int_eq(gpu__a4d_caps_needed(&p, &in), 1);
+    p.static_sigma_t = 0;
+    ck_assert_int_eq(gpu__a4d_caps_needed(&p, &in), 1);
+    p.m_norm = GPU_A4D_NORM_MAX;
+    ck_assert_int_eq(gpu__a4d_caps_needed(&p, &in), 0);
+    p.static_sigma_t = 6;
+    ck_assert_int_eq(gpu__a4d_caps_needed(&p, &in), 1);
+    in.nt = 5;
+    gpu_volume_close(&in);
+
+    ck_assert_double_eq(gpu__a4d_capped("test", 10, 3), 3);
+    ck_assert_double_eq(gpu__a4d_capped("test", 10, 30), 10);
+    ck_assert_double_eq(gpu__a4d_capped("test", 10, 0), 10); /* 0: no cap */
+    ck_assert_double_eq(gpu__a4d_capped("test", 0, 3), 0);
+    ck_assert_double_eq(gpu__a4d_capped("test", 10, NAN), 10);
+    ck_assert_double_eq(gpu__a4d_capped("test", 10, INFINITY), 10);
+    ck_assert(isnan(gpu__a4d_capped("test", NAN, 3)));
+}
+END_TEST
+
 START_TEST(test_rejects_bad_input)
 {
     gpu_adaptive4d_params p;
@@ -783,6 +837,7 @@ static Suite *suite(void)
     add(s, "static_edge", test_static_edge_noise_smoothed_along_t);
     add(s, "time_curve", test_time_curve_kept);
     add(s, "enhancement", test_enhancement_over_most_of_the_image_kept);
+    add(s, "surrogate", test_surrogate_and_caps);
     add(s, "reject", test_rejects_bad_input);
     add(s, "t_slabs", t_slabs_equal_one_slab);
     return s;
