@@ -729,6 +729,70 @@ START_TEST(test_surrogate_and_caps)
 }
 END_TEST
 
+/* The caps with slabs along t, on the CPU (the CUDA version has its own
+ * case): the square of `enhancement`, with a budget of 4 region time points,
+ * so that the volume's first pass runs in 10 slabs and the surrogate's (5
+ * time points) in 5. With step 6's halo of 18 every region is the whole
+ * volume, so the slabbed result must equal the one-slab result to float
+ * rounding (tolerance of t_slabs_equal_one_slab), and the square keeps its
+ * curve (the caps apply in the slab passes too: rms within 15, as in
+ * `enhancement`). */
+START_TEST(test_enhancement_t_slabs_equal_one_slab)
+{
+    enum { EX = 64, EY = 64, EZ = 8, ET = 10 };
+    gpu_volume in, one, slabs;
+    ck_assert_int_eq(gpu_volume_init(&in, EX, EY, EZ, ET), 0);
+    ck_assert_int_eq(gpu_volume_init(&one, EX, EY, EZ, ET), 0);
+    ck_assert_int_eq(gpu_volume_init(&slabs, EX, EY, EZ, ET), 0);
+    for (int t = 0; t < ET; t++)
+        for (int z = 0; z < EZ; z++)
+            for (int y = 0; y < EY; y++)
+                for (int x = 0; x < EX; x++) {
+                    int inside = x >= 8 && x < 56 && y >= 8 && y < 56;
+                    in.data[vidx(&in, x, y, z, t)] =
+                        (float)(-400.0 + (inside ? 300.0 * t : 0.0) + 20.0 * grand());
+                }
+    gpu_adaptive4d_params p;
+    gpu_adaptive4d_params_default(&p);
+    gpu_a4d_stats st1, st2;
+    p.stats = &st1;
+    gpu_device cpu = {.kind = GPU_DEVICE_CPU};
+    ck_assert_int_eq(gpu_adaptive4d_ref(&p, &in, &one, &cpu), 0);
+    ck_assert_int_eq(st1.t_slabs, 1);
+    const size_t per_tp = sizeof(float) * (13 * EX * EY * EZ + 29 * (EX / 2) * (EY / 2) * (EZ / 2));
+    p.mem_budget = per_tp * 4;
+    p.stats = &st2;
+    ck_assert_int_eq(gpu_adaptive4d_ref(&p, &in, &slabs, &cpu), 0);
+    ck_assert_int_eq(st2.t_slabs, ET);
+    const size_t n = gpu_volume_count(&in);
+    double num = 0, den = 0, worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)slabs.data[i] - one.data[i];
+        num += d * d;
+        den += (double)one.data[i] * one.data[i];
+        worst = fmax(worst, fabs(d));
+    }
+    double se = 0;
+    for (int t = 0; t < ET; t++) {
+        double m = 0;
+        long c = 0;
+        for (int z = 0; z < EZ; z++)
+            for (int y = 28; y < 36; y++)
+                for (int x = 28; x < 36; x++, c++)
+                    m += slabs.data[vidx(&in, x, y, z, t)];
+        se += pow(m / c - (-400.0 + 300.0 * t), 2);
+    }
+    printf("adaptive4d enhancement, t-slabs: %d slabs, rel L2 %.2e, max %.2e; curve rms %.1f\n",
+           st2.t_slabs, sqrt(num / den), worst, sqrt(se / ET));
+    ck_assert(sqrt(num / den) <= 1e-5);
+    ck_assert(worst <= 1e-3 * 300.0 * ET);
+    ck_assert_msg(sqrt(se / ET) < 15.0, "curve flattened: rms error %.1f", sqrt(se / ET));
+    gpu_volume_close(&in);
+    gpu_volume_close(&one);
+    gpu_volume_close(&slabs);
+}
+END_TEST
+
 START_TEST(test_rejects_bad_input)
 {
     gpu_adaptive4d_params p;
@@ -838,6 +902,7 @@ static Suite *suite(void)
     add(s, "time_curve", test_time_curve_kept);
     add(s, "enhancement", test_enhancement_over_most_of_the_image_kept);
     add(s, "surrogate", test_surrogate_and_caps);
+    add(s, "enhancement_t_slabs", test_enhancement_t_slabs_equal_one_slab);
     add(s, "reject", test_rejects_bad_input);
     add(s, "t_slabs", t_slabs_equal_one_slab);
     return s;
