@@ -635,7 +635,11 @@ static int noise_caps(const gpu_adaptive4d_params *p, const gpu_a4d_bank *b, con
     int rc = gpu__a4d_surrogate(in, &sv, threads);
     if (rc)
         return rc;
-    const int h = gpu__a4d_t_slab(sv.nt, halo, budget, bytes_per_time_point(p, &sv));
+    /* The surrogate is one of the call's buffers: its pass gets what the
+     * budget leaves beside it (0: no budget). */
+    const size_t held = sizeof(float) * gpu_volume_count(&sv);
+    const size_t left = !budget ? 0 : budget > held ? budget - held : 1;
+    const int h = gpu__a4d_t_slab(sv.nt, halo, left, bytes_per_time_point(p, &sv));
     double ref, eref;
     rc = slab_reference(p, b, &sv, h, halo, &ref, &eref, threads);
     gpu_volume_close(&sv);
