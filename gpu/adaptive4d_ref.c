@@ -668,8 +668,10 @@ static int run(const gpu_adaptive4d_params *p, const gpu_a4d_bank *b, const gpu_
     }
     double ref, eref;
     rc = slab_reference(p, b, in, h, halo, &ref, &eref, threads);
-    ref = gpu__a4d_capped("tensor norm", ref, ref_cap);
-    eref = gpu__a4d_capped("step 6 energy", eref, eref_cap);
+    if (!rc) { /* after a failure the samples are partly unset: nothing to cap or log */
+        ref = gpu__a4d_capped("tensor norm", ref, ref_cap);
+        eref = gpu__a4d_capped("step 6 energy", eref, eref_cap);
+    }
     size_t tp = (size_t)in->nx * in->ny * in->nz;
     float *buf = rc ? NULL : malloc(sizeof(float) * tp * (size_t)(h + 2 * halo));
     if (!rc && !buf)
