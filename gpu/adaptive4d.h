@@ -26,7 +26,9 @@
  *  4. Control tensor: x = N(T) / ref, N the Frobenius norm of T in voxel
  *     coordinates (gpu__a4d_norm_voxel: D' T D' with D' = diag(1,1,1,1/a)),
  *     ref the median of N over the volume (m_norm NOISE, default; a fixed
- *     sample of voxels) or its maximum (MAX, the paper's),
+ *     sample of voxels; with nt >= 4 capped at GPU_A4D_NOISE_MARGIN times
+ *     the same median over the static surrogate, gpu__a4d_surrogate) or
+ *     its maximum (MAX, the paper's; never capped),
  *        M(x) = x^beta / (x^(alpha+beta) + sigma^beta)       (m_* params)
  *     with eigen-decomposition T = sum_k l_k e_k e_k^T, l_1 >= .. >= l_4,
  *        mu(r) = (r(1-a))^b / ((r(1-a))^b + (a(1-r))^b)      (mu_* params)
@@ -56,7 +58,8 @@
  *     t (a curve that crosses its own lowpass still counts everywhere in
  *     the window) and by a Gaussian of control_sigma (normalized
  *     convolution, x, y, z, t), eref its median
- *     (same sample voxels as step 4's), the weight
+ *     (same sample voxels as step 4's; with nt >= 4 capped like step 4's
+ *     median, by the surrogate's eref), the weight
  *        S = 1 / (1 + (e / (static_t eref))^m_beta)  (gpu__a4d_static_weight)
  *     smoothed by control_sigma and interpolated like C, and
  *        out <- out + S (L6 out - out)
