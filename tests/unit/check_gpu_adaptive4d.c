@@ -148,9 +148,11 @@ END_TEST
 
 /* The reference caps (adaptive4d.h, gpu__a4d_surrogate) on the GPU: a
  * 48x48 square of a 64x64 image gains 300 per time point (most of the image
- * changes along t, so both caps apply). One call, then t-slabs (the
- * surrogate's first pass in slabs too): each matches the CPU reference,
- * and the square's mean at the centre keeps its curve within 15 (rms). */
+ * changes along t, so both caps apply). One call, then 10 t-slabs (the
+ * surrogate's first pass, 5 time points, fits in one slab of that budget;
+ * a smaller budget leaves the main pass no room: LDCT_ENOMEM_GPU): each
+ * matches the CPU reference, and the square's mean at the centre keeps
+ * its curve within 15 (rms). */
 START_TEST(cuda_enhancement_caps_match_ref)
 {
     if (!have_gpu())
