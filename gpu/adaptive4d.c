@@ -101,7 +101,7 @@ int gpu__a4d_caps_needed(const gpu_adaptive4d_params *p, const gpu_volume *in)
 
 int gpu__a4d_surrogate(const gpu_volume *in, gpu_volume *out, int threads)
 {
-    const int k = in->nt / 2;
+    const int pairs = in->nt / 2, k = pairs < GPU_A4D_SURROGATE_T ? pairs : GPU_A4D_SURROGATE_T;
     if (gpu_volume_init(out, in->nx, in->ny, in->nz, k) != 0)
         return -ENOMEM;
     const size_t tp = (size_t)in->nx * in->ny * in->nz;
@@ -114,10 +114,10 @@ int gpu__a4d_surrogate(const gpu_volume *in, gpu_volume *out, int threads)
         for (int t = 0; t < in->nt; t++)
             mean += s[tp * (size_t)t + i];
         mean /= in->nt;
-        for (int t = 0; t < k; t++)
-            o[tp * (size_t)t + i] =
-                (float)(mean + M_SQRT1_2 * ((double)s[tp * (size_t)(2 * t) + i] -
-                                            s[tp * (size_t)(2 * t + 1) + i]));
+        for (int t = 0; t < k; t++) {
+            const size_t a = tp * (size_t)(2 * (t * pairs / k)) + i;
+            o[tp * (size_t)t + i] = (float)(mean + M_SQRT1_2 * ((double)s[a] - s[a + tp]));
+        }
     }
     return 0;
 }

@@ -232,9 +232,10 @@ float gpu__a4d_norm_median(float *samples, size_t m);
 /* Caps of both references (steps 4 and 6), so that a change along t over
  * most of the volume (enhancement of much of the image, a global shift)
  * cannot become the reference and flatten the time curves. The static
- * surrogate
- *     u(k) = mean_t s(t) + (s(2k) - s(2k+1)) / sqrt 2,   k < nt / 2,
- * has the volume's static structure and noise of its spatial spectrum and
+ * surrogate of K = min(nt / 2, GPU_A4D_SURROGATE_T) time points
+ *     u(k) = mean_t s(t) + (s(2j) - s(2j+1)) / sqrt 2,   j = k (nt / 2) / K,
+ * (pairs spread over the series; the cap on K bounds its cost and memory
+ * for long series) has the volume's static structure and noise of its spatial spectrum and
  * variance (time points are independent acquisitions; the mean adds
  * 1/nt of it), but of a change along t only the step between neighbouring
  * time points. The medians of its tensor norm and step 6 energy (the
@@ -244,11 +245,12 @@ float gpu__a4d_norm_median(float *samples, size_t m);
  * the 4D body phantom 1.09 and 1.09, measured), so the caps change
  * nothing there. Only with nt >= 4 (a surrogate of two time points or
  * more); _needed says whether a call takes a cap. _surrogate: `out` gets
- * shape (nx, ny, nz, nt / 2) (the caller closes it), computed with
+ * shape (nx, ny, nz, K) (the caller closes it), computed with
  * `threads` OpenMP threads (0: OpenMP's default); 0 or -ENOMEM. _capped: the median, or the
  * cap when it is positive and lower (logged, `what` the reference's
  * name). */
 #define GPU_A4D_NOISE_MARGIN 3.0
+#define GPU_A4D_SURROGATE_T 8
 int gpu__a4d_caps_needed(const gpu_adaptive4d_params *p, const gpu_volume *in);
 int gpu__a4d_surrogate(const gpu_volume *in, gpu_volume *out, int threads);
 double gpu__a4d_capped(const char *what, double median, double cap);

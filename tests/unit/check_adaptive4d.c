@@ -703,6 +703,24 @@ START_TEST(test_surrogate_and_caps)
                 }
     gpu_volume_close(&sv);
 
+    /* A long series: GPU_A4D_SURROGATE_T pairs spread over it (41 time
+     * points, 20 pairs: pairs 0, 2, 5, 7, 10, 12, 15, 17). */
+    gpu_volume lg;
+    ck_assert_int_eq(gpu_volume_init(&lg, 1, 1, 1, 41), 0);
+    double lmean = 0;
+    for (int t = 0; t < 41; t++)
+        lmean += lg.data[t] = (float)(t * t);
+    lmean /= 41;
+    ck_assert_int_eq(gpu__a4d_surrogate(&lg, &sv, 1), 0);
+    ck_assert_int_eq(sv.nt, GPU_A4D_SURROGATE_T);
+    for (int k = 0; k < sv.nt; k++) {
+        const int j = k * 20 / GPU_A4D_SURROGATE_T;
+        double want = lmean + (pow(2 * j, 2) - pow(2 * j + 1, 2)) / sqrt(2.0);
+        ck_assert_double_eq_tol(sv.data[k], want, 1e-3);
+    }
+    gpu_volume_close(&sv);
+    gpu_volume_close(&lg);
+
     gpu_adaptive4d_params p;
     gpu_adaptive4d_params_default(&p);
     ck_assert_int_eq(gpu__a4d_caps_needed(&p, &in), 1);
