@@ -190,11 +190,13 @@ START_TEST(test_fft_equals_direct_monomial)
     fill_random(&in);
     /* Two odd and two even monomial kernels, with and without the border
      * correction. */
-    float *k4 = malloc(sizeof(float) * 4 * 2401);
-    memcpy(k4, b.mono, sizeof(float) * 2 * 2401);
-    memcpy(k4 + 2 * 2401, b.mono + 5 * 2401, sizeof(float) * 2 * 2401);
-    check_backends(k4, 4, 7, &in, 1);
-    check_backends(k4, 2, 7, &in, 0);
+    const int K = b.mono_size; /* the bank's size (it read 7^4 kernels from 5^4 ones) */
+    const size_t km = (size_t)K * K * K * K;
+    float *k4 = malloc(sizeof(float) * 4 * km);
+    memcpy(k4, b.mono, sizeof(float) * 2 * km);
+    memcpy(k4 + 2 * km, b.mono + 5 * km, sizeof(float) * 2 * km);
+    check_backends(k4, 4, K, &in, 1);
+    check_backends(k4, 2, K, &in, 0);
     free(k4);
     gpu_volume_close(&in);
     gpu__a4d_bank_free(&b);
@@ -240,10 +242,12 @@ START_TEST(region_filtering_is_exact_inside_the_halo)
         memcpy(reg + (size_t)t * rd[2] * plane, in.data + ((size_t)t * 21 + z0 - halo) * plane,
                sizeof(float) * plane * rd[2]);
     ck_assert_int_eq(gpu__a4d_smooth(reg, rmean, rd, taps, r, 0xf, 0), 0);
+    const int K = b.mono_size; /* the bank's size (it read 7^4 kernels from 5^4 ones) */
+    const size_t km = (size_t)K * K * K * K;
     for (int k = 0; k < GPU_A4D_NMONO; k += 5) {
-        const float *w = b.mono + (size_t)k * 2401;
-        ck_assert_int_eq(gpu__a4d_filter_ref(w, 1, 7, in.data, mean, d, &full, GPU_A4D_FFT, 0), 0);
-        ck_assert_int_eq(gpu__a4d_filter_ref(w, 1, 7, reg, rmean, rd, &rout, GPU_A4D_FFT, 0), 0);
+        const float *w = b.mono + (size_t)k * km;
+        ck_assert_int_eq(gpu__a4d_filter_ref(w, 1, K, in.data, mean, d, &full, GPU_A4D_FFT, 0), 0);
+        ck_assert_int_eq(gpu__a4d_filter_ref(w, 1, K, reg, rmean, rd, &rout, GPU_A4D_FFT, 0), 0);
         double num = 0, den = 0;
         for (int t = 0; t < 5; t++)
             for (int z = z0; z < z1; z++)
