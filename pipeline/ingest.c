@@ -6,6 +6,7 @@
 #include "common/fsutil.h"
 #include "common/log.h"
 #include "db/db.h"
+#include "pipeline/tmppool.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -13,6 +14,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -24,7 +26,14 @@ struct ingest {
     db *db;
     ingest_policy policy;
     atomic_uint_fast64_t seq;
+    tmppool *pool; /* temp files made ahead (NULL: each store makes its own) */
 };
+
+/* Empty files ready for a whole series' burst (up to 1024 instances; only
+ * inodes), refilled between bursts (tmppool.h). With them, 500 instances
+ * of 512x512 went in 0.87-0.96 s instead of 1.19-1.38 s here
+ * (docs/PERFORMANCE.md, ingest, sixteenth session). */
+enum { POOL_FILES = 1024 };
 
 void ingest_db_path(const char *state_dir, char *out, size_t len)
 {
@@ -50,13 +59,15 @@ static void remove_stale_temps(const char *tmpdir)
     DIR *dir = opendir(tmpdir);
     if (!dir)
         return;
-    int n = 0;
+    int n = 0; /* files with data: the empty ones were made ahead (tmppool) */
     for (struct dirent *e; (e = readdir(dir));) {
         if (e->d_name[0] == '.')
             continue;
         char p[2048];
+        struct stat st;
         snprintf(p, sizeof p, "%s/%s", tmpdir, e->d_name);
-        n += unlink(p) == 0;
+        const int had_data = stat(p, &st) == 0 && st.st_size > 0;
+        n += unlink(p) == 0 && had_data;
     }
     closedir(dir);
     if (n)
@@ -82,6 +93,11 @@ int ingest_new(const char *state_dir, const ingest_policy *policy, ingest **out)
         goto fail;
     }
     remove_stale_temps(in->tmpdir);
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "%d", (int)getpid());
+    int prc = tmppool_new(in->tmpdir, prefix, POOL_FILES, &in->pool);
+    if (prc) /* not fatal: each store then creates its own file */
+        log_warn("cannot start making temp files ahead: %s", ldct_strerror(prc));
     if ((rc = fs_mkdirs(in->quarantine))) {
         log_err("cannot create %s: %s", in->quarantine, ldct_strerror(rc));
         goto fail;
@@ -99,6 +115,7 @@ void ingest_free(ingest *in)
 {
     if (!in)
         return;
+    tmppool_free(in->pool);
     db_close(in->db);
     pthread_mutex_destroy(&in->lock);
     free(in);
@@ -135,6 +152,8 @@ unsigned ingest_store_begin(ingest *in, char *tmp_path, size_t tmp_len, char *co
         log_warn("refusing C-STORE: %s", comment);
         return SCP_STATUS_OUT_OF_RESOURCES;
     }
+    if (tmppool_take(in->pool, tmp_path, tmp_len))
+        return SCP_STATUS_SUCCESS;
     unsigned long long n = (unsigned long long)atomic_fetch_add(&in->seq, 1);
     snprintf(tmp_path, tmp_len, "%s/%d-%llu.part", in->tmpdir, (int)getpid(), n);
     return SCP_STATUS_SUCCESS;
