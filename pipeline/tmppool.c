@@ -11,6 +11,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +27,7 @@ struct tmppool {
     pthread_mutex_t lock;
     pthread_cond_t wake; /* the refill thread waits on it */
     pthread_t thread;
-    int stop;
+    atomic_int stop;            /* set under lock (for `wake`); make_batch reads it */
     unsigned long long next_id; /* refill thread only */
     unsigned long long *ready;  /* ring of ids, capacity target */
     int head, count;            /* under lock */
@@ -42,7 +44,10 @@ static int make_one(const tmppool *p, unsigned long long id)
 {
     char path[1300];
     name_of(p, id, path, sizeof path);
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+    /* 0666 less the umask, as DCMTK's fopen(path, "wb") creates a fresh
+     * file: a stored instance's mode does not depend on whether the pool
+     * had a file for it (the unit's UMask= decides for both). */
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0)
         return -errno;
     /* The first fsync of a new file also writes its directory entry (ext4)
@@ -55,12 +60,13 @@ static int make_one(const tmppool *p, unsigned long long id)
 }
 
 /* Makes up to n files; their ids into ids[], the count returned (*err: the
- * failure that ended the batch early, else 0). */
+ * failure that ended the batch early, else 0). A stop ends it between files:
+ * each one's fsync may take long on a busy disk. */
 static int make_batch(tmppool *p, int n, unsigned long long *ids, int *err)
 {
     int made = 0;
     *err = 0;
-    while (made < n && !*err) {
+    while (made < n && !*err && !atomic_load(&p->stop)) {
         const unsigned long long id = p->next_id++;
         if ((*err = make_one(p, id)) == 0)
             ids[made++] = id;
@@ -86,7 +92,7 @@ static void wait_ms(tmppool *p, long ms)
 /* Milliseconds the refill should still wait (0: refill now). */
 static long refill_delay_ms(const tmppool *p)
 {
-    if (p->count < p->target / 4)
+    if (p->count * 4 < p->target) /* rounded up: an empty pool never waits */
         return 0;
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
@@ -121,7 +127,10 @@ static void *refill(void *arg)
             snprintf(line, sizeof line, "cannot make temp files ahead in %s: %s", p->dir,
                      strerror(-err));
             log_limited(LOG_LVL_WARNING, line);
-            wait_ms(p, RETRY_S * 1000); /* stores go on with fresh files meanwhile */
+            /* A stop signalled while the batch ran found nobody waiting:
+             * without this check tmppool_free waited out the retry. */
+            if (!p->stop)
+                wait_ms(p, RETRY_S * 1000); /* stores go on with fresh files meanwhile */
         }
     }
     pthread_mutex_unlock(&p->lock);
@@ -145,7 +154,14 @@ int tmppool_new(const char *dir, const char *prefix, int target, tmppool **out)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&p->wake, &ca);
     pthread_condattr_destroy(&ca);
+    /* The refill thread takes no signal: a process-directed one (a second
+     * SIGTERM while ldctd stops, after its handlers are closed) must not
+     * find it as the one thread that does not block it. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
     int rc = pthread_create(&p->thread, NULL, refill, p);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc) {
         pthread_cond_destroy(&p->wake);
         pthread_mutex_destroy(&p->lock);
