@@ -9,7 +9,8 @@ out=$(storescu -v -aec LDCTNODE 127.0.0.1 "$PORT" "$T"/s/*.dcm 2>&1)
 echo "$out" | grep -q "Refused: OutOfResources" || fail "no A700 status: $out"
 [ "$(db_instances)" = 0 ] || fail "something was stored"
 # Nothing with data: the empty .part files are made ahead (pipeline/tmppool.h).
-left=$(find "$STATE/spool" -type f \( -name '*.dcm' -o -name '*.part' \) -size +0 | head -n1)
+# An instance file counts even when empty: only .part files are made ahead.
+left=$(find "$STATE/spool" -type f \( -name '*.dcm' -o \( -name '*.part' -size +0 \) \) | head -n1)
 [ -z "$left" ] || fail "files left behind: $left"
 grep -q "out of disk space" "$T/ldctd.log" || fail "no log line"
 stop_daemon || fail "exit code $?"
