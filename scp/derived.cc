@@ -35,6 +35,7 @@ extern "C" {
 #include <string>
 #include <vector>
 
+#include <iconv.h>
 #include <unistd.h>
 
 namespace
@@ -259,6 +260,109 @@ size_t cut_point(const std::string &s, size_t bytes, const std::string &cs)
     return bytes;
 }
 
+/* The encoding (iconv's name) of a Specific Character Set's first value,
+ * the repertoire a value may use without a code switch: "" for the default
+ * repertoire (no value, ISO_IR 6, JIS X 0201 and ISO 2022 sets whose G0 is
+ * not ASCII), "UTF-8" for ISO_IR 192. */
+std::string charset_encoding(const std::string &cs)
+{
+    std::string v1 = cs.substr(0, cs.find('\\'));
+    while (!v1.empty() && v1.back() == ' ')
+        v1.pop_back();
+    static const struct {
+        const char *term, *encoding;
+    } k_sets[] = {
+        {"ISO_IR 192", "UTF-8"},   {"GB18030", "GB18030"},   {"GBK", "GBK"},
+        {"IR 100", "ISO-8859-1"},  {"IR 101", "ISO-8859-2"}, {"IR 109", "ISO-8859-3"},
+        {"IR 110", "ISO-8859-4"},  {"IR 144", "ISO-8859-5"}, {"IR 127", "ISO-8859-6"},
+        {"IR 126", "ISO-8859-7"},  {"IR 138", "ISO-8859-8"}, {"IR 148", "ISO-8859-9"},
+        {"IR 203", "ISO-8859-15"}, {"IR 166", "TIS-620"},
+    };
+    for (const auto &s : k_sets) {
+        const std::string t = s.term;
+        /* "ISO_IR 100" and, with code extensions, "ISO 2022 IR 100". */
+        if (v1 == t || v1 == "ISO_" + t || v1 == "ISO 2022 " + t)
+            return s.encoding;
+    }
+    return "";
+}
+
+/* A Latin letter with a diacritic (U+00C0..U+017F: Latin-1 Supplement and
+ * Latin Extended-A) as its base letter (the first letter of its Unicode
+ * canonical decomposition), for a repertoire without it; 0 for the others. */
+char latin_base(uint32_t cp)
+{
+    static const char k_base[] = "AAAAAA?CEEEEIIII?NOOOOO??UUUUY??aaaaaa?ceeeeiiii?nooooo??uuuuy?y"
+                                 "AaAaAaCcCcCcCcDd??EeEeEeEeEeGgGgGgGgHh??IiIiIiIiI???JjKk?LlLlLl?"
+                                 "???NnNnNn???OoOoOo??RrRrRrSsSsSsSsTtTt??UuUuUuUuUuUuWwYyYZzZzZz?";
+    if (cp < 0xC0 || cp > 0x17F)
+        return 0;
+    char c = k_base[cp - 0xC0];
+    return c == '?' ? 0 : c;
+}
+
+/* The next code point of UTF-8 text at s[*i] (advancing *i); a byte that
+ * starts no valid sequence is returned as 0xFFFFFFFF, one byte consumed. */
+uint32_t utf8_next(const std::string &s, size_t *i)
+{
+    unsigned char c = (unsigned char)s[*i];
+    size_t l = utf8_len(c);
+    uint32_t cp = l == 1 ? c : l == 2 ? c & 0x1Fu : l == 3 ? c & 0x0Fu : c & 0x07u;
+    if (l == 1 && c >= 0x80) {
+        (*i)++;
+        return 0xFFFFFFFFu;
+    }
+    for (size_t k = 1; k < l; k++) {
+        if (*i + k >= s.size() || ((unsigned char)s[*i + k] & 0xC0) != 0x80) {
+            (*i)++;
+            return 0xFFFFFFFFu;
+        }
+        cp = cp << 6 | ((unsigned char)s[*i + k] & 0x3Fu);
+    }
+    *i += l;
+    return cp;
+}
+
+/* The rule's suffix (UTF-8, as in the configuration file) in the source's
+ * character set, so that the derived Series Description is one encoding
+ * and the dataset's Specific Character Set (and every other value) stays
+ * as the source had it. A character the set cannot hold becomes its base
+ * letter (e -> e for an e-acute in the default repertoire), else '?'. */
+std::string suffix_in_charset(const std::string &utf8, const std::string &cs)
+{
+    bool ascii = true;
+    for (unsigned char c : utf8)
+        ascii = ascii && c < 0x80;
+    const std::string enc = charset_encoding(cs);
+    if (ascii || enc == "UTF-8")
+        return utf8;
+    iconv_t cd = enc.empty() ? (iconv_t)-1 : iconv_open(enc.c_str(), "UTF-8");
+    std::string out;
+    for (size_t i = 0; i < utf8.size();) {
+        size_t from = i;
+        uint32_t cp = utf8_next(utf8, &i);
+        if (cp < 0x80) {
+            out += (char)cp;
+            continue;
+        }
+        if (cp != 0xFFFFFFFFu && cd != (iconv_t)-1) {
+            std::string ch = utf8.substr(from, i - from);
+            char buf[8], *in = &ch[0], *o = buf;
+            size_t inl = ch.size(), outl = sizeof buf;
+            iconv(cd, nullptr, nullptr, nullptr, nullptr);
+            if (iconv(cd, &in, &inl, &o, &outl) != (size_t)-1 && inl == 0) {
+                out.append(buf, (size_t)(o - buf));
+                continue;
+            }
+        }
+        char b = latin_base(cp);
+        out += b ? b : '?';
+    }
+    if (cd != (iconv_t)-1)
+        iconv_close(cd);
+    return out;
+}
+
 OFCondition put_identity(DcmDataset *ds, const scp_derived_params *p)
 {
     char date[16], tim[16];
@@ -454,7 +558,7 @@ extern "C" void scp_fit_description(const char *base, const char *suffix, const 
                                     char *out, size_t len)
 {
     const std::string b = base ? base : "", cs = charset ? charset : "";
-    std::string sfx = suffix ? suffix : "";
+    std::string sfx = suffix_in_charset(suffix ? suffix : "", cs);
     sfx.resize(cut_point(sfx, 64, cs));
     const size_t room = 64 - sfx.size();
     std::string r = b.substr(0, cut_point(b, room, cs));

@@ -304,7 +304,10 @@ typedef struct scp_derived_params {
  * of at most 64 bytes (64 characters, and within validators that count
  * bytes) in `charset` (the dataset's Specific Character Set, "" =
  * default), the base cut (never the suffix, never inside a UTF-8 character
- * or an ISO 2022 code switch) when it does not fit. out needs 65 bytes. */
+ * or an ISO 2022 code switch) when it does not fit. base is in `charset`
+ * (the source's value); suffix is UTF-8 (the configuration's) and is
+ * converted to `charset`, a character the set lacks written as its base
+ * letter or '?'. out needs 65 bytes. */
 void scp_fit_description(const char *base, const char *suffix, const char *charset, char *out,
                          size_t len);
 

@@ -756,6 +756,50 @@ START_TEST(series_description_keeps_the_suffix_and_whole_characters)
 }
 END_TEST
 
+/* A rule's suffix is UTF-8 (the configuration file); the derived Series
+ * Description must be in the source's Specific Character Set, which the
+ * derived dataset keeps, and never mix two encodings. */
+START_TEST(series_description_suffix_is_written_in_the_source_charset)
+{
+    char out[65];
+    /* Latin-1 source: e-acute is the one byte 0xE9 there. */
+    scp_fit_description("THORAX D\xd6SIS",
+                        " [d\xc3\xa9"
+                        "bruit\xc3\xa9]",
+                        "ISO_IR 100", out, sizeof out);
+    ck_assert_str_eq(out, "THORAX D\xd6SIS [d\xe9"
+                          "bruit\xe9]");
+    /* With code extensions, G1 starts as Latin-1 too. */
+    scp_fit_description("A", " \xc3\xa9", "ISO 2022 IR 100\\ISO 2022 IR 126", out, sizeof out);
+    ck_assert_str_eq(out, "A \xe9");
+    /* Latin-2 (Czech): c-caron is 0xE8 there. */
+    scp_fit_description("HRUDNIK", " [\xc4\x8d]", "ISO_IR 101", out, sizeof out);
+    ck_assert_str_eq(out, "HRUDNIK [\xe8]");
+    /* UTF-8 source: as written. */
+    scp_fit_description("CHEST",
+                        " [d\xc3\xa9"
+                        "bruit\xc3\xa9]",
+                        "ISO_IR 192", out, sizeof out);
+    ck_assert_str_eq(out, "CHEST [d\xc3\xa9"
+                          "bruit\xc3\xa9]");
+    /* Default repertoire (no Specific Character Set): ASCII only, the
+     * accent dropped, what has no base letter a '?'. */
+    scp_fit_description("CHEST",
+                        " [d\xc3\xa9"
+                        "bruit\xc3\xa9]",
+                        "", out, sizeof out);
+    ck_assert_str_eq(out, "CHEST [debruite]");
+    scp_fit_description("CHEST", " [\xe5\xb1\xb1]", "", out, sizeof out);
+    ck_assert_str_eq(out, "CHEST [?]");
+    /* Latin-1 lacks c-caron: its base letter. Invalid UTF-8: '?'. */
+    scp_fit_description("CHEST", " \xc4\x8d\xff", "ISO_IR 100", out, sizeof out);
+    ck_assert_str_eq(out, "CHEST c?");
+    /* Japanese with code extensions starts in ASCII: no raw bytes. */
+    scp_fit_description("CHEST", " \xc3\xa9", "\\ISO 2022 IR 87", out, sizeof out);
+    ck_assert_str_eq(out, "CHEST e");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("scp");
@@ -776,6 +820,7 @@ int main(void)
     tcase_add_test(tc, send_files_to_a_silent_peer_ends_within_the_timeout);
     tcase_add_test(tc, send_files_rejected_is_epeer_with_the_reason);
     tcase_add_test(tc, series_description_keeps_the_suffix_and_whole_characters);
+    tcase_add_test(tc, series_description_suffix_is_written_in_the_source_charset);
     tcase_add_test(tc, derived_series_is_dated_now_and_keeps_the_acquisition);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
