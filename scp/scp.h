@@ -235,8 +235,10 @@ typedef struct scp_slice_info {
     int has_position, has_orientation, has_spacing;
     double position[3], orientation[6], pixel_spacing[2], slice_thickness, rescale_slope,
         rescale_intercept;
-    /* What rules match on ("" / NAN when absent; root level of the dataset). */
-    char series_description[65], protocol_name[65], body_part_examined[17], manufacturer[65];
+    /* What rules match on ("" / NAN when absent; root level of the dataset).
+     * The LO values are in UTF-8, converted from the Specific Character Set
+     * (64 characters take up to 256 bytes), as the configuration's patterns. */
+    char series_description[257], protocol_name[257], body_part_examined[17], manufacturer[257];
     char image_type[257]; /* every value, backslash-separated: "ORIGINAL\PRIMARY\AXIAL"
                            * (cut at 256 bytes; vendors add many values) */
     int series_number;

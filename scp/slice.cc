@@ -21,6 +21,7 @@ extern "C" {
 #include <dcmtk/dcmdata/dcdeftag.h>
 #include <dcmtk/dcmdata/dcfilefo.h>
 #include <dcmtk/dcmdata/dcpixel.h>
+#include <dcmtk/dcmdata/dcspchrs.h>
 #include <dcmtk/dcmdata/dcxfer.h>
 
 #include <cerrno>
@@ -183,13 +184,36 @@ double get_number(DcmItem *ds, const DcmTagKey &tag)
     return end == v.c_str() ? NAN : d;
 }
 
+/* A text value for the rules, in UTF-8 as the configuration's patterns
+ * are: converted from the dataset's Specific Character Set (a value that
+ * does not convert, e.g. bytes the set does not declare, is kept as it is). */
+void get_utf8(DcmItem *ds, DcmSpecificCharacterSet *conv, const DcmTagKey &tag, char *dst,
+              size_t len)
+{
+    OFString v, u;
+    if (ds->findAndGetOFString(tag, v).bad())
+        v.clear();
+    bool plain = true;
+    for (size_t i = 0; i < v.length(); i++)
+        plain = plain && (unsigned char)v[i] < 0x80 && v[i] != 0x1b;
+    if (!plain && conv && conv->convertString(v, u).good())
+        v = u;
+    scp__strlcpy(dst, v.c_str(), len);
+}
+
 void read_rule_fields(DcmItem *ds, scp_slice_info *o)
 {
     Sint32 n;
-    get_str(ds, DCM_SeriesDescription, o->series_description, sizeof o->series_description);
-    get_str(ds, DCM_ProtocolName, o->protocol_name, sizeof o->protocol_name);
+    OFString cs;
+    if (ds->findAndGetOFStringArray(DCM_SpecificCharacterSet, cs).bad())
+        cs.clear();
+    DcmSpecificCharacterSet conv;
+    DcmSpecificCharacterSet *to_utf8 = conv.selectCharacterSet(cs).good() ? &conv : nullptr;
+    get_utf8(ds, to_utf8, DCM_SeriesDescription, o->series_description,
+             sizeof o->series_description);
+    get_utf8(ds, to_utf8, DCM_ProtocolName, o->protocol_name, sizeof o->protocol_name);
     get_str(ds, DCM_BodyPartExamined, o->body_part_examined, sizeof o->body_part_examined);
-    get_str(ds, DCM_Manufacturer, o->manufacturer, sizeof o->manufacturer);
+    get_utf8(ds, to_utf8, DCM_Manufacturer, o->manufacturer, sizeof o->manufacturer);
     OFString types;
     scp__strlcpy(o->image_type,
                  ds->findAndGetOFStringArray(DCM_ImageType, types).good() ? types.c_str() : "",

@@ -756,6 +756,29 @@ START_TEST(series_description_keeps_the_suffix_and_whole_characters)
 }
 END_TEST
 
+/* Rules are UTF-8 (the configuration file); a Latin-1 source's Series
+ * Description must reach them as UTF-8, or a pattern with an umlaut never
+ * matches it. */
+START_TEST(rule_fields_are_read_as_utf8)
+{
+    char path[512], cmd[1024];
+    path_of(path, sizeof path, "latin1.dcm");
+    write_ct(path, NULL, "1.2.826.0.1.3680043.9.7.1.9");
+    snprintf(cmd, sizeof cmd,
+             "dcmodify -q -nb -m '(0008,0005)=ISO_IR 100' -m '(0008,103e)=THORAX D\xd6SIS' "
+             "-i '(0018,1030)=PROTOKOLL \xdc' -i '(0008,0070)=M\xfcller' %s",
+             path);
+    ck_assert_int_eq(system(cmd), 0);
+    scp_slice_info info;
+    char err[256] = "";
+    ck_assert_int_eq(scp_slice_read_info(path, &info, err, sizeof err), 0);
+    ck_assert_str_eq(info.series_description, "THORAX D\xc3\x96SIS");
+    ck_assert_str_eq(info.protocol_name, "PROTOKOLL \xc3\x9c");
+    ck_assert_str_eq(info.manufacturer, "M\xc3\xbcller");
+    scp_slice_info_free(&info);
+}
+END_TEST
+
 /* A rule's suffix is UTF-8 (the configuration file); the derived Series
  * Description must be in the source's Specific Character Set, which the
  * derived dataset keeps, and never mix two encodings. */
@@ -821,6 +844,7 @@ int main(void)
     tcase_add_test(tc, send_files_rejected_is_epeer_with_the_reason);
     tcase_add_test(tc, series_description_keeps_the_suffix_and_whole_characters);
     tcase_add_test(tc, series_description_suffix_is_written_in_the_source_charset);
+    tcase_add_test(tc, rule_fields_are_read_as_utf8);
     tcase_add_test(tc, derived_series_is_dated_now_and_keeps_the_acquisition);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
