@@ -376,6 +376,18 @@ static void show_series(const scp_slice_info *s, char *buf, size_t len)
     snprintf(buf, len, "%s", s->series_uid[0] ? s->series_uid : "(none)");
 }
 
+/* A Series Instance UID belongs to one study (PS3.3 C.7.3.1): instances
+ * of one series in two studies cannot make one derived series. */
+static int same_study(const scp_slice_info *a, const scp_slice_info *b)
+{
+    return !strcmp(a->study_uid, b->study_uid);
+}
+
+static void show_study(const scp_slice_info *s, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s", s->study_uid[0] ? s->study_uid : "(none)");
+}
+
 static int same_rows(const scp_slice_info *a, const scp_slice_info *b)
 {
     return a->rows == b->rows;
@@ -483,6 +495,7 @@ static void show_photometric(const scp_slice_info *s, char *buf, size_t len)
 
 static const field_check k_fields[] = {
     {"series UID ", "", same_series, show_series},
+    {"study UID ", "", same_study, show_study},
     {"", " rows", same_rows, show_rows},
     {"", " columns", same_cols, show_cols},
     {"pixel spacing ", "", same_spacing, show_spacing},

@@ -65,7 +65,7 @@ grep -qF "skipped 8 file(s) that repeat a SOP Instance UID already read (first: 
     "$T/e" && [ "$(grep -c "SOP Instance UID" "$T/e")" = 1 ] || fail "copies not reported once: $(cat "$T/e")"
 for d in a b; do
     "$MKSERIES" --out "$T/two/$d" --rows 16 --cols 16 --slices 2 --series-uid 1.2.826.0.1.3680043.9.7777.5 \
-        > /dev/null || fail mkseries
+        --study-uid 1.2.826.0.1.3680043.9.7777 > /dev/null || fail mkseries
 done
 frame=$(dcmdump -q +P 0020,0052 "$T/two/a/IMG0001.dcm" | sed -E 's/.*\[([^]]*)\].*/\1/')
 dcmodify -nb -m "(0020,0052)=$frame" "$T"/two/b/*.dcm || fail dcmodify

@@ -376,6 +376,25 @@ START_TEST(slice_of_another_series_fails)
 }
 END_TEST
 
+/* A Series Instance UID belongs to one study: a series whose instances
+ * name two studies (a PACS merge gone wrong) would give a derived series
+ * split over two studies under one UID, which a PACS files wrongly or
+ * refuses. Slice by slice (nlm2d) too. */
+START_TEST(slice_of_another_study_fails)
+{
+    for (int k = 0; k < 3; k++) {
+        scp_ct_params p = slice(11 + k, k * 1.25);
+        p.study_uid = k == 2 ? STUDY ".9" : STUDY;
+        write_slice(p);
+    }
+    expect_failure(LDCT_EINPUT, "slice 13 has study UID " STUDY ".9", "the others " STUDY);
+    asm_series s;
+    char err[512] = "";
+    ck_assert_int_eq(asm_series_load_slices(pv, nfiles, &s, err, sizeof err), LDCT_EINPUT);
+    ck_assert_msg(strstr(err, "study UID") != NULL, "%s", err);
+}
+END_TEST
+
 START_TEST(duplicate_position_fails)
 {
     static const int pos[] = {0, 1, 2, 2, 3};
@@ -958,6 +977,7 @@ int main(void)
     tcase_add_test(tc, different_pixel_spacing_fails);
     tcase_add_test(tc, different_frame_of_reference_fails);
     tcase_add_test(tc, slice_of_another_series_fails);
+    tcase_add_test(tc, slice_of_another_study_fails);
     tcase_add_test(tc, duplicate_position_fails);
     tcase_add_test(tc, duplicate_instance_numbers_are_named_by_file);
     tcase_add_test(tc, missing_slice_fails_as_a_gap);
