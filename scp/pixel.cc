@@ -16,6 +16,7 @@ extern "C" {
 }
 
 #include <dcmtk/config/osconfig.h>
+#include <dcmtk/dcmdata/dccodec.h>
 #include <dcmtk/dcmdata/dcdeftag.h>
 #include <dcmtk/dcmdata/dcfilefo.h>
 #include <dcmtk/dcmdata/dcmetinf.h>
@@ -234,8 +235,16 @@ int scp__load_decoded(const char *path, DcmFileFormat *ff, char *err, size_t len
     E_TransferSyntax orig = ds->getOriginalXfer();
     c = ds->chooseRepresentation(EXS_LittleEndianExplicit, nullptr);
     if (c.bad() || !ds->canWriteXfer(EXS_LittleEndianExplicit)) {
+        /* A syntax no registered codec reads (JPEG 2000 in this build) is
+         * named as such: DCMTK says "Pixel representation cannot be
+         * changed", which reads like a fault of the pixels. */
+        const bool decoder = !DcmXfer(orig).isEncapsulated() ||
+                             DcmCodecList::canChangeCoding(orig, EXS_LittleEndianExplicit);
         scp__set_err(err, len, "cannot decode pixel data in %s (%s)", DcmXfer(orig).getXferName(),
-                     c.bad() ? c.text() : "no decoder");
+                     !decoder  ? "this node has no decoder for it; such instances are stored and "
+                                 "routed as received"
+                     : c.bad() ? c.text()
+                               : "no decoder");
         return LDCT_EUNSUPPORTED;
     }
     return 0;

@@ -141,6 +141,31 @@ START_TEST(read_back_matches_written_pixels_in_every_syntax)
 }
 END_TEST
 
+/* JPEG 2000 is received and routed but DCMTK has no decoder for it here:
+ * the job's reason says so, instead of DCMTK's "Pixel representation
+ * cannot be changed", which reads like a problem with the pixels. The
+ * file is a JPEG-LS one relabelled (same UID length); nothing decodes it. */
+START_TEST(a_syntax_without_decoder_is_named_as_such)
+{
+    char path[128], err[256] = "";
+    path_of(path, sizeof path, "j2k.dcm");
+    write_ct(path, "1.2.840.10008.1.2.4.80", "1.2.826.0.1.3680043.9.7.1.1.2");
+    FILE *f = fopen(path, "r+b");
+    ck_assert_ptr_nonnull(f);
+    static char buf[1024];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    char *at = memmem(buf, n, "1.2.840.10008.1.2.4.80", 22);
+    ck_assert_ptr_nonnull(at);
+    fseek(f, at - buf, SEEK_SET);
+    fwrite("1.2.840.10008.1.2.4.90", 1, 22, f);
+    fclose(f);
+    static float hu[ROWS * COLS];
+    ck_assert_int_eq(scp_slice_read_hu(path, hu, ROWS * COLS, err, sizeof err), LDCT_EUNSUPPORTED);
+    ck_assert_msg(strstr(err, "JPEG 2000") && strstr(err, "no decoder"), "%s", err);
+    ck_assert_msg(!strstr(err, "Pixel representation"), "%s", err);
+}
+END_TEST
+
 START_TEST(read_hu_refuses_a_wrong_count_and_non_dicom)
 {
     char path[128], bad[128], err[256] = "";
@@ -832,6 +857,7 @@ int main(void)
     tcase_add_loop_test(tc, read_back_matches_written_pixels_in_every_syntax, 0,
                         (int)(sizeof SYNTAXES / sizeof SYNTAXES[0]));
     tcase_add_test(tc, read_hu_refuses_a_wrong_count_and_non_dicom);
+    tcase_add_test(tc, a_syntax_without_decoder_is_named_as_such);
     tcase_add_test(tc, derived_series_number_stays_in_the_is_range);
     tcase_add_loop_test(tc, derived_instance_has_new_identity_and_rounded_clamped_values, 0, 2);
     tcase_add_test(tc, derived_instance_adds_no_dciodvfy_error);
