@@ -354,7 +354,9 @@ static int check_file(loader *l, int i)
 /* ---- the files against one another --------------------------------------- */
 
 /* One attribute the files must share: the message reads
- * "<name> has <before><value><after>, the others <value>". */
+ * "<name> has <before><value><after>, the others <value>", or without
+ * show (patient data, which the log must not hold) "<name> has another
+ * <before>than the others". */
 typedef struct field_check {
     const char *before, *after;
     int (*same)(const scp_slice_info *a, const scp_slice_info *b);
@@ -386,6 +388,13 @@ static int same_study(const scp_slice_info *a, const scp_slice_info *b)
 static void show_study(const scp_slice_info *s, char *buf, size_t len)
 {
     snprintf(buf, len, "%s", s->study_uid[0] ? s->study_uid : "(none)");
+}
+
+/* Instances of two patients under one series UID (a UID collision or a
+ * wrong merge) must never become one derived series. */
+static int same_patient(const scp_slice_info *a, const scp_slice_info *b)
+{
+    return !strcmp(a->patient_id, b->patient_id);
 }
 
 static int same_rows(const scp_slice_info *a, const scp_slice_info *b)
@@ -496,6 +505,7 @@ static void show_photometric(const scp_slice_info *s, char *buf, size_t len)
 static const field_check k_fields[] = {
     {"series UID ", "", same_series, show_series},
     {"study UID ", "", same_study, show_study},
+    {"Patient ID ", "", same_patient, NULL},
     {"", " rows", same_rows, show_rows},
     {"", " columns", same_cols, show_cols},
     {"pixel spacing ", "", same_spacing, show_spacing},
@@ -531,6 +541,9 @@ static int check_field(loader *l, const field_check *c)
             continue;
         char name[NAME_LEN], mine[128], theirs[128];
         file_name(l, i, name, sizeof name);
+        if (!c->show)
+            return fail(l, LDCT_EINPUT, "%s has another %sthan the others (values not logged)",
+                        name, c->before);
         c->show(&l->info[i], mine, sizeof mine);
         c->show(&l->info[ref], theirs, sizeof theirs);
         return fail(l, LDCT_EINPUT, "%s has %s%s%s, the others %s", name, c->before, mine, c->after,

@@ -230,6 +230,7 @@ int scp_send_files(const scp_send_options *o, const char *const *paths, int n, u
 typedef struct scp_slice_info {
     char sop_instance_uid[65], sop_class_uid[65], study_uid[65], series_uid[65],
         frame_of_reference_uid[65], modality[17], photometric[17];
+    char patient_id[65]; /* compared across a series, never logged */
     int rows, cols, frames, bits_allocated, bits_stored, high_bit, pixel_representation,
         samples_per_pixel, instance_number;
     int has_position, has_orientation, has_spacing;

@@ -286,6 +286,7 @@ int read_info(const char *path, scp_slice_info *o, char *err, size_t len)
     get_str(ds, DCM_SOPInstanceUID, o->sop_instance_uid, sizeof o->sop_instance_uid);
     get_str(ds, DCM_SOPClassUID, o->sop_class_uid, sizeof o->sop_class_uid);
     get_str(ds, DCM_StudyInstanceUID, o->study_uid, sizeof o->study_uid);
+    get_str(ds, DCM_PatientID, o->patient_id, sizeof o->patient_id);
     get_str(ds, DCM_SeriesInstanceUID, o->series_uid, sizeof o->series_uid);
     get_str(ds, DCM_FrameOfReferenceUID, o->frame_of_reference_uid,
             sizeof o->frame_of_reference_uid);

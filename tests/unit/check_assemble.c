@@ -395,6 +395,25 @@ START_TEST(slice_of_another_study_fails)
 }
 END_TEST
 
+/* Two patients under one series UID (a UID collision, a wrong merge) never
+ * become one derived series, and the message names neither Patient ID. */
+START_TEST(slice_of_another_patient_fails)
+{
+    for (int k = 0; k < 3; k++) {
+        scp_ct_params p = slice(11 + k, k * 1.25);
+        p.patient_id = k == 1 ? "OTHER-PID-77" : "P1";
+        write_slice(p);
+    }
+    const char *want = "slice 12 has another Patient ID than the others (values not logged)";
+    expect_failure(LDCT_EINPUT, want, NULL);
+    asm_series s;
+    char err[512] = "";
+    ck_assert_int_eq(asm_series_load_slices(pv, nfiles, &s, err, sizeof err), LDCT_EINPUT);
+    ck_assert_msg(strstr(err, want) != NULL, "%s", err);
+    ck_assert_msg(!strstr(err, "OTHER-PID-77") && !strstr(err, "P1"), "%s", err);
+}
+END_TEST
+
 START_TEST(duplicate_position_fails)
 {
     static const int pos[] = {0, 1, 2, 2, 3};
@@ -647,7 +666,7 @@ static void enh_header(FILE *f, int frames)
           "(0008,0008) CS [ORIGINAL\\PRIMARY\\VOLUME\\NONE]\n"
           "(0008,0016) UI =EnhancedCTImageStorage\n"
           "(0008,0018) UI [1.2.826.0.1.3680043.9.7.8.50]\n(0008,0060) CS [CT]\n"
-          "(0020,000d) UI [" STUDY "]\n(0020,000e) UI [" SERIES "]\n"
+          "(0010,0020) LO [P1]\n(0020,000d) UI [" STUDY "]\n(0020,000e) UI [" SERIES "]\n"
           "(0020,0013) IS [50]\n(0020,0052) UI [" FOR_UID "]\n"
           "(0028,0002) US 1\n(0028,0004) CS [MONOCHROME2]\n"
           "(0028,0010) US 6\n(0028,0011) US 8\n(0028,0100) US 16\n(0028,0101) US 16\n"
@@ -978,6 +997,7 @@ int main(void)
     tcase_add_test(tc, different_frame_of_reference_fails);
     tcase_add_test(tc, slice_of_another_series_fails);
     tcase_add_test(tc, slice_of_another_study_fails);
+    tcase_add_test(tc, slice_of_another_patient_fails);
     tcase_add_test(tc, duplicate_position_fails);
     tcase_add_test(tc, duplicate_instance_numbers_are_named_by_file);
     tcase_add_test(tc, missing_slice_fails_as_a_gap);
