@@ -811,22 +811,63 @@ int config_host_allowed(const cfg_host_list *list, const char *host)
     return 0;
 }
 
+/* The code point of the UTF-8 character at *s, advancing *s past it; a
+ * byte that starts no valid sequence stands for itself (one byte). */
+static uint32_t utf8_step(const char **s)
+{
+    const unsigned char *u = (const unsigned char *)*s;
+    const int n = u[0] < 0xC2 ? 1 : u[0] < 0xE0 ? 2 : u[0] < 0xF0 ? 3 : u[0] < 0xF5 ? 4 : 1;
+    uint32_t cp = n == 1 ? u[0] : u[0] & (0x7Fu >> n);
+    for (int k = 1; k < n; k++) {
+        if ((u[k] & 0xC0) != 0x80) {
+            (*s)++;
+            return u[0];
+        }
+        cp = cp << 6 | (u[k] & 0x3Fu);
+    }
+    *s += u[0] >= 0x80 && n == 1 ? 1 : n;
+    return cp;
+}
+
+/* Simple lower-case mapping of the letters series descriptions use: ASCII,
+ * Latin-1 (À-Þ), Latin Extended-A pairs, Greek and Cyrillic capitals. */
+static uint32_t fold_case(uint32_t c)
+{
+    if (c < 0x80)
+        return (uint32_t)tolower((int)c);
+    if ((c >= 0xC0 && c <= 0xDE && c != 0xD7) || (c >= 0x391 && c <= 0x3A9 && c != 0x3A2) ||
+        (c >= 0x410 && c <= 0x42F))
+        return c + 0x20;
+    if (c >= 0x400 && c <= 0x40F)
+        return c + 0x50;
+    if ((c >= 0x100 && c <= 0x137) || (c >= 0x14A && c <= 0x177))
+        return c | 1; /* even: capital, odd: small */
+    if ((c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E))
+        return c + (c & 1); /* odd: capital, even: small */
+    return c;
+}
+
 int config_glob_match(const char *p, const char *t)
 {
     if (!p[0])
         return 1;
-    /* Iterative matcher with one backtrack point: linear in practice. */
+    /* Iterative matcher with one backtrack point: linear in practice. It
+     * steps by UTF-8 character, so '?' is one character and letters match
+     * in either case beyond ASCII too (patterns and values are UTF-8). */
     const char *star = NULL, *resume = NULL;
     while (*t) {
+        const char *pn = p, *tn = t;
+        const uint32_t pc = utf8_step(&pn), tc = utf8_step(&tn);
         if (*p == '*') {
             star = p++;
             resume = t;
-        } else if (*p == '?' || tolower((unsigned char)*p) == tolower((unsigned char)*t)) {
-            p++;
-            t++;
+        } else if (*p == '?' || fold_case(pc) == fold_case(tc)) {
+            p = pn;
+            t = tn;
         } else if (star) {
             p = star + 1;
-            t = ++resume;
+            utf8_step(&resume);
+            t = resume;
         } else {
             return 0;
         }

@@ -175,7 +175,9 @@ int config_host_allowed(const cfg_host_list *list, const char *host);
  * Writes up to `max` pointers into `out`; returns the count. */
 int config_rules_ordered(const ldct_config *cfg, const cfg_rule **out, int max);
 
-/* Case-insensitive shell-wildcard match (* and ?); "" matches anything. */
+/* Case-insensitive shell-wildcard match (* and ?) of UTF-8 text: ? is one
+ * character, case is folded for ASCII, Latin-1, Latin Extended-A, Greek
+ * and Cyrillic letters; "" matches anything. */
 int config_glob_match(const char *pattern, const char *text);
 
 /* Name of the rule config_load adds when a file defines none (and that

@@ -378,6 +378,31 @@ START_TEST(wildcards_match_case_insensitively)
 }
 END_TEST
 
+/* Patterns and values are UTF-8 (rules read the values through the
+ * series' Specific Character Set): '?' is one character and case folds
+ * beyond ASCII; a stray byte is matched as itself, never read past. */
+START_TEST(glob_steps_by_utf8_character)
+{
+    ck_assert(config_glob_match("*d\xc3\xb6sis*", "THORAX D\xc3\x96SIS")); /* ö ~ Ö */
+    ck_assert(config_glob_match("D?SIS", "D\xc3\x96SIS"));                 /* ? = Ö */
+    ck_assert(config_glob_match("*\xc5\x81\xc3\xb3"
+                                "d\xc5\xba*",
+                                "\xc5\x82\xc3\x93"
+                                "D\xc5\xb9")); /* ŁóDŹ */
+    ck_assert(config_glob_match(
+        "\xd0\xba\xd1\x82*",
+        "\xd0\x9a\xd0\xa2 \xd0\xb3\xd1\x80\xd1\x83\xd0\xb4\xd1\x8c")); /* кт ~ КТ */
+    ck_assert(config_glob_match("*\xce\xb1*", "\xce\x91"));            /* α ~ Α */
+    ck_assert(!config_glob_match("D?SIS", "D\xc3\x96\xc3\x96SIS"));
+    ck_assert(!config_glob_match("\xc3\xb7", "\xc3\xb7\xc3\xb7"));
+    ck_assert(!config_glob_match("\xc3\x97", "\xc3\xb7")); /* × is no capital of ÷ */
+    ck_assert(config_glob_match("A?C", "A\xff"
+                                       "C"));        /* a stray byte is one character */
+    ck_assert(config_glob_match("*\xc3", "AB\xc3")); /* a cut sequence at the end */
+    ck_assert(!config_glob_match("*\xc3\x96", "AB\xc3"));
+}
+END_TEST
+
 START_TEST(missing_file_is_an_errno)
 {
     ldct_config *cfg = (ldct_config *)1;
@@ -606,6 +631,7 @@ int main(void)
     tcase_add_test(tc, distance_cutoff_parses_with_bounds_and_default_4);
     tcase_add_test(tc, rules_are_ordered_by_priority_then_file_order);
     tcase_add_test(tc, wildcards_match_case_insensitively);
+    tcase_add_test(tc, glob_steps_by_utf8_character);
     tcase_add_test(tc, allow_lists_match_exactly);
     tcase_add_test(tc, addresses_must_be_numeric_and_are_kept_canonical);
     tcase_add_test(tc, route_and_both_need_destinations);
