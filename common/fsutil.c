@@ -75,6 +75,15 @@ int fs_free_mb(const char *path, uint64_t *mb)
     return 0;
 }
 
+int fs_free_inodes(const char *path, uint64_t *n)
+{
+    struct statvfs st;
+    if (statvfs(path, &st) != 0)
+        return -errno;
+    *n = st.f_files == 0 ? UINT64_MAX : (uint64_t)st.f_favail;
+    return 0;
+}
+
 int fs_space_bytes(const char *path, uint64_t *avail, uint64_t *total)
 {
     struct statvfs st;

@@ -25,6 +25,11 @@ int fs_rename_durable(const char *from, const char *to);
  * `path`, in MiB, into *mb. */
 int fs_free_mb(const char *path, uint64_t *mb);
 
+/* Inodes (files) available to unprivileged users on the file system
+ * holding `path` into *n; UINT64_MAX where it has no fixed count (it
+ * reports none, as btrfs does). */
+int fs_free_inodes(const char *path, uint64_t *n);
+
 /* Bytes available to unprivileged users and the size of the filesystem
  * holding path. 0 or -errno. */
 int fs_space_bytes(const char *path, uint64_t *avail, uint64_t *total);

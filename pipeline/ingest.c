@@ -152,6 +152,16 @@ unsigned ingest_store_begin(ingest *in, char *tmp_path, size_t tmp_len, char *co
         log_warn("refusing C-STORE: %s", comment);
         return SCP_STATUS_OUT_OF_RESOURCES;
     }
+    /* A store may need three: its file (when the pool has none) and the
+     * study's and series' directories; the rest is margin for the
+     * database's files. Refused clearly here rather than failing later. */
+    uint64_t inodes = 0;
+    if (fs_free_inodes(in->spool, &inodes) == 0 && inodes < INGEST_MIN_FREE_INODES) {
+        snprintf(comment, comment_len, "out of inodes: %llu free, minimum %d",
+                 (unsigned long long)inodes, INGEST_MIN_FREE_INODES);
+        log_warn("refusing C-STORE: %s", comment);
+        return SCP_STATUS_OUT_OF_RESOURCES;
+    }
     if (tmppool_take(in->pool, tmp_path, tmp_len))
         return SCP_STATUS_SUCCESS;
     unsigned long long n = (unsigned long long)atomic_fetch_add(&in->seq, 1);

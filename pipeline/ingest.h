@@ -38,6 +38,10 @@ void ingest_free(ingest *in);
 
 void ingest_policy_set(ingest *in, const ingest_policy *policy);
 
+/* Below this many free inodes on the spool's file system (or below
+ * min_free_mb of space) a C-STORE is refused with 0xA700. */
+enum { INGEST_MIN_FREE_INODES = 64 };
+
 /* store_begin / store_end handlers (see scp.h for the contract). */
 unsigned ingest_store_begin(ingest *in, char *tmp_path, size_t tmp_len, char *comment,
                             size_t comment_len);

@@ -6,6 +6,7 @@
  * once. */
 #include "pipeline/tmppool.h"
 
+#include "common/fsutil.h"
 #include "common/log.h"
 
 #include <errno.h>
@@ -13,13 +14,14 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-enum { BATCH = 8, RETRY_S = 1, IDLE_MS = 50 };
+enum { BATCH = 8, RETRY_S = 1, IDLE_MS = 50, RESERVE_LEFT = 1 };
 
 struct tmppool {
     char dir[1100], prefix[64];
@@ -39,9 +41,13 @@ static void name_of(const tmppool *p, unsigned long long id, char *path, size_t 
     snprintf(path, len, "%s/%s-p%llu.part", p->dir, p->prefix, id);
 }
 
-/* Creates and fsyncs one file; 0 or -errno. */
+/* Creates and fsyncs one file; 0, -errno, or RESERVE_LEFT when only the
+ * reserve of free inodes is left. */
 static int make_one(const tmppool *p, unsigned long long id)
 {
+    uint64_t inodes;
+    if (fs_free_inodes(p->dir, &inodes) == 0 && inodes <= TMPPOOL_INODE_RESERVE)
+        return RESERVE_LEFT;
     char path[1300];
     name_of(p, id, path, sizeof path);
     /* 0666 less the umask, as DCMTK's fopen(path, "wb") creates a fresh
@@ -124,8 +130,14 @@ static void *refill(void *arg)
             p->ready[(p->head + p->count++) % p->target] = ids[i];
         if (err) {
             char line[1400];
-            snprintf(line, sizeof line, "cannot make temp files ahead in %s: %s", p->dir,
-                     strerror(-err));
+            if (err == RESERVE_LEFT)
+                snprintf(line, sizeof line,
+                         "not making temp files ahead in %s: its file system is down to %d free "
+                         "inodes, kept for stores",
+                         p->dir, TMPPOOL_INODE_RESERVE);
+            else
+                snprintf(line, sizeof line, "cannot make temp files ahead in %s: %s", p->dir,
+                         strerror(-err));
             log_limited(LOG_LVL_WARNING, line);
             /* A stop signalled while the batch ran found nobody waiting:
              * without this check tmppool_free waited out the retry. */

@@ -13,7 +13,9 @@
  * and renames it into the spool exactly as it did a fresh file. So
  * durability is unchanged: a pooled file is scratch until that rename.
  * Unused files are removed at tmppool_free; after a crash the owner's
- * start-up sweep of the directory removes them.
+ * start-up sweep of the directory removes them. The pool makes files only
+ * while the file system keeps TMPPOOL_INODE_RESERVE free inodes besides,
+ * so on one short of inodes the stores get them, not the pool.
  *
  * Thread-safety: tmppool_take from any thread; _new and _free from one.
  */
@@ -23,6 +25,8 @@
 #include <stddef.h>
 
 typedef struct tmppool tmppool;
+
+enum { TMPPOOL_INODE_RESERVE = 4096 };
 
 /* Starts the refill thread for `dir` (which must exist) with names
  * "<prefix>-p<n>.part". 0, -ENOMEM, or a pthread error as -errno. Free
