@@ -184,11 +184,47 @@ double get_number(DcmItem *ds, const DcmTagKey &tag)
     return end == v.c_str() ? NAN : d;
 }
 
+/* Whether DCMTK can convert from the Specific Character Set cs. It
+ * converts ISO 2022 IR 87 and IR 159 (Japanese kanji) only through GNU
+ * libiconv; with the C library's iconv (Debian's build) or ICU,
+ * selectCharacterSet() fails and logs an error each time, which would be
+ * one error line per instance read of a Japanese series. */
+bool convertible(const OFString &cs)
+{
+    if (!DcmSpecificCharacterSet::isConversionAvailable())
+        return false;
+#if DCMTK_ENABLE_CHARSET_CONVERSION != DCMTK_CHARSET_CONVERSION_ICONV
+    if (cs.find("IR 87") != OFString_npos || cs.find("IR 159") != OFString_npos)
+        return false;
+#endif
+    return true;
+}
+
+/* The dataset's converter to UTF-8, selected at the first value that needs
+ * it (most values are ASCII), or none where it cannot be had. */
+struct to_utf8 {
+    explicit to_utf8(DcmItem *d) : ds(d) {}
+    DcmItem *ds;
+    DcmSpecificCharacterSet conv;
+    int state = 0; /* 0: not tried, 1: selected, -1: none */
+
+    DcmSpecificCharacterSet *get()
+    {
+        if (state == 0) {
+            OFString cs;
+            if (ds->findAndGetOFStringArray(DCM_SpecificCharacterSet, cs).bad())
+                cs.clear();
+            state = convertible(cs) && conv.selectCharacterSet(cs).good() ? 1 : -1;
+        }
+        return state > 0 ? &conv : nullptr;
+    }
+};
+
 /* A text value for the rules, in UTF-8 as the configuration's patterns
  * are: converted from the dataset's Specific Character Set (a value that
- * does not convert, e.g. bytes the set does not declare, is kept as it is). */
-void get_utf8(DcmItem *ds, DcmSpecificCharacterSet *conv, const DcmTagKey &tag, char *dst,
-              size_t len)
+ * does not convert, e.g. bytes the set does not declare or a set this
+ * build cannot convert, is kept as it is). */
+void get_utf8(DcmItem *ds, to_utf8 *cv, const DcmTagKey &tag, char *dst, size_t len)
 {
     OFString v, u;
     if (ds->findAndGetOFString(tag, v).bad())
@@ -196,7 +232,8 @@ void get_utf8(DcmItem *ds, DcmSpecificCharacterSet *conv, const DcmTagKey &tag, 
     bool plain = true;
     for (size_t i = 0; i < v.length(); i++)
         plain = plain && (unsigned char)v[i] < 0x80 && v[i] != 0x1b;
-    if (!plain && conv && conv->convertString(v, u).good())
+    DcmSpecificCharacterSet *conv = plain ? nullptr : cv->get();
+    if (conv && conv->convertString(v, u).good())
         v = u;
     scp__strlcpy(dst, v.c_str(), len);
 }
@@ -204,16 +241,11 @@ void get_utf8(DcmItem *ds, DcmSpecificCharacterSet *conv, const DcmTagKey &tag, 
 void read_rule_fields(DcmItem *ds, scp_slice_info *o)
 {
     Sint32 n;
-    OFString cs;
-    if (ds->findAndGetOFStringArray(DCM_SpecificCharacterSet, cs).bad())
-        cs.clear();
-    DcmSpecificCharacterSet conv;
-    DcmSpecificCharacterSet *to_utf8 = conv.selectCharacterSet(cs).good() ? &conv : nullptr;
-    get_utf8(ds, to_utf8, DCM_SeriesDescription, o->series_description,
-             sizeof o->series_description);
-    get_utf8(ds, to_utf8, DCM_ProtocolName, o->protocol_name, sizeof o->protocol_name);
+    to_utf8 cv(ds);
+    get_utf8(ds, &cv, DCM_SeriesDescription, o->series_description, sizeof o->series_description);
+    get_utf8(ds, &cv, DCM_ProtocolName, o->protocol_name, sizeof o->protocol_name);
     get_str(ds, DCM_BodyPartExamined, o->body_part_examined, sizeof o->body_part_examined);
-    get_utf8(ds, to_utf8, DCM_Manufacturer, o->manufacturer, sizeof o->manufacturer);
+    get_utf8(ds, &cv, DCM_Manufacturer, o->manufacturer, sizeof o->manufacturer);
     OFString types;
     scp__strlcpy(o->image_type,
                  ds->findAndGetOFStringArray(DCM_ImageType, types).good() ? types.c_str() : "",

@@ -10,6 +10,7 @@
 #include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -804,6 +805,43 @@ START_TEST(rule_fields_are_read_as_utf8)
 }
 END_TEST
 
+/* DCMTK converts the Japanese ISO 2022 sets (IR 87, IR 159) only through
+ * GNU libiconv. Where it cannot, reading a header must not log an error:
+ * Japanese sites declare these sets on every instance, so that would be one
+ * error line per instance read. The values stay as received. */
+START_TEST(japanese_rule_fields_are_read_without_an_error_line)
+{
+    char path[512], cmd[1024], errpath[512];
+    path_of(path, sizeof path, "jis.dcm");
+    path_of(errpath, sizeof errpath, "stderr.txt");
+    write_ct(path, NULL, "1.2.826.0.1.3680043.9.7.1.10");
+    snprintf(cmd, sizeof cmd,
+             "dcmodify -q -nb -i '(0008,0005)=ISO 2022 IR 6\\ISO 2022 IR 87' "
+             "-m '(0008,103e)=CT \x1b$B;3\x1b(B' -i '(0008,0070)=ACME' %s",
+             path);
+    ck_assert_int_eq(system(cmd), 0);
+    scp_slice_info info;
+    char err[256] = "";
+    fflush(stderr);
+    int saved = dup(2), fd = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ck_assert_int_ge(fd, 0);
+    dup2(fd, 2);
+    close(fd);
+    int rc = scp_slice_read_info(path, &info, err, sizeof err);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    ck_assert_int_eq(rc, 0);
+    struct stat st;
+    ck_assert_int_eq(stat(errpath, &st), 0);
+    ck_assert_msg(st.st_size == 0, "reading the header wrote %lld bytes to stderr",
+                  (long long)st.st_size);
+    ck_assert_str_eq(info.series_description, "CT \x1b$B;3\x1b(B");
+    ck_assert_str_eq(info.manufacturer, "ACME");
+    scp_slice_info_free(&info);
+}
+END_TEST
+
 /* A rule's suffix is UTF-8 (the configuration file); the derived Series
  * Description must be in the source's Specific Character Set, which the
  * derived dataset keeps, and never mix two encodings. */
@@ -870,6 +908,7 @@ int main(void)
     tcase_add_test(tc, send_files_rejected_is_epeer_with_the_reason);
     tcase_add_test(tc, series_description_keeps_the_suffix_and_whole_characters);
     tcase_add_test(tc, series_description_suffix_is_written_in_the_source_charset);
+    tcase_add_test(tc, japanese_rule_fields_are_read_without_an_error_line);
     tcase_add_test(tc, rule_fields_are_read_as_utf8);
     tcase_add_test(tc, derived_series_is_dated_now_and_keeps_the_acquisition);
     suite_add_tcase(s, tc);
