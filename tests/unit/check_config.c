@@ -403,6 +403,22 @@ START_TEST(glob_steps_by_utf8_character)
 }
 END_TEST
 
+/* The series' text reaches the rules in UTF-8 (a Latin-1 "DÖSIS" as
+ * "D\xc3\x96SIS"): '?' is one character there, as it was one byte in the
+ * Latin-1 value before the conversion (review 22's cases). */
+START_TEST(question_mark_matches_one_utf8_character)
+{
+    ck_assert(config_glob_match("D?SIS", "D\xc3\x96SIS"));
+    ck_assert(config_glob_match("*?SIS", "D\xc3\x96SIS"));
+    ck_assert(config_glob_match("??", "\xe5\xb1\xb1\xe5\xb1\xb1"));
+    ck_assert(!config_glob_match("???", "\xe5\xb1\xb1\xe5\xb1\xb1"));
+    ck_assert(config_glob_match("*\xc3\x96*", "THORAX D\xc3\x96SIS"));
+    ck_assert(config_glob_match("*?X", "\xc3\x96\xc3\x96X"));
+    /* A value kept as received (no conversion): a byte where nothing follows. */
+    ck_assert(config_glob_match("D?SIS", "D\xd6SIS"));
+}
+END_TEST
+
 START_TEST(missing_file_is_an_errno)
 {
     ldct_config *cfg = (ldct_config *)1;
@@ -632,6 +648,7 @@ int main(void)
     tcase_add_test(tc, rules_are_ordered_by_priority_then_file_order);
     tcase_add_test(tc, wildcards_match_case_insensitively);
     tcase_add_test(tc, glob_steps_by_utf8_character);
+    tcase_add_test(tc, question_mark_matches_one_utf8_character);
     tcase_add_test(tc, allow_lists_match_exactly);
     tcase_add_test(tc, addresses_must_be_numeric_and_are_kept_canonical);
     tcase_add_test(tc, route_and_both_need_destinations);
