@@ -12,6 +12,7 @@
 #include <ini.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -437,6 +438,33 @@ static const char *out_of_range(const opt_def *o)
     return msg;
 }
 
+/* 1 when s is well-formed UTF-8 (no overlong form, surrogate or code point
+ * past U+10FFFF). */
+static int utf8_valid(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        unsigned c = *p, n = c < 0x80                ? 0
+                             : c >= 0xC2 && c < 0xE0 ? 1
+                             : c >= 0xE0 && c < 0xF0 ? 2
+                             : c >= 0xF0 && c < 0xF5 ? 3
+                                                     : 9;
+        if (n == 9)
+            return 0;
+        uint32_t cp = n == 0 ? c : c & (0x3Fu >> n);
+        for (unsigned k = 1; k <= n; k++) {
+            if ((p[k] & 0xC0) != 0x80)
+                return 0;
+            cp = cp << 6 | (p[k] & 0x3Fu);
+        }
+        if ((n == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
+            (n == 3 && (cp < 0x10000 || cp > 0x10FFFF)))
+            return 0;
+        p += n + 1;
+    }
+    return 1;
+}
+
 static const char *set_option(const opt_def *o, void *base, const char *raw)
 {
     char v[CFG_PATH_MAX];
@@ -458,6 +486,11 @@ static const char *set_option(const opt_def *o, void *base, const char *raw)
     case T_STR:
         if (strlen(v) >= o->size)
             return "value too long";
+        /* Rule text is UTF-8: the series' values are converted to it before
+         * they are compared, and the suffix is converted from it. A file
+         * saved in Latin-1 would match nothing and write '?' silently. */
+        if (o->sect == S_RULE && !utf8_valid(v))
+            return "not valid UTF-8 (the configuration file must be saved as UTF-8)";
         memcpy(field, v, strlen(v) + 1);
         return NULL;
     case T_INT: {

@@ -419,6 +419,32 @@ START_TEST(question_mark_matches_one_utf8_character)
 }
 END_TEST
 
+/* Rule text is UTF-8: a pattern saved in Latin-1 would never match the
+ * series' UTF-8 values and a Latin-1 suffix would be written as '?', both
+ * silently; a UTF-8 file loads. */
+START_TEST(rule_text_that_is_not_utf8_is_refused)
+{
+    int rc;
+    ldct_config *cfg = load_text("[rule a]\n"
+                                 "match.series_description = *D\xd6SIS*\n"
+                                 "series_description_suffix = \" [d\xe9]\"\n"
+                                 "match.manufacturer = \xc0\xae\n",
+                                 &rc);
+    ck_assert_int_eq(rc, LDCT_EINVAL_CONFIG);
+    ck_assert(has_error(cfg, 2, "not valid UTF-8"));
+    ck_assert(has_error(cfg, 3, "not valid UTF-8"));
+    ck_assert(has_error(cfg, 4, "not valid UTF-8")); /* an overlong '.' */
+    config_free(cfg);
+    cfg = load_text("[rule a]\n"
+                    "match.series_description = *D\xc3\x96SIS*\n"
+                    "series_description_suffix = \" [d\xc3\xa9 \xe5\xb1\xb1 \xf0\x9f\x98\x80]\"\n",
+                    &rc);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_str_eq(cfg->rule[0].series_description, "*D\xc3\x96SIS*");
+    config_free(cfg);
+}
+END_TEST
+
 START_TEST(missing_file_is_an_errno)
 {
     ldct_config *cfg = (ldct_config *)1;
@@ -649,6 +675,7 @@ int main(void)
     tcase_add_test(tc, wildcards_match_case_insensitively);
     tcase_add_test(tc, glob_steps_by_utf8_character);
     tcase_add_test(tc, question_mark_matches_one_utf8_character);
+    tcase_add_test(tc, rule_text_that_is_not_utf8_is_refused);
     tcase_add_test(tc, allow_lists_match_exactly);
     tcase_add_test(tc, addresses_must_be_numeric_and_are_kept_canonical);
     tcase_add_test(tc, route_and_both_need_destinations);
