@@ -465,6 +465,19 @@ static int utf8_valid(const char *s)
     return 1;
 }
 
+const char *config_suffix_check(const char *s)
+{
+    if (!utf8_valid(s))
+        return "not valid UTF-8 (the configuration file must be saved as UTF-8)";
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if (*p == '\\')
+            return "contains a backslash, which would split the Series Description into two "
+                   "values";
+        else if (*p < 0x20 || *p == 0x7F)
+            return "contains a control character";
+    return NULL;
+}
+
 static const char *set_option(const opt_def *o, void *base, const char *raw)
 {
     char v[CFG_PATH_MAX];
@@ -491,6 +504,9 @@ static const char *set_option(const opt_def *o, void *base, const char *raw)
          * saved in Latin-1 would match nothing and write '?' silently. */
         if (o->sect == S_RULE && !utf8_valid(v))
             return "not valid UTF-8 (the configuration file must be saved as UTF-8)";
+        if (o->sect == S_RULE && !strcmp(o->name, "series_description_suffix") &&
+            config_suffix_check(v))
+            return config_suffix_check(v);
         memcpy(field, v, strlen(v) + 1);
         return NULL;
     case T_INT: {

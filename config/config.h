@@ -205,6 +205,11 @@ const char *config_rule_option_set(cfg_rule *r, const char *name, const char *va
  * Any thread. */
 const char *config_uid_root_check(const char *root);
 
+/* NULL when `suffix` may end a Series Description (LO, one value):
+ * well-formed UTF-8 without a backslash (the value delimiter) or control
+ * characters; else why not. */
+const char *config_suffix_check(const char *suffix);
+
 /* Finds a destination by name; NULL if absent. */
 const cfg_destination *config_destination_find(const ldct_config *cfg, const char *name);
 

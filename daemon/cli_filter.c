@@ -353,9 +353,13 @@ static int parse_filter(int argc, char **argv, filter_opts *o)
         case 'd':
             o->device = optarg;
             break;
-        case 'x':
+        case 'x': {
+            const char *why = config_suffix_check(optarg);
+            if (why)
+                return fprintf(stderr, "ldct filter: --suffix %s: %s\n", optarg, why), -1;
             o->suffix = optarg;
             break;
+        }
         case 'u': { /* checked now: a bad root fails only when the UIDs are made */
             const char *why = config_uid_root_check(optarg);
             if (why)

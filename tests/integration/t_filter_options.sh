@@ -4,8 +4,8 @@
 # (exit 2, the option and the bounds named, nothing written), never a
 # silently unfiltered series (--strength abc used to give strength 0 and an
 # unfiltered "derived" series with exit 0). --uid-root is checked as the
-# configuration's uid_root. --h 0 means "from the noise",
-# as in a rule. --help prints the usage on stdout and exits 0.
+# configuration's uid_root, --suffix as a rule's
+# series_description_suffix. --h 0 means "from the noise", as in a rule. --help prints the usage on stdout and exits 0.
 # --distance-cutoff (0..80, default 4) changes the pixels and is reported.
 # A series without noise (h from the noise would be 0) is said to be left
 # as it is. Images too small for the noise estimate get a message that says
@@ -41,6 +41,10 @@ refused --distance-cutoff abc "not a number"
 refused --uid-root abc "a UID root is digits and dots (no empty or zero-led component), at most 24 characters"
 refused --uid-root 1.2.3.4.5.6.7.8.9.10.11.12.13 "a UID root is digits and dots"
 refused --uid-root 1.02 "a UID root is digits and dots"
+# --suffix has the rule's check: one LO value of UTF-8 text.
+refused --suffix ' [a\b]' "contains a backslash, which would split the Series Description"
+refused --suffix " [$(printf '\xe9')]" "not valid UTF-8"
+refused --suffix " [$(printf 'a\tb')]" "contains a control character"
 # Accepted values reach the processing: strength 2 doubles the automatic h.
 h_of() { sed -nE 's/.* h ([0-9.]+) \(noise.*/\1/p' "$T/o"; }
 "$LDCT" filter --algo nlm3d --in "$T/in" --out "$T/o1" --device cpu --h 0 > "$T/o" ||

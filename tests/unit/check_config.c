@@ -445,6 +445,25 @@ START_TEST(rule_text_that_is_not_utf8_is_refused)
 }
 END_TEST
 
+/* The suffix ends a Series Description, LO of one value: a backslash
+ * would make a second value and a control character is not allowed. */
+START_TEST(suffix_with_a_delimiter_or_control_character_is_refused)
+{
+    int rc;
+    ldct_config *cfg = load_text("[rule a]\n"
+                                 "series_description_suffix = \" [a\\b]\"\n"
+                                 "[rule b]\n"
+                                 "series_description_suffix = \" [a\tb]\"\n",
+                                 &rc);
+    ck_assert_int_eq(rc, LDCT_EINVAL_CONFIG);
+    ck_assert(has_error(cfg, 2, "contains a backslash"));
+    ck_assert(has_error(cfg, 4, "contains a control character"));
+    config_free(cfg);
+    ck_assert_ptr_null(config_suffix_check(" [d\xc3\xa9"
+                                           "bruit\xc3\xa9]"));
+}
+END_TEST
+
 START_TEST(missing_file_is_an_errno)
 {
     ldct_config *cfg = (ldct_config *)1;
@@ -676,6 +695,7 @@ int main(void)
     tcase_add_test(tc, glob_steps_by_utf8_character);
     tcase_add_test(tc, question_mark_matches_one_utf8_character);
     tcase_add_test(tc, rule_text_that_is_not_utf8_is_refused);
+    tcase_add_test(tc, suffix_with_a_delimiter_or_control_character_is_refused);
     tcase_add_test(tc, allow_lists_match_exactly);
     tcase_add_test(tc, addresses_must_be_numeric_and_are_kept_canonical);
     tcase_add_test(tc, route_and_both_need_destinations);
