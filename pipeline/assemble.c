@@ -397,6 +397,18 @@ static int same_patient(const scp_slice_info *a, const scp_slice_info *b)
     return !strcmp(a->patient_id, b->patient_id);
 }
 
+/* Modality is a series attribute: a CT and an MR image under one series
+ * UID are not one volume. */
+static int same_modality(const scp_slice_info *a, const scp_slice_info *b)
+{
+    return !strcmp(a->modality, b->modality);
+}
+
+static void show_modality(const scp_slice_info *s, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s", s->modality[0] ? s->modality : "(none)");
+}
+
 static int same_rows(const scp_slice_info *a, const scp_slice_info *b)
 {
     return a->rows == b->rows;
@@ -506,6 +518,7 @@ static const field_check k_fields[] = {
     {"series UID ", "", same_series, show_series},
     {"study UID ", "", same_study, show_study},
     {"Patient ID ", "", same_patient, NULL},
+    {"modality ", "", same_modality, show_modality},
     {"", " rows", same_rows, show_rows},
     {"", " columns", same_cols, show_cols},
     {"pixel spacing ", "", same_spacing, show_spacing},

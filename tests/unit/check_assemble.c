@@ -414,6 +414,17 @@ START_TEST(slice_of_another_patient_fails)
 }
 END_TEST
 
+START_TEST(slice_of_another_modality_fails)
+{
+    static const int pos[] = {0, 1, 2};
+    write_axial(3, pos);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "dcmodify -q -nb -m '(0008,0060)=MR' %s", paths[2]);
+    ck_assert_int_eq(system(cmd), 0);
+    expect_failure(LDCT_EINPUT, "slice 13 has modality MR, the others CT", NULL);
+}
+END_TEST
+
 START_TEST(duplicate_position_fails)
 {
     static const int pos[] = {0, 1, 2, 2, 3};
@@ -998,6 +1009,7 @@ int main(void)
     tcase_add_test(tc, slice_of_another_series_fails);
     tcase_add_test(tc, slice_of_another_study_fails);
     tcase_add_test(tc, slice_of_another_patient_fails);
+    tcase_add_test(tc, slice_of_another_modality_fails);
     tcase_add_test(tc, duplicate_position_fails);
     tcase_add_test(tc, duplicate_instance_numbers_are_named_by_file);
     tcase_add_test(tc, missing_slice_fails_as_a_gap);
