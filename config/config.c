@@ -861,9 +861,13 @@ int config_host_allowed(const cfg_host_list *list, const char *host)
 }
 
 /* The code point of the UTF-8 character at *s, advancing *s past it; a
- * byte that starts no valid sequence stands for itself (one byte). */
+ * byte that starts no well-formed sequence stands for itself (one byte).
+ * Overlong forms, surrogates and code points past U+10FFFF are not
+ * characters: a value kept as received may hold them, and an overlong NUL
+ * or letter must not pass for the end of the pattern or that letter. */
 static uint32_t utf8_step(const char **s)
 {
+    static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
     const unsigned char *u = (const unsigned char *)*s;
     const int n = u[0] < 0xC2 ? 1 : u[0] < 0xE0 ? 2 : u[0] < 0xF0 ? 3 : u[0] < 0xF5 ? 4 : 1;
     uint32_t cp = n == 1 ? u[0] : u[0] & (0x7Fu >> n);
@@ -874,7 +878,11 @@ static uint32_t utf8_step(const char **s)
         }
         cp = cp << 6 | (u[k] & 0x3Fu);
     }
-    *s += u[0] >= 0x80 && n == 1 ? 1 : n;
+    if (n > 1 && (cp < min_cp[n] || (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF)) {
+        (*s)++;
+        return u[0];
+    }
+    *s += n;
     return cp;
 }
 
@@ -910,7 +918,7 @@ int config_glob_match(const char *p, const char *t)
         if (*p == '*') {
             star = p++;
             resume = t;
-        } else if (*p == '?' || fold_case(pc) == fold_case(tc)) {
+        } else if (*p && (*p == '?' || fold_case(pc) == fold_case(tc))) {
             p = pn;
             t = tn;
         } else if (star) {

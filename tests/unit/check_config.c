@@ -419,6 +419,23 @@ START_TEST(question_mark_matches_one_utf8_character)
 }
 END_TEST
 
+/* A value kept as received may hold overlong forms: they are stray bytes,
+ * never the character they spell. An overlong NUL used to match the end
+ * of the pattern and step the matcher past its terminator (the pattern's
+ * buffer, zeros after it here, then matched "CT" against a longer value). */
+START_TEST(overlong_forms_in_a_value_are_stray_bytes)
+{
+    char pat[16] = "CT";
+    ck_assert(!config_glob_match(pat, "CT\xe0\x80\x80"));
+    ck_assert(!config_glob_match(pat, "CT\xf0\x80\x80\x80"));
+    ck_assert(!config_glob_match("CTA", "CT\xe0\x81\x81")); /* an overlong 'A' */
+    ck_assert(config_glob_match("CT???", "CT\xe0\x81\x81"));
+    ck_assert(config_glob_match("?", "\xed\xa0\x80") == 0); /* a surrogate: 3 bytes */
+    ck_assert(config_glob_match("*", "\xf4\x90\x80\x80"));  /* past U+10FFFF */
+    ck_assert(!config_glob_match("?", "\xf4\x90\x80\x80"));
+}
+END_TEST
+
 /* Rule text is UTF-8: a pattern saved in Latin-1 would never match the
  * series' UTF-8 values and a Latin-1 suffix would be written as '?', both
  * silently; a UTF-8 file loads. */
@@ -694,6 +711,7 @@ int main(void)
     tcase_add_test(tc, wildcards_match_case_insensitively);
     tcase_add_test(tc, glob_steps_by_utf8_character);
     tcase_add_test(tc, question_mark_matches_one_utf8_character);
+    tcase_add_test(tc, overlong_forms_in_a_value_are_stray_bytes);
     tcase_add_test(tc, rule_text_that_is_not_utf8_is_refused);
     tcase_add_test(tc, suffix_with_a_delimiter_or_control_character_is_refused);
     tcase_add_test(tc, allow_lists_match_exactly);
