@@ -419,6 +419,29 @@ START_TEST(question_mark_matches_one_utf8_character)
 }
 END_TEST
 
+/* Case folds by Unicode's simple lower-case mapping over the blocks the
+ * header names, not by a rule of thumb: İ is a capital i (not the
+ * dotless ı), Ÿ pairs with ÿ, Greek capitals with tonos or dialytika and
+ * Cyrillic capitals past Я (Ukrainian Ґ, Kazakh Ә Қ Ү) have small
+ * letters, and a final sigma is a sigma. Letters of other blocks stay. */
+START_TEST(case_folds_by_unicode_lower_case_mapping)
+{
+    ck_assert(config_glob_match("*beyin*", "BEY\xc4\xb0N"));              /* BEYİN */
+    ck_assert(!config_glob_match("\xc4\xb1", "\xc4\xb0"));                /* ı is no İ */
+    ck_assert(config_glob_match("\xc3\xbf", "\xc5\xb8"));                 /* ÿ ~ Ÿ */
+    ck_assert(config_glob_match("\xce\xac", "\xce\x86"));                 /* ά ~ Ά */
+    ck_assert(config_glob_match("\xcf\x8e", "\xce\x8f"));                 /* ώ ~ Ώ */
+    ck_assert(config_glob_match("\xcf\x8a", "\xce\xaa"));                 /* ϊ ~ Ϊ */
+    ck_assert(config_glob_match("*\xcf\x82", "\xce\xa3"));                /* ς ~ Σ */
+    ck_assert(config_glob_match("\xd2\x91", "\xd2\x90"));                 /* ґ ~ Ґ */
+    ck_assert(config_glob_match("\xd3\x99\xd2\x9b", "\xd3\x98\xd2\x9a")); /* әқ ~ ӘҚ */
+    ck_assert(config_glob_match("\xd3\x8f", "\xd3\x80"));                 /* ӏ ~ Ӏ */
+    ck_assert(config_glob_match("\xd3\x82", "\xd3\x81"));                 /* ӂ ~ Ӂ */
+    ck_assert(!config_glob_match("\xc9\x93", "\xc6\x81")); /* Latin Extended-B: not claimed */
+    ck_assert(!config_glob_match("\xd3\x82", "\xd3\x83"));
+}
+END_TEST
+
 /* A value kept as received may hold overlong forms: they are stray bytes,
  * never the character they spell. An overlong NUL used to match the end
  * of the pattern and step the matcher past its terminator (the pattern's
@@ -712,6 +735,7 @@ int main(void)
     tcase_add_test(tc, glob_steps_by_utf8_character);
     tcase_add_test(tc, question_mark_matches_one_utf8_character);
     tcase_add_test(tc, overlong_forms_in_a_value_are_stray_bytes);
+    tcase_add_test(tc, case_folds_by_unicode_lower_case_mapping);
     tcase_add_test(tc, rule_text_that_is_not_utf8_is_refused);
     tcase_add_test(tc, suffix_with_a_delimiter_or_control_character_is_refused);
     tcase_add_test(tc, allow_lists_match_exactly);
