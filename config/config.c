@@ -473,8 +473,8 @@ const char *config_suffix_check(const char *s)
         if (*p == '\\')
             return "contains a backslash, which would split the Series Description into two "
                    "values";
-        else if (*p < 0x20 || *p == 0x7F)
-            return "contains a control character";
+        else if (*p < 0x20 || *p == 0x7F || (p[0] == 0xC2 && p[1] >= 0x80 && p[1] <= 0x9F))
+            return "contains a control character"; /* C0, DEL, or C1 (U+0080..U+009F) */
     return NULL;
 }
 

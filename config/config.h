@@ -207,7 +207,7 @@ const char *config_uid_root_check(const char *root);
 
 /* NULL when `suffix` may end a Series Description (LO, one value):
  * well-formed UTF-8 without a backslash (the value delimiter) or control
- * characters; else why not. */
+ * characters (C0, DEL or C1: U+0080..U+009F); else why not. */
 const char *config_suffix_check(const char *suffix);
 
 /* Finds a destination by name; NULL if absent. */

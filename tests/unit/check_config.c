@@ -499,6 +499,10 @@ START_TEST(suffix_with_a_delimiter_or_control_character_is_refused)
     ck_assert(has_error(cfg, 2, "contains a backslash"));
     ck_assert(has_error(cfg, 4, "contains a control character"));
     config_free(cfg);
+    /* C1 controls too: a Latin-1 series would get the byte 0x85 (NEL). */
+    ck_assert_str_eq(config_suffix_check(" [a\xc2\x85]"), "contains a control character");
+    ck_assert_str_eq(config_suffix_check("\xc2\x80"), "contains a control character");
+    ck_assert_ptr_null(config_suffix_check(" [\xc2\xa0\xc2\xb5]")); /* NBSP, micro sign */
     ck_assert_ptr_null(config_suffix_check(" [d\xc3\xa9"
                                            "bruit\xc3\xa9]"));
 }
