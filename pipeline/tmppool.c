@@ -31,6 +31,7 @@ struct tmppool {
     pthread_t thread;
     atomic_int stop;            /* set under lock (for `wake`); make_batch reads it */
     unsigned long long next_id; /* refill thread only */
+    uint64_t free_inodes;       /* refill thread only: at the last RESERVE_LEFT */
     unsigned long long *ready;  /* ring of ids, capacity target */
     int head, count;            /* under lock */
     struct timespec last_take;  /* under lock; CLOCK_MONOTONIC */
@@ -42,12 +43,14 @@ static void name_of(const tmppool *p, unsigned long long id, char *path, size_t 
 }
 
 /* Creates and fsyncs one file; 0, -errno, or RESERVE_LEFT when only the
- * reserve of free inodes is left. */
-static int make_one(const tmppool *p, unsigned long long id)
+ * reserve of free inodes is left (their count into p->free_inodes). */
+static int make_one(tmppool *p, unsigned long long id)
 {
     uint64_t inodes;
-    if (fs_free_inodes(p->dir, &inodes) == 0 && inodes <= TMPPOOL_INODE_RESERVE)
+    if (fs_free_inodes(p->dir, &inodes) == 0 && inodes <= TMPPOOL_INODE_RESERVE) {
+        p->free_inodes = inodes;
         return RESERVE_LEFT;
+    }
     char path[1300];
     name_of(p, id, path, sizeof path);
     /* 0666 less the umask, as DCMTK's fopen(path, "wb") creates a fresh
@@ -132,9 +135,9 @@ static void *refill(void *arg)
             char line[1400];
             if (err == RESERVE_LEFT)
                 snprintf(line, sizeof line,
-                         "not making temp files ahead in %s: its file system is down to %d free "
-                         "inodes, kept for stores",
-                         p->dir, TMPPOOL_INODE_RESERVE);
+                         "not making temp files ahead in %s: its file system has %llu free "
+                         "inodes, not more than the %d kept for stores",
+                         p->dir, (unsigned long long)p->free_inodes, TMPPOOL_INODE_RESERVE);
             else
                 snprintf(line, sizeof line, "cannot make temp files ahead in %s: %s", p->dir,
                          strerror(-err));
