@@ -75,13 +75,20 @@ int fs_free_mb(const char *path, uint64_t *mb)
     return 0;
 }
 
-int fs_free_inodes(const char *path, uint64_t *n)
+int fs_free_mb_inodes(const char *path, uint64_t *mb, uint64_t *inodes)
 {
     struct statvfs st;
     if (statvfs(path, &st) != 0)
         return -errno;
-    *n = st.f_files == 0 ? UINT64_MAX : (uint64_t)st.f_favail;
+    *mb = (uint64_t)st.f_bavail * st.f_frsize / (1024 * 1024);
+    *inodes = st.f_files == 0 ? UINT64_MAX : (uint64_t)st.f_favail;
     return 0;
+}
+
+int fs_free_inodes(const char *path, uint64_t *n)
+{
+    uint64_t mb;
+    return fs_free_mb_inodes(path, &mb, n);
 }
 
 int fs_space_bytes(const char *path, uint64_t *avail, uint64_t *total)

@@ -30,6 +30,10 @@ int fs_free_mb(const char *path, uint64_t *mb);
  * reports none, as btrfs does). */
 int fs_free_inodes(const char *path, uint64_t *n);
 
+/* fs_free_mb and fs_free_inodes from one statvfs (one round trip on a
+ * network file system), for the check before each C-STORE. */
+int fs_free_mb_inodes(const char *path, uint64_t *mb, uint64_t *inodes);
+
 /* Bytes available to unprivileged users and the size of the filesystem
  * holding path. 0 or -errno. */
 int fs_space_bytes(const char *path, uint64_t *avail, uint64_t *total);

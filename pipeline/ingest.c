@@ -144,8 +144,8 @@ unsigned ingest_store_begin(ingest *in, char *tmp_path, size_t tmp_len, char *co
      * write of a dataset's last PDV fails, DCMTK's file receive waits for
      * more PDVs until dimse_timeout and the association is aborted. */
     int floor_mb = p.min_free_mb > 1 ? p.min_free_mb : 1;
-    uint64_t free_mb = 0;
-    int rc = fs_free_mb(in->spool, &free_mb);
+    uint64_t free_mb = 0, inodes = 0;
+    int rc = fs_free_mb_inodes(in->spool, &free_mb, &inodes);
     if (rc || free_mb < (uint64_t)floor_mb) {
         snprintf(comment, comment_len, "out of disk space: %llu MiB free, minimum %d MiB",
                  (unsigned long long)free_mb, floor_mb);
@@ -155,8 +155,7 @@ unsigned ingest_store_begin(ingest *in, char *tmp_path, size_t tmp_len, char *co
     /* A store may need three: its file (when the pool has none) and the
      * study's and series' directories; the rest is margin for the
      * database's files. Refused clearly here rather than failing later. */
-    uint64_t inodes = 0;
-    if (fs_free_inodes(in->spool, &inodes) == 0 && inodes < INGEST_MIN_FREE_INODES) {
+    if (inodes < INGEST_MIN_FREE_INODES) {
         snprintf(comment, comment_len, "out of inodes: %llu free, minimum %d",
                  (unsigned long long)inodes, INGEST_MIN_FREE_INODES);
         log_warn("refusing C-STORE: %s", comment);
