@@ -887,8 +887,9 @@ static uint32_t utf8_step(const char **s)
 }
 
 /* Unicode's simple lower-case mapping (UnicodeData.txt) of the blocks
- * series descriptions use: ASCII, Latin-1, Latin Extended-A, Greek and
- * Coptic, Cyrillic; and final sigma to sigma, as case folding does
+ * series descriptions use: ASCII, Latin-1, Latin Extended-A, the pairs
+ * U+0200-U+0233 of Latin Extended-B (Romanian Ș Ț), Greek and Coptic,
+ * Cyrillic; and final sigma to sigma, as case folding does
  * (CaseFolding.txt), since a capital Sigma lowers to σ wherever it
  * stands. Other code points stand for themselves. */
 static uint32_t fold_case(uint32_t c)
@@ -902,6 +903,7 @@ static uint32_t fold_case(uint32_t c)
         return c + 0x50;
     /* Pairs, capital first: at an even code point, or at an odd one. */
     if ((c >= 0x100 && c <= 0x12F) || (c >= 0x132 && c <= 0x137) || (c >= 0x14A && c <= 0x177) ||
+        (c >= 0x200 && c <= 0x21F) || (c >= 0x222 && c <= 0x233) || /* Romanian Ș Ț */
         (c >= 0x370 && c <= 0x373) || c == 0x376 || (c >= 0x3D8 && c <= 0x3EF) ||
         (c >= 0x460 && c <= 0x481) || (c >= 0x48A && c <= 0x4BF) || (c >= 0x4D0 && c <= 0x4FF))
         return c | 1;

@@ -176,8 +176,9 @@ int config_host_allowed(const cfg_host_list *list, const char *host);
 int config_rules_ordered(const ldct_config *cfg, const cfg_rule **out, int max);
 
 /* Case-insensitive shell-wildcard match (* and ?) of UTF-8 text: ? is one
- * character, case is folded for ASCII, Latin-1, Latin Extended-A, Greek
- * and Cyrillic letters; "" matches anything. */
+ * character, case is folded for ASCII, Latin-1, Latin Extended-A, the
+ * Romanian Ș Ț of Latin Extended-B, Greek and Cyrillic letters; "" matches
+ * anything. */
 int config_glob_match(const char *pattern, const char *text);
 
 /* Name of the rule config_load adds when a file defines none (and that
