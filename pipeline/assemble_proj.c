@@ -79,7 +79,8 @@ static int differs(double a, double b)
     return fabs(a - b) > 1e-4 * (fabs(a) + fabs(b)) + 1e-6;
 }
 
-/* Every view must describe the same detector, orbit and series as view 0. */
+/* Every view must describe the same detector, orbit, series, study and
+ * patient as view 0 (the message names the attribute, never its value). */
 static int check_consistent(const view *v, int n, char *err, size_t len)
 {
     const scp_ctpd_info *a = &v[0].info;
@@ -88,6 +89,10 @@ static int check_consistent(const view *v, int n, char *err, size_t len)
         const char *what = NULL;
         if (strcmp(a->series_uid, b->series_uid) != 0)
             what = "series instance UID";
+        else if (strcmp(a->study_uid, b->study_uid) != 0)
+            what = "study instance UID";
+        else if (strcmp(a->patient_id, b->patient_id) != 0)
+            what = "Patient ID";
         else if (a->det_rows != b->det_rows || a->det_cols != b->det_cols)
             what = "detector size";
         else if (differs(a->elem_transverse_mm, b->elem_transverse_mm) ||

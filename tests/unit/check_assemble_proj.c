@@ -205,6 +205,34 @@ START_TEST(too_short_a_scan_is_refused)
 }
 END_TEST
 
+/* Views of two patients or two studies under one series UID are never
+ * reconstructed into one volume; the message names neither Patient ID. */
+START_TEST(views_of_two_patients_or_studies_are_refused)
+{
+    char dir[64], cmd[1200], err[512];
+    tu_tmpdir(dir, sizeof dir);
+    ctpd_gen g = base_gen("FLAT", 6, 2 * k_pi / 6);
+    char paths[6][1024];
+    ck_assert_int_eq(ctpd_gen_write(&g, dir, paths), 0);
+    const char *pp[6];
+    for (int i = 0; i < 6; i++)
+        pp[i] = paths[i];
+    asm_proj p;
+    ck_assert_int_eq(asm_proj_load(pp, 6, &p, err, sizeof err), 0);
+    asm_proj_close(&p);
+    snprintf(cmd, sizeof cmd, "dcmodify -q -nb -i '(0010,0020)=OTHER-PID-5' '%s'", paths[3]);
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(asm_proj_load(pp, 6, &p, err, sizeof err), LDCT_EINPUT);
+    ck_assert_msg(strstr(err, "disagree on the Patient ID") && !strstr(err, "OTHER-PID"), "%s",
+                  err);
+    snprintf(cmd, sizeof cmd, "dcmodify -q -nb -e '(0010,0020)' -m '(0020,000d)=1.2.3.4.5' '%s'",
+             paths[3]);
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(asm_proj_load(pp, 6, &p, err, sizeof err), LDCT_EINPUT);
+    ck_assert_msg(strstr(err, "disagree on the study instance UID"), "%s", err);
+}
+END_TEST
+
 START_TEST(views_disagreeing_on_the_detector_are_refused)
 {
     char dir[64];
@@ -274,6 +302,7 @@ int main(void)
     tcase_add_test(tc, flying_focal_spot_spherical_and_source_shifts_are_refused);
     tcase_add_test(tc, too_short_a_scan_is_refused);
     tcase_add_test(tc, views_disagreeing_on_the_detector_are_refused);
+    tcase_add_test(tc, views_of_two_patients_or_studies_are_refused);
     suite_add_tcase(s, tc);
     int rc = tu_run_suite(s);
     scp_global_cleanup();
