@@ -508,12 +508,26 @@ static void existing_dir(const char *path, char *out, size_t len)
     }
 }
 
-int process_check_room(const process_opts *o, uint64_t bytes, char *err, size_t len)
+/* The inode half of process_check_room: 0 or LDCT_ENOSPACE with why. */
+static int check_inodes(const char *dir, uint64_t files, char *err, size_t len)
+{
+    uint64_t inodes = 0;
+    if (fs_free_inodes(dir, &inodes) != 0 || inodes >= files + PROCESS_KEEP_INODES)
+        return 0;
+    snprintf(err, len,
+             "the result needs %llu files in %s, which has %llu free inodes (results leave %u)",
+             (unsigned long long)files, dir, (unsigned long long)inodes, PROCESS_KEEP_INODES);
+    return LDCT_ENOSPACE;
+}
+
+int process_check_room(const process_opts *o, uint64_t bytes, uint64_t files, char *err, size_t len)
 {
     if (!o->out_dir)
         return 0;
     char dir[DERIVE_PATH_LEN];
     existing_dir(o->out_dir, dir, sizeof dir);
+    if (check_inodes(dir, files, err, len))
+        return LDCT_ENOSPACE;
     const double mib = 1048576.0;
     uint64_t avail = 0, total = 0, keep = (uint64_t)o->min_free_mb * (1u << 20) / 2;
     if (fs_space_bytes(dir, &avail, &total) != 0 || avail >= bytes + keep)
@@ -595,14 +609,14 @@ int process_series(const char *const *paths, int n, const process_opts *o, proce
     /* The sources' size first (the result takes at least that), so a job
      * waiting for room does not load its series at every check. */
     uint64_t sources = sources_bytes(paths, n);
-    int rc = process_check_room(o, sources, err, err_len);
+    int rc = process_check_room(o, sources, (uint64_t)n, err, err_len);
     if (rc)
         return rc;
     asm_series s;
     int64_t t0 = ldct_now_ms();
     rc = load_for(o->algorithm, paths, n, &s, err, err_len);
     r->load_s = seconds_since(t0);
-    if (!rc && (rc = process_check_room(o, filtered_bytes(&s, sources), err, err_len)))
+    if (!rc && (rc = process_check_room(o, filtered_bytes(&s, sources), (uint64_t)n, err, err_len)))
         asm_series_close(&s);
     if (rc)
         return rc;

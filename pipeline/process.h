@@ -83,8 +83,14 @@ typedef struct process_opts {
  * alone: the receiver refuses below min_free_mb, so a disk it filled to
  * there still takes results); LDCT_EINPUT when the disk is too small for
  * the result at all. Unknown free space passes (the write then reports a
- * full disk). */
-int process_check_room(const process_opts *o, uint64_t bytes, char *err, size_t len);
+ * full disk). The `files` it writes need as many free inodes besides
+ * PROCESS_KEEP_INODES (twice what reception refuses below), else
+ * LDCT_ENOSPACE too. */
+int process_check_room(const process_opts *o, uint64_t bytes, uint64_t files, char *err,
+                       size_t len);
+
+/* Free inodes a result leaves (reception's INGEST_MIN_FREE_INODES twice). */
+#define PROCESS_KEEP_INODES 128u
 
 /* Bytes a derived file takes besides its pixels (the copied header). */
 #define PROCESS_HEADER_BYTES (16u * 1024u)

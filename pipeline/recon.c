@@ -282,7 +282,7 @@ static int reconstruct_and_write(const asm_proj *p, const process_opts *o, proce
     }
     uint64_t bytes =
         ((uint64_t)2 * g.matrix * g.matrix + PROCESS_HEADER_BYTES) * (uint64_t)g.slices;
-    int room = process_check_room(o, bytes, err, len);
+    int room = process_check_room(o, bytes, (uint64_t)g.slices, err, len);
     if (room)
         return room;
     r->nx = r->ny = g.matrix;

@@ -438,18 +438,37 @@ START_TEST(room_is_the_result_plus_half_the_reserve)
     char err[512] = "";
     const uint64_t mb = 1u << 20, m = 64; /* margin: other programs write too */
     ck_assert_uint_gt(free_mb, 2 * m);
-    ck_assert_int_eq(process_check_room(&o, mb, err, sizeof err), 0);
-    ck_assert_int_eq(process_check_room(&o, (free_mb + m) * mb, err, sizeof err), LDCT_ENOSPACE);
+    ck_assert_int_eq(process_check_room(&o, mb, 1, err, sizeof err), 0);
+    ck_assert_int_eq(process_check_room(&o, (free_mb + m) * mb, 1, err, sizeof err), LDCT_ENOSPACE);
     ck_assert_msg(strstr(err, "the result needs about") && strstr(err, dir), "%s", err);
     o.min_free_mb = (int)(2 * (free_mb - m)); /* results keep half: m MB under what is free */
-    ck_assert_int_eq(process_check_room(&o, mb, err, sizeof err), 0);
-    ck_assert_int_eq(process_check_room(&o, 2 * m * mb, err, sizeof err), LDCT_ENOSPACE);
+    ck_assert_int_eq(process_check_room(&o, mb, 1, err, sizeof err), 0);
+    ck_assert_int_eq(process_check_room(&o, 2 * m * mb, 1, err, sizeof err), LDCT_ENOSPACE);
     o.min_free_mb = 1; /* half of 1 MB is 0.5 MB, not 0 */
-    ck_assert_int_eq(process_check_room(&o, (free_mb + m) * mb, err, sizeof err), LDCT_ENOSPACE);
+    ck_assert_int_eq(process_check_room(&o, (free_mb + m) * mb, 1, err, sizeof err), LDCT_ENOSPACE);
     ck_assert_msg(strstr(err, "results leave 0.5 MB"), "%s", err);
     o.min_free_mb = 0;
-    ck_assert_int_eq(process_check_room(&o, total + mb, err, sizeof err), LDCT_EINPUT);
+    ck_assert_int_eq(process_check_room(&o, total + mb, 1, err, sizeof err), LDCT_EINPUT);
     ck_assert_msg(strstr(err, "in all"), "%s", err);
+}
+END_TEST
+
+/* A result needs a free inode per file besides PROCESS_KEEP_INODES: more
+ * files than that is a wait (LDCT_ENOSPACE), as for space. */
+START_TEST(room_counts_the_result_files_in_inodes)
+{
+    process_opts o = opts();
+    o.out_dir = out_dir;
+    o.min_free_mb = 0;
+    uint64_t inodes = 0;
+    ck_assert_int_eq(fs_free_inodes(dir, &inodes), 0);
+    if (inodes == UINT64_MAX)
+        return; /* a file system without an inode count: nothing to run out of */
+    char err[512] = "";
+    ck_assert_uint_gt(inodes, 4096);
+    ck_assert_int_eq(process_check_room(&o, 1, 100, err, sizeof err), 0);
+    ck_assert_int_eq(process_check_room(&o, 1, inodes, err, sizeof err), LDCT_ENOSPACE);
+    ck_assert_msg(strstr(err, "free inodes (results leave 128)") && strstr(err, dir), "%s", err);
 }
 END_TEST
 
@@ -973,6 +992,7 @@ int main(void)
     tcase_add_test(tc, redone_job_reuses_the_stored_uids);
     tcase_add_test(tc, a_file_cut_short_fails_the_series_and_leaves_nothing);
     tcase_add_test(tc, a_result_without_room_is_not_started);
+    tcase_add_test(tc, room_counts_the_result_files_in_inodes);
     tcase_add_test(tc, room_is_the_result_plus_half_the_reserve);
     tcase_add_test(tc, denoising_reduces_noise_in_a_uniform_region);
     tcase_add_test(tc, auto_picks_nlm2d_for_thick_slices);
