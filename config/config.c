@@ -438,29 +438,41 @@ static const char *out_of_range(const opt_def *o)
     return msg;
 }
 
-/* 1 when s is well-formed UTF-8 (no overlong form, surrogate or code point
- * past U+10FFFF). */
+/* The code point of the UTF-8 character at *s, advancing *s past it; a
+ * byte that starts no well-formed sequence stands for itself (one byte).
+ * Overlong forms, surrogates and code points past U+10FFFF are not
+ * characters: a value kept as received may hold them, and an overlong NUL
+ * or letter must not pass for the end of the pattern or that letter. */
+static uint32_t utf8_step(const char **s)
+{
+    static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+    const unsigned char *u = (const unsigned char *)*s;
+    const int n = u[0] < 0xC2 ? 1 : u[0] < 0xE0 ? 2 : u[0] < 0xF0 ? 3 : u[0] < 0xF5 ? 4 : 1;
+    uint32_t cp = n == 1 ? u[0] : u[0] & (0x7Fu >> n);
+    for (int k = 1; k < n; k++) {
+        if ((u[k] & 0xC0) != 0x80) {
+            (*s)++;
+            return u[0];
+        }
+        cp = cp << 6 | (u[k] & 0x3Fu);
+    }
+    if (n > 1 && (cp < min_cp[n] || (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF)) {
+        (*s)++;
+        return u[0];
+    }
+    *s += n;
+    return cp;
+}
+
+/* 1 when s is well-formed UTF-8: utf8_step takes no byte of it as a
+ * stray one (a byte of 0x80 or more stepped over alone). */
 static int utf8_valid(const char *s)
 {
-    const unsigned char *p = (const unsigned char *)s;
-    while (*p) {
-        unsigned c = *p, n = c < 0x80                ? 0
-                             : c >= 0xC2 && c < 0xE0 ? 1
-                             : c >= 0xE0 && c < 0xF0 ? 2
-                             : c >= 0xF0 && c < 0xF5 ? 3
-                                                     : 9;
-        if (n == 9)
+    while (*s) {
+        const char *at = s;
+        utf8_step(&s);
+        if (s == at + 1 && (unsigned char)*at >= 0x80)
             return 0;
-        uint32_t cp = n == 0 ? c : c & (0x3Fu >> n);
-        for (unsigned k = 1; k <= n; k++) {
-            if ((p[k] & 0xC0) != 0x80)
-                return 0;
-            cp = cp << 6 | (p[k] & 0x3Fu);
-        }
-        if ((n == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
-            (n == 3 && (cp < 0x10000 || cp > 0x10FFFF)))
-            return 0;
-        p += n + 1;
     }
     return 1;
 }
@@ -858,32 +870,6 @@ int config_host_allowed(const cfg_host_list *list, const char *host)
         if (strcmp(list->v[i], host) == 0 || strcmp(list->v[i], v4) == 0)
             return 1;
     return 0;
-}
-
-/* The code point of the UTF-8 character at *s, advancing *s past it; a
- * byte that starts no well-formed sequence stands for itself (one byte).
- * Overlong forms, surrogates and code points past U+10FFFF are not
- * characters: a value kept as received may hold them, and an overlong NUL
- * or letter must not pass for the end of the pattern or that letter. */
-static uint32_t utf8_step(const char **s)
-{
-    static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
-    const unsigned char *u = (const unsigned char *)*s;
-    const int n = u[0] < 0xC2 ? 1 : u[0] < 0xE0 ? 2 : u[0] < 0xF0 ? 3 : u[0] < 0xF5 ? 4 : 1;
-    uint32_t cp = n == 1 ? u[0] : u[0] & (0x7Fu >> n);
-    for (int k = 1; k < n; k++) {
-        if ((u[k] & 0xC0) != 0x80) {
-            (*s)++;
-            return u[0];
-        }
-        cp = cp << 6 | (u[k] & 0x3Fu);
-    }
-    if (n > 1 && (cp < min_cp[n] || (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF)) {
-        (*s)++;
-        return u[0];
-    }
-    *s += n;
-    return cp;
 }
 
 /* Unicode's simple lower-case mapping (UnicodeData.txt) of the blocks
