@@ -47,6 +47,21 @@ int64_t sender_backoff_ms(const cfg_destination *d, int attempts)
     return (int64_t)(s * 1000.0);
 }
 
+/* True when files failed and every failure is one no retry can change
+ * (SCP_STATUS_NOT_SENDABLE: only the destination's configuration can). */
+static int failed_for_good(const unsigned *st, int n)
+{
+    int bad = 0;
+    for (int i = 0; i < n; i++) {
+        if (st[i] == 0 || (st[i] & 0xF000) == 0xB000)
+            continue;
+        if (st[i] != SCP_STATUS_NOT_SENDABLE)
+            return 0;
+        bad++;
+    }
+    return bad > 0;
+}
+
 /* Summarises failed statuses: "3 of 200 file(s) refused (0xA700 ...)". */
 static int statuses_ok(const unsigned *st, int n, char *err, size_t len)
 {
@@ -62,7 +77,10 @@ static int statuses_ok(const unsigned *st, int n, char *err, size_t len)
     return bad == 0;
 }
 
-static int deliver(sender *s, const db_send *snd, const cfg_destination *d, char *err, size_t len)
+/* Sends the files of snd; *for_good is set when they failed in a way no
+ * retry can change. */
+static int deliver(sender *s, const db_send *snd, const cfg_destination *d, int *for_good,
+                   char *err, size_t len)
 {
     db_strings paths = {0, NULL};
     int rc = db_send_paths(s->db, snd, &paths);
@@ -88,6 +106,7 @@ static int deliver(sender *s, const db_send *snd, const cfg_destination *d, char
         if (!err[0])
             snprintf(err, len, "%s", summary);
         rc = LDCT_EPEER;
+        *for_good = failed_for_good(st, paths.n);
     }
     free(st);
     db_strings_free(&paths);
@@ -159,7 +178,7 @@ static void finish(sender *s, const db_send *snd, const cfg_destination *d, int 
 
 /* A destination missing from the configuration makes the send dead at once
  * (ldct retry requeues it once the destination is back, or with --to to
- * another one). */
+ * another one), and so do files the destination refuses for good. */
 static void send_one(sender *s, const db_send *snd)
 {
     cfg_destination d;
@@ -172,8 +191,16 @@ static void send_one(sender *s, const db_send *snd)
         finish(s, snd, NULL, LDCT_ENOTFOUND, err);
         return;
     }
-    int rc = deliver(s, snd, &d, err, sizeof err);
-    finish(s, snd, &d, rc, err[0] ? err : ldct_strerror(rc));
+    int for_good = 0;
+    int rc = deliver(s, snd, &d, &for_good, err, sizeof err);
+    if (for_good) { /* dead at once: no retry could deliver it */
+        size_t used = strlen(err);
+        snprintf(err + used, sizeof err - used,
+                 "; not retried: once [destination %s] accepts it (or to another: --to DEST),"
+                 " ldct retry %lld",
+                 snd->destination, (long long)snd->job_id);
+    }
+    finish(s, snd, for_good ? NULL : &d, rc, err[0] ? err : ldct_strerror(rc));
 }
 
 static int wait_for_work(sender_pool *p, int ms)

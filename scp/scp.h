@@ -211,8 +211,12 @@ typedef struct scp_send_options {
  * Explicit and Implicit VR Little Endian; a file whose own syntax was not
  * accepted is converted (decompressed) to an accepted one first.
  * statuses[i] receives the DIMSE status of file i (0x0000 success, 0xB...
- * warning, others failure), or 0xFFFF when it was not attempted (unreadable
- * file, SOP class or transfer syntax not accepted, not convertible, or the
+ * warning, others failure), SCP_STATUS_NOT_SENDABLE when it was not
+ * attempted because the peer refused its SOP class for good (user
+ * rejection, abstract or transfer syntaxes not supported) or accepted only
+ * syntaxes this node cannot convert it to (no retry can change that; err
+ * says which), or 0xFFFF when it was not attempted for another reason
+ * (unreadable file, SOP class refused without a reason, or the
  * association ended before it). Returns 0 when the association ran to its
  * release (even with failure statuses; err then summarises them), or
  * LDCT_ENET (connection refused or timed out, or the association broke;
@@ -222,6 +226,7 @@ typedef struct scp_send_options {
  * their own association. Note that DCMTK 3.6.7 keeps the TCP connect timeout
  * process-wide; concurrent calls with different connect_timeout_s may use
  * one another's value. */
+#define SCP_STATUS_NOT_SENDABLE 0xFFFEu
 int scp_send_files(const scp_send_options *o, const char *const *paths, int n, unsigned *statuses,
                    char *err, size_t err_len);
 

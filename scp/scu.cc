@@ -248,6 +248,25 @@ T_ASC_PresentationContextID pick_context(scu *s, const file_entry &f, std::strin
     return 0;
 }
 
+/* True when the peer refused every context proposed for class cls in a
+ * way only its configuration can change (a user rejection, abstract or
+ * transfer syntaxes not supported), not without a reason. */
+bool class_refused_for_good(scu *s, const char *cls)
+{
+    T_ASC_Parameters *params = s->assoc->params;
+    bool any = false;
+    for (int i = 0; i < ASC_countPresentationContexts(params); i++) {
+        T_ASC_PresentationContext pc;
+        if (ASC_getPresentationContext(params, i, &pc).bad() || strcmp(pc.abstractSyntax, cls))
+            continue;
+        if (pc.resultReason == ASC_P_NOREASON || pc.resultReason == ASC_P_ACCEPTANCE ||
+            pc.resultReason == ASC_P_NOTYETNEGOTIATED)
+            return false;
+        any = true;
+    }
+    return any;
+}
+
 /* Loads (and converts if needed) one file; 0 or a local error. */
 int load_for(const file_entry &f, const std::string &to, DcmFileFormat *ff)
 {
@@ -270,6 +289,8 @@ int send_one(scu *s, size_t i, unsigned *status)
     T_ASC_PresentationContextID pid = pick_context(s, f, &to);
     if (!pid) {
         note_failure(s, f.sop_inst + ": SOP class " + f.sop_class + " not accepted");
+        if (class_refused_for_good(s, f.sop_class.c_str()))
+            *status = SCP_STATUS_NOT_SENDABLE;
         return 0;
     }
     DcmFileFormat ff;
@@ -279,7 +300,10 @@ int send_one(scu *s, size_t i, unsigned *status)
         return 0;
     }
     if (lrc < 0) {
-        note_failure(s, f.sop_inst + ": cannot convert to an accepted transfer syntax");
+        note_failure(s, f.sop_inst + ": cannot convert from " +
+                            DcmXfer(f.ts.c_str()).getXferName() +
+                            " to a transfer syntax the peer accepted (this node cannot decode it)");
+        *status = SCP_STATUS_NOT_SENDABLE;
         return 0;
     }
     T_DIMSE_C_StoreRQ req;
