@@ -4,6 +4,7 @@
 
 #include "common/err.h"
 #include "common/log.h"
+#include "common/utf8.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -436,45 +437,6 @@ static const char *out_of_range(const opt_def *o)
     static _Thread_local char msg[80];
     snprintf(msg, sizeof msg, "out of range (%g to %g)", o->min, o->max);
     return msg;
-}
-
-/* The code point of the UTF-8 character at *s, advancing *s past it; a
- * byte that starts no well-formed sequence stands for itself (one byte).
- * Overlong forms, surrogates and code points past U+10FFFF are not
- * characters: a value kept as received may hold them, and an overlong NUL
- * or letter must not pass for the end of the pattern or that letter. */
-static uint32_t utf8_step(const char **s)
-{
-    static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
-    const unsigned char *u = (const unsigned char *)*s;
-    const int n = u[0] < 0xC2 ? 1 : u[0] < 0xE0 ? 2 : u[0] < 0xF0 ? 3 : u[0] < 0xF5 ? 4 : 1;
-    uint32_t cp = n == 1 ? u[0] : u[0] & (0x7Fu >> n);
-    for (int k = 1; k < n; k++) {
-        if ((u[k] & 0xC0) != 0x80) {
-            (*s)++;
-            return u[0];
-        }
-        cp = cp << 6 | (u[k] & 0x3Fu);
-    }
-    if (n > 1 && (cp < min_cp[n] || (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF)) {
-        (*s)++;
-        return u[0];
-    }
-    *s += n;
-    return cp;
-}
-
-/* 1 when s is well-formed UTF-8: utf8_step takes no byte of it as a
- * stray one (a byte of 0x80 or more stepped over alone). */
-static int utf8_valid(const char *s)
-{
-    while (*s) {
-        const char *at = s;
-        utf8_step(&s);
-        if (s == at + 1 && (unsigned char)*at >= 0x80)
-            return 0;
-    }
-    return 1;
 }
 
 const char *config_suffix_check(const char *s)

@@ -19,6 +19,7 @@
 extern "C" {
 #include "common/err.h"
 #include "common/log.h"
+#include "common/utf8.h"
 }
 
 #include <dcmtk/config/osconfig.h>
@@ -229,12 +230,6 @@ std::string get(DcmItem *ds, const DcmTagKey &tag)
     return ds->findAndGetOFString(tag, v).good() ? std::string(v.c_str()) : std::string();
 }
 
-/* Bytes of the UTF-8 sequence a lead byte starts (1 for a stray byte). */
-size_t utf8_len(unsigned char c)
-{
-    return c < 0xC0 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : c < 0xF8 ? 4 : 1;
-}
-
 /* Where to cut s to keep at most `bytes` bytes without splitting a
  * character of charset cs: at UTF-8 code points (ISO_IR 192), anywhere in
  * the default repertoire and the ISO 8859 sets; for ISO 2022 and the GB sets
@@ -242,14 +237,15 @@ size_t utf8_len(unsigned char c)
 size_t cut_point(const std::string &s, size_t bytes, const std::string &cs)
 {
     if (cs.find("ISO_IR 192") != std::string::npos) {
-        size_t i = 0;
-        while (i < s.size()) {
-            size_t l = utf8_len((unsigned char)s[i]);
-            if (i + l > s.size() || i + l > bytes)
+        const char *at = s.c_str(), *end = at + s.size();
+        while (at < end) {
+            const char *next = at;
+            utf8_step(&next);
+            if (next - s.c_str() > (ptrdiff_t)bytes)
                 break;
-            i += l;
+            at = next;
         }
-        return i;
+        return (size_t)(at - s.c_str());
     }
     if (s.size() <= bytes)
         return s.size();
@@ -301,28 +297,6 @@ char latin_base(uint32_t cp)
     return c == '?' ? 0 : c;
 }
 
-/* The next code point of UTF-8 text at s[*i] (advancing *i); a byte that
- * starts no valid sequence is returned as 0xFFFFFFFF, one byte consumed. */
-uint32_t utf8_next(const std::string &s, size_t *i)
-{
-    unsigned char c = (unsigned char)s[*i];
-    size_t l = utf8_len(c);
-    uint32_t cp = l == 1 ? c : l == 2 ? c & 0x1Fu : l == 3 ? c & 0x0Fu : c & 0x07u;
-    if (l == 1 && c >= 0x80) {
-        (*i)++;
-        return 0xFFFFFFFFu;
-    }
-    for (size_t k = 1; k < l; k++) {
-        if (*i + k >= s.size() || ((unsigned char)s[*i + k] & 0xC0) != 0x80) {
-            (*i)++;
-            return 0xFFFFFFFFu;
-        }
-        cp = cp << 6 | ((unsigned char)s[*i + k] & 0x3Fu);
-    }
-    *i += l;
-    return cp;
-}
-
 /* The rule's suffix (UTF-8, as in the configuration file) in the source's
  * character set, so that the derived Series Description is one encoding
  * and the dataset's Specific Character Set (and every other value) stays
@@ -338,15 +312,19 @@ std::string suffix_in_charset(const std::string &utf8, const std::string &cs)
         return utf8;
     iconv_t cd = enc.empty() ? (iconv_t)-1 : iconv_open(enc.c_str(), "UTF-8");
     std::string out;
-    for (size_t i = 0; i < utf8.size();) {
-        size_t from = i;
-        uint32_t cp = utf8_next(utf8, &i);
+    for (const char *at = utf8.c_str(); *at;) {
+        const char *from = at;
+        uint32_t cp = utf8_step(&at);
         if (cp < 0x80) {
             out += (char)cp;
             continue;
         }
-        if (cp != 0xFFFFFFFFu && cd != (iconv_t)-1) {
-            std::string ch = utf8.substr(from, i - from);
+        if (at - from == 1) { /* a stray byte, no character */
+            out += '?';
+            continue;
+        }
+        if (cd != (iconv_t)-1) {
+            std::string ch(from, (size_t)(at - from));
             char buf[8], *in = &ch[0], *o = buf;
             size_t inl = ch.size(), outl = sizeof buf;
             iconv(cd, nullptr, nullptr, nullptr, nullptr);
