@@ -232,8 +232,9 @@ std::string get(DcmItem *ds, const DcmTagKey &tag)
 
 /* Where to cut s to keep at most `bytes` bytes without splitting a
  * character of charset cs: at UTF-8 code points (ISO_IR 192), anywhere in
- * the default repertoire and the ISO 8859 sets; for ISO 2022 and the GB sets
- * only before the first escape or non-ASCII byte. */
+ * the default repertoire and the ISO 8859 sets; for ISO 2022 before the
+ * first escape (a value starts in value 1's set, which is single-byte:
+ * IR 6, 13, 100...), for the GB sets before the first non-ASCII byte. */
 size_t cut_point(const std::string &s, size_t bytes, const std::string &cs)
 {
     if (cs.find("ISO_IR 192") != std::string::npos) {
@@ -249,9 +250,10 @@ size_t cut_point(const std::string &s, size_t bytes, const std::string &cs)
     }
     if (s.size() <= bytes)
         return s.size();
-    if (cs.find("2022") != std::string::npos || cs.find("GB") != std::string::npos)
+    const bool iso2022 = cs.find("2022") != std::string::npos;
+    if (iso2022 || cs.find("GB") != std::string::npos)
         for (size_t i = 0; i < bytes; i++)
-            if ((unsigned char)s[i] >= 0x80 || s[i] == 0x1b)
+            if (s[i] == 0x1b || (!iso2022 && (unsigned char)s[i] >= 0x80))
                 return i;
     return bytes;
 }

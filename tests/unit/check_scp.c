@@ -779,6 +779,16 @@ START_TEST(series_description_keeps_the_suffix_and_whole_characters)
     memcpy(base + 10, "\x1b$B", 3);
     scp_fit_description(base, " [DN]", "\\ISO 2022 IR 87", out, sizeof out);
     ck_assert_str_eq(out, "CCCCCCCCCC [DN]");
+    /* Before the first escape a value is in value 1's single-byte set
+     * (Latin-1 here): the cut may fall after its non-ASCII letters. */
+    memset(base, 'C', 70);
+    base[70] = 0;
+    base[3] = (char)0xd6;
+    memcpy(base + 66, "\x1b-F", 3);
+    scp_fit_description(base, " [DN]", "ISO 2022 IR 100\\ISO 2022 IR 126", out, sizeof out);
+    ck_assert_uint_eq(strlen(out), 64);
+    ck_assert_int_eq((unsigned char)out[3], 0xd6);
+    ck_assert_str_eq(out + 59, " [DN]");
 }
 END_TEST
 
