@@ -834,62 +834,32 @@ int config_host_allowed(const cfg_host_list *list, const char *host)
     return 0;
 }
 
-/* Unicode's simple lower-case mapping (UnicodeData.txt) of the blocks
- * series descriptions use: ASCII, Latin-1, Latin Extended-A, the pairs
- * U+0200-U+0233 of Latin Extended-B (Romanian Ș Ț), Greek and Coptic,
- * Cyrillic; and final sigma to sigma, as case folding does
- * (CaseFolding.txt), since a capital Sigma lowers to σ wherever it
- * stands. Other code points stand for themselves. */
+#include "config/lower_table.h"
+
+/* Unicode's simple lower-case mapping (UnicodeData.txt) of every code
+ * point (config/lower_table.h), and final sigma to sigma, as case folding
+ * does (CaseFolding.txt), since a capital Sigma lowers to σ wherever it
+ * stands. Code points without a lower case stand for themselves. */
 static uint32_t fold_case(uint32_t c)
 {
     if (c < 0x80)
         return (uint32_t)tolower((int)c);
-    if ((c >= 0xC0 && c <= 0xDE && c != 0xD7) || (c >= 0x391 && c <= 0x3AB && c != 0x3A2) ||
-        (c >= 0x410 && c <= 0x42F))
-        return c + 0x20;
-    if (c >= 0x400 && c <= 0x40F)
-        return c + 0x50;
-    /* Pairs, capital first: at an even code point, or at an odd one. */
-    if ((c >= 0x100 && c <= 0x12F) || (c >= 0x132 && c <= 0x137) || (c >= 0x14A && c <= 0x177) ||
-        (c >= 0x200 && c <= 0x21F) || (c >= 0x222 && c <= 0x233) || /* Romanian Ș Ț */
-        (c >= 0x370 && c <= 0x373) || c == 0x376 || (c >= 0x3D8 && c <= 0x3EF) ||
-        (c >= 0x460 && c <= 0x481) || (c >= 0x48A && c <= 0x4BF) || (c >= 0x4D0 && c <= 0x4FF))
-        return c | 1;
-    if ((c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E) || (c >= 0x4C1 && c <= 0x4CE))
-        return c + (c & 1);
-    if (c >= 0x388 && c <= 0x38A)
-        return c + 0x25;
-    if (c == 0x38E || c == 0x38F)
-        return c + 0x3F;
-    if (c >= 0x3FD && c <= 0x3FF)
-        return c - 0x82;
-    switch (c) {
-    case 0x130: /* İ: i (Turkish BEYİN is beyin) */
-        return 'i';
-    case 0x178: /* Ÿ */
-        return 0xFF;
-    case 0x37F:
-        return 0x3F3;
-    case 0x386: /* Ά */
-        return 0x3AC;
-    case 0x38C: /* Ό */
-        return 0x3CC;
-    case 0x3C2: /* ς */
+    if (c == 0x3C2) /* ς */
         return 0x3C3;
-    case 0x3CF:
-        return 0x3D7;
-    case 0x3F4:
-        return 0x3B8;
-    case 0x3F7:
-    case 0x3FA:
-        return c + 1;
-    case 0x3F9:
-        return 0x3F2;
-    case 0x4C0: /* Ӏ */
-        return 0x4CF;
-    default:
-        return c;
+    size_t lo = 0, hi = sizeof k_lower_runs / sizeof k_lower_runs[0];
+    while (lo < hi) { /* the last run starting at or before c */
+        size_t mid = (lo + hi) / 2;
+        if (k_lower_runs[mid].first <= c)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
+    if (lo == 0)
+        return c;
+    const struct lower_run *r = &k_lower_runs[lo - 1];
+    if (c <= r->last && (c - r->first) % (uint32_t)r->step == 0)
+        return (uint32_t)((int32_t)c + r->delta);
+    return c;
 }
 
 int config_glob_match(const char *p, const char *t)

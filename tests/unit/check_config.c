@@ -438,9 +438,17 @@ START_TEST(case_folds_by_unicode_lower_case_mapping)
     ck_assert(config_glob_match("\xd3\x8f", "\xd3\x80"));                   /* ӏ ~ Ӏ */
     ck_assert(config_glob_match("\xd3\x82", "\xd3\x81"));                   /* ӂ ~ Ӂ */
     ck_assert(config_glob_match("*\xc8\x99\xc8\x9b*", "\xc8\x98\xc8\x9a")); /* șț ~ ȘȚ */
-    ck_assert(
-        !config_glob_match("\xc9\x93", "\xc6\x81")); /* Ɓ: Latin Extended-B beyond the pairs */
+    ck_assert(config_glob_match("\xc9\x93", "\xc6\x81"));                   /* ɓ ~ Ɓ */
+    ck_assert(config_glob_match("\xc7\x8e", "\xc7\x8d"));                   /* ǎ ~ Ǎ */
+    ck_assert(config_glob_match("\xc7\x86", "\xc7\x85"));                   /* ǆ ~ ǅ */
+    ck_assert(config_glob_match("\xc7\x85", "\xc7\x84"));                   /* ǅ ~ Ǆ */
+    ck_assert(config_glob_match("*\xd5\xa1*", "\xd4\xb1"));                 /* ա ~ Ա */
+    ck_assert(config_glob_match("\xe1\x83\x90", "\xe1\xb2\x90"));           /* ა ~ Ა */
+    ck_assert(config_glob_match("\xef\xbd\x81", "\xef\xbc\xa1"));           /* ａ ~ Ａ */
+    ck_assert(config_glob_match("\xf0\x90\x90\xa8", "\xf0\x90\x90\x80"));   /* 𐐨 ~ 𐐀 */
     ck_assert(!config_glob_match("\xd3\x82", "\xd3\x83"));
+    ck_assert(!config_glob_match("\xd5\xa1", "\xd5\xa2")); /* ա is no բ */
+    ck_assert(!config_glob_match("\xc7\x86", "\xc7\x87")); /* ǆ is no Ǉ */
 }
 END_TEST
 
