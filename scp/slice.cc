@@ -29,6 +29,7 @@ extern "C" {
 #include <cstdlib>
 #include <cstring>
 
+#include <iconv.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -200,23 +201,80 @@ bool convertible(const OFString &cs)
     return true;
 }
 
+/* Whether cs is Japanese over ASCII: value 1 empty or ISO 2022 IR 6, every
+ * other value ISO 2022 IR 87 or IR 159 (kanji, escaped in and out; the C
+ * library's ISO-2022-JP-2 converts these, where DCMTK does not). */
+bool japanese_over_ascii(const OFString &cs)
+{
+    std::string s(cs.c_str());
+    size_t at = s.find('\\');
+    if (at == std::string::npos)
+        return false;
+    std::string first = s.substr(0, at);
+    if (!first.empty() && first != "ISO 2022 IR 6")
+        return false;
+    while (at != std::string::npos) {
+        size_t next = s.find('\\', at + 1);
+        std::string v = s.substr(at + 1, next == std::string::npos ? next : next - at - 1);
+        if (v != "ISO 2022 IR 87" && v != "ISO 2022 IR 159")
+            return false;
+        at = next;
+    }
+    return true;
+}
+
 /* The dataset's converter to UTF-8, selected at the first value that needs
- * it (most values are ASCII), or none where it cannot be had. */
+ * it (most values are ASCII), or none where it cannot be had: DCMTK's, or
+ * for Japanese over ASCII the C library's ISO-2022-JP-2. */
 struct to_utf8 {
     explicit to_utf8(DcmItem *d) : ds(d) {}
+    ~to_utf8()
+    {
+        if (jp != (iconv_t)-1)
+            iconv_close(jp);
+    }
+    to_utf8(const to_utf8 &) = delete;
+    to_utf8 &operator=(const to_utf8 &) = delete;
     DcmItem *ds;
     DcmSpecificCharacterSet conv;
-    int state = 0; /* 0: not tried, 1: selected, -1: none */
+    iconv_t jp = (iconv_t)-1;
+    int state = 0; /* 0: not tried, 1: DCMTK's, 2: jp, -1: none */
 
-    DcmSpecificCharacterSet *get()
+    void select()
     {
-        if (state == 0) {
-            OFString cs;
-            if (ds->findAndGetOFStringArray(DCM_SpecificCharacterSet, cs).bad())
-                cs.clear();
-            state = convertible(cs) && conv.selectCharacterSet(cs).good() ? 1 : -1;
-        }
-        return state > 0 ? &conv : nullptr;
+        OFString cs;
+        if (ds->findAndGetOFStringArray(DCM_SpecificCharacterSet, cs).bad())
+            cs.clear();
+        if (convertible(cs) && conv.selectCharacterSet(cs).good())
+            state = 1;
+        else if (japanese_over_ascii(cs) &&
+                 (jp = iconv_open("UTF-8", "ISO-2022-JP-2")) != (iconv_t)-1)
+            state = 2;
+        else
+            state = -1;
+    }
+
+    /* v in UTF-8 into *u; false where it does not convert. */
+    bool convert(const OFString &v, OFString *u)
+    {
+        if (state == 0)
+            select();
+        if (state == 1)
+            return conv.convertString(v, *u).good();
+        return state == 2 && iconv_value(v, u);
+    }
+
+    bool iconv_value(const OFString &v, OFString *u)
+    {
+        std::string in(v.c_str(), v.length()), out(4 * v.length() + 4, '\0');
+        char *ip = &in[0], *op = &out[0];
+        size_t il = in.size(), ol = out.size();
+        iconv(jp, nullptr, nullptr, nullptr, nullptr);
+        if (iconv(jp, &ip, &il, &op, &ol) == (size_t)-1 ||
+            iconv(jp, nullptr, nullptr, &op, &ol) == (size_t)-1)
+            return false;
+        *u = OFString(out.data(), (size_t)(op - out.data()));
+        return true;
     }
 };
 
@@ -232,8 +290,7 @@ void get_utf8(DcmItem *ds, to_utf8 *cv, const DcmTagKey &tag, char *dst, size_t 
     bool plain = true;
     for (size_t i = 0; i < v.length(); i++)
         plain = plain && (unsigned char)v[i] < 0x80 && v[i] != 0x1b;
-    DcmSpecificCharacterSet *conv = plain ? nullptr : cv->get();
-    if (conv && conv->convertString(v, u).good())
+    if (!plain && cv->convert(v, &u))
         v = u;
     scp__strlcpy(dst, v.c_str(), len);
 }

@@ -818,8 +818,10 @@ END_TEST
 /* DCMTK converts the Japanese ISO 2022 sets (IR 87, IR 159) only through
  * GNU libiconv. Where it cannot, reading a header must not log an error:
  * Japanese sites declare these sets on every instance, so that would be one
- * error line per instance read. The values stay as received. */
-START_TEST(japanese_rule_fields_are_read_without_an_error_line)
+ * error line per instance read. Over ASCII the C library's ISO-2022-JP-2
+ * converts them, so kanji patterns match; with IR 13 as value 1 the
+ * values stay as received. */
+START_TEST(japanese_rule_fields_are_converted_without_an_error_line)
 {
     char path[512], cmd[1024], errpath[512];
     path_of(path, sizeof path, "jis.dcm");
@@ -846,8 +848,27 @@ START_TEST(japanese_rule_fields_are_read_without_an_error_line)
     ck_assert_int_eq(stat(errpath, &st), 0);
     ck_assert_msg(st.st_size == 0, "reading the header wrote %lld bytes to stderr",
                   (long long)st.st_size);
-    ck_assert_str_eq(info.series_description, "CT \x1b$B;3\x1b(B");
+    ck_assert_str_eq(info.series_description, "CT \xe5\xb1\xb1"); /* CT 山, in UTF-8 */
     ck_assert_str_eq(info.manufacturer, "ACME");
+    scp_slice_info_free(&info);
+    /* JIS X 0212 (IR 159) too. */
+    snprintf(cmd, sizeof cmd,
+             "dcmodify -q -nb -m '(0008,0005)=\\ISO 2022 IR 87\\ISO 2022 IR 159' "
+             "-m '(0008,103e)=\x1b$(D0!\x1b(B' %s",
+             path);
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(scp_slice_read_info(path, &info, err, sizeof err), 0);
+    ck_assert_str_eq(info.series_description, "\xe4\xb8\x82"); /* 丂 */
+    scp_slice_info_free(&info);
+    /* Half-width katakana (IR 13, 8-bit bytes) is not ISO-2022-JP-2: kept
+     * as received. */
+    snprintf(cmd, sizeof cmd,
+             "dcmodify -q -nb -m '(0008,0005)=ISO 2022 IR 13\\ISO 2022 IR 87' "
+             "-m '(0008,103e)=CT \xb6' %s",
+             path);
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(scp_slice_read_info(path, &info, err, sizeof err), 0);
+    ck_assert_str_eq(info.series_description, "CT \xb6");
     scp_slice_info_free(&info);
 }
 END_TEST
@@ -918,7 +939,7 @@ int main(void)
     tcase_add_test(tc, send_files_rejected_is_epeer_with_the_reason);
     tcase_add_test(tc, series_description_keeps_the_suffix_and_whole_characters);
     tcase_add_test(tc, series_description_suffix_is_written_in_the_source_charset);
-    tcase_add_test(tc, japanese_rule_fields_are_read_without_an_error_line);
+    tcase_add_test(tc, japanese_rule_fields_are_converted_without_an_error_line);
     tcase_add_test(tc, rule_fields_are_read_as_utf8);
     tcase_add_test(tc, derived_series_is_dated_now_and_keeps_the_acquisition);
     suite_add_tcase(s, tc);
