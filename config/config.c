@@ -376,6 +376,14 @@ static const char *parse_host_list(const char *v, cfg_host_list *l)
     return err;
 }
 
+/* "value too long (at most N bytes)". Thread-local, as out_of_range. */
+static const char *too_long(const opt_def *o)
+{
+    static _Thread_local char msg[48];
+    snprintf(msg, sizeof msg, "value too long (at most %zu bytes)", o->size - 1);
+    return msg;
+}
+
 /* http_bind: one numeric address, stored canonical. */
 static const char *parse_address(const char *v, char *field, size_t size)
 {
@@ -472,7 +480,7 @@ static const char *set_option(const opt_def *o, void *base, const char *raw)
         /* fall through */
     case T_STR:
         if (strlen(v) >= o->size)
-            return "value too long";
+            return too_long(o);
         /* Rule text is UTF-8: the series' values are converted to it before
          * they are compared, and the suffix is converted from it. A file
          * saved in Latin-1 would match nothing and write '?' silently. */
@@ -712,6 +720,21 @@ static void see_header(parse_ctx *pc, const char *text)
     pc->valid_section = begin_section(pc, pc->section) == 0;
 }
 
+/* A line longer than inih's buffer: the rest is read and dropped, the
+ * line reported, and inih gets an empty line (else it would take the cut
+ * value, and the rest as a line of its own). */
+static void drop_long_line(parse_ctx *pc, char *str, int num)
+{
+    int c = fgetc(pc->f);
+    if (c == '\n' || c == EOF) /* it just fit */
+        return;
+    while ((c = fgetc(pc->f)) != EOF && c != '\n')
+        ;
+    add_error(pc->cfg, pc->line, "line too long (at most %d bytes)", num - 1);
+    str[0] = '\n';
+    str[1] = '\0';
+}
+
 /* inih reads through this so errors can name the line being parsed. */
 static char *counting_reader(char *str, int num, void *stream)
 {
@@ -719,6 +742,9 @@ static char *counting_reader(char *str, int num, void *stream)
     char *s = fgets(str, num, pc->f);
     if (s) {
         pc->line++;
+        size_t n = strlen(s);
+        if (n + 1 == (size_t)num && s[n - 1] != '\n' && !feof(pc->f))
+            drop_long_line(pc, str, num);
         see_header(pc, s);
     }
     return s;

@@ -91,6 +91,9 @@ typedef enum {
 } cfg_algorithm;
 
 #define CFG_PATTERN_MAX 64
+/* Patterns on LO text (64 characters, up to 256 bytes in UTF-8) and on
+ * Image Type's values. */
+#define CFG_TEXT_PATTERN_MAX 256
 #define CFG_RULE_DEST_MAX 8
 
 /* One [rule NAME] section. String matches are case-insensitive shell
@@ -103,11 +106,11 @@ typedef struct cfg_rule {
     char modality[CFG_PATTERN_MAX + 1];
     char calling_ae[CFG_PATTERN_MAX + 1];
     char called_ae[CFG_PATTERN_MAX + 1];
-    char series_description[CFG_PATTERN_MAX + 1];
-    char protocol_name[CFG_PATTERN_MAX + 1];
+    char series_description[CFG_TEXT_PATTERN_MAX + 1];
+    char protocol_name[CFG_TEXT_PATTERN_MAX + 1];
     char body_part_examined[CFG_PATTERN_MAX + 1];
-    char manufacturer[CFG_PATTERN_MAX + 1];
-    char image_type[CFG_PATTERN_MAX + 1];
+    char manufacturer[CFG_TEXT_PATTERN_MAX + 1];
+    char image_type[CFG_TEXT_PATTERN_MAX + 1];
     cfg_range slice_thickness, kvp, ctdivol, exposure;
     int action;    /* cfg_action */
     int algorithm; /* cfg_algorithm */

@@ -495,6 +495,33 @@ START_TEST(rule_text_that_is_not_utf8_is_refused)
 }
 END_TEST
 
+/* A Series Description holds 64 characters, up to 256 bytes in UTF-8: a
+ * pattern for a long Cyrillic one fits. A line longer than inih's buffer
+ * is refused as such, at its own line; it was cut, the cut value taken
+ * and the rest parsed as the next line. */
+START_TEST(text_patterns_hold_64_characters_of_utf8)
+{
+    char text[1024], pat[300] = "", desc[300] = "";
+    for (int i = 0; i < 64; i++) {
+        strcat(pat, i % 2 ? "\xd0\xb4" : "\xd0\x94"); /* Д and д */
+        strcat(desc, "\xd0\x94");
+    }
+    int rc;
+    snprintf(text, sizeof text, "[rule a]\nmatch.series_description = %s\n", pat);
+    ldct_config *cfg = load_text(text, &rc);
+    ck_assert_int_eq(rc, 0);
+    ck_assert(config_glob_match(cfg->rule[0].series_description, desc));
+    config_free(cfg);
+    snprintf(text, sizeof text, "[rule a]\nmatch.protocol_name = %s%s*\npriority = 3\n", pat, pat);
+    cfg = load_text(text, &rc);
+    ck_assert_int_eq(rc, LDCT_EINVAL_CONFIG);
+    ck_assert(has_error(cfg, 2, "line too long (at most"));
+    ck_assert_int_eq(cfg->nerr, 1);
+    ck_assert_int_eq(cfg->rule[0].priority, 3); /* the next line is read as it is */
+    config_free(cfg);
+}
+END_TEST
+
 /* The suffix ends a Series Description, LO of one value: a backslash
  * would make a second value and a control character is not allowed. */
 START_TEST(suffix_with_a_delimiter_or_control_character_is_refused)
@@ -751,6 +778,7 @@ int main(void)
     tcase_add_test(tc, overlong_forms_in_a_value_are_stray_bytes);
     tcase_add_test(tc, case_folds_by_unicode_lower_case_mapping);
     tcase_add_test(tc, rule_text_that_is_not_utf8_is_refused);
+    tcase_add_test(tc, text_patterns_hold_64_characters_of_utf8);
     tcase_add_test(tc, suffix_with_a_delimiter_or_control_character_is_refused);
     tcase_add_test(tc, allow_lists_match_exactly);
     tcase_add_test(tc, addresses_must_be_numeric_and_are_kept_canonical);
