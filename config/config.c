@@ -248,11 +248,13 @@ static int parse_bool(const char *v, int *out)
     return -1;
 }
 
-/* DICOM AE titles: 1..16 printable characters, no backslash. */
+/* DICOM AE titles: 1..16 printable characters, no backslash, not only
+ * spaces (PS3.5: leading and trailing spaces are not significant, and a
+ * value of spaces alone shall not be used). */
 static int ae_valid(const char *ae)
 {
     size_t n = strlen(ae);
-    if (n == 0 || n > CFG_AE_MAX)
+    if (n == 0 || n > CFG_AE_MAX || strspn(ae, " ") == n)
         return 0;
     for (size_t i = 0; i < n; i++)
         if (!isprint((unsigned char)ae[i]) || ae[i] == '\\')
@@ -467,8 +469,12 @@ static const char *set_option(const opt_def *o, void *base, const char *raw)
     char *field = (char *)base + o->off;
     switch (o->type) {
     case T_AE:
-        if (v[0] && !ae_valid(v))
-            return "an AE title has 1 to 16 printable characters and no backslash";
+        /* A destination's may be left empty here: validate() names the
+         * section that lacks it. The node's own may not: the listener
+         * would refuse to start with a message that does not name it. */
+        if ((v[0] || o->sect == S_NODE) && !ae_valid(v))
+            return "an AE title has 1 to 16 printable characters (not only spaces) and no "
+                   "backslash";
         /* fall through */
     case T_UIDROOT:
         if (o->type == T_UIDROOT && config_uid_root_check(v))
@@ -481,6 +487,8 @@ static const char *set_option(const opt_def *o, void *base, const char *raw)
     case T_STR:
         if (strlen(v) >= o->size)
             return too_long(o);
+        if (o->sect == S_NODE && !strcmp(o->name, "state_dir") && !v[0])
+            return "must not be empty (the spool, outbox and database live there)";
         /* Rule text is UTF-8: the series' values are converted to it before
          * they are compared, and the suffix is converted from it. A file
          * saved in Latin-1 would match nothing and write '?' silently. */
@@ -772,8 +780,6 @@ static void validate(ldct_config *cfg)
     }
     for (int i = 0; i < cfg->nrule; i++)
         validate_rule(cfg, &cfg->rule[i]);
-    if (!cfg->node.state_dir[0])
-        add_error(cfg, 0, "state_dir must not be empty");
 }
 
 /* Without any [rule], CT series are processed into the results folder. */

@@ -108,6 +108,29 @@ START_TEST(every_error_is_reported_with_its_line)
 }
 END_TEST
 
+/* The node's AE title and state directory cannot be left empty: both
+ * passed check-config before, and ldctd then stopped at the start with
+ * "cannot listen on port N: Invalid argument" (or an error at line 0). */
+START_TEST(empty_node_ae_title_and_state_dir_are_errors_at_their_line)
+{
+    int rc;
+    ldct_config *cfg = load_text("[node]\n"
+                                 "ae_title =\n"
+                                 "state_dir =\n"
+                                 "[destination pacs]\n"
+                                 "host = h\n"
+                                 "ae_title = \"  \"\n",
+                                 &rc);
+    ck_assert_int_eq(rc, LDCT_EINVAL_CONFIG);
+    ck_assert(has_error(cfg, 2, "an AE title has 1 to 16"));
+    ck_assert(has_error(cfg, 3, "state_dir = : must not be empty"));
+    ck_assert(has_error(cfg, 6, "not only spaces"));
+    ck_assert(has_error(cfg, 4, "needs ae_title"));
+    ck_assert_int_eq(cfg->nerr, 4);
+    config_free(cfg);
+}
+END_TEST
+
 START_TEST(duplicate_sections_are_errors)
 {
     int rc;
@@ -762,6 +785,7 @@ int main(void)
     tcase_add_test(tc, file_values_override_defaults);
     tcase_add_test(tc, every_error_is_reported_with_its_line);
     tcase_add_test(tc, a_misspelt_option_gets_a_suggestion);
+    tcase_add_test(tc, empty_node_ae_title_and_state_dir_are_errors_at_their_line);
     tcase_add_test(tc, duplicate_sections_are_errors);
     tcase_add_test(tc, syntax_error_names_the_line);
     tcase_add_test(tc, option_outside_a_section_is_an_error);
