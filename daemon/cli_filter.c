@@ -39,8 +39,9 @@ typedef struct input_list {
 static void filter_usage(FILE *f)
 {
     fprintf(f,
-            "usage: ldct filter --algo auto|nlm2d|nlm3d|anlm|adaptive4d|fdk --in DIR --out DIR\n"
+            "usage: ldct filter [--algo auto|nlm2d|nlm3d|anlm|adaptive4d|fdk] --in DIR --out DIR\n"
             "       [options]\n"
+            "  --algo A            the algorithm (default auto, as a rule's algorithm = auto)\n"
             "  --search-radius N   search window radius (default nlm2d 10, nlm3d 5, anlm 5)\n"
             "  --patch-radius N    patch radius (default nlm2d 3, nlm3d 2; anlm: radii 1\n"
             "                      and 2 with sub-band mixing, N > 0 = one pass)\n"
@@ -54,7 +55,8 @@ static void filter_usage(FILE *f)
             "  --device D          cpu | gpu | gpu:N | auto (default auto)\n"
             "  --suffix S          appended to SeriesDescription (default \" [DN]\")\n"
             "  --series-number-offset N  added to SeriesNumber (default 1000)\n"
-            "  --uid-root ROOT     root of the new UIDs\n"
+            "  --uid-root ROOT     root of the new UIDs (default uid_root's,\n"
+            "                      1.2.276.0.7230010.3.1.4)\n"
             "fdk (projection data; auto picks it for DICOM-CT-PD series):\n"
             "  --matrix N          image columns and rows (default 512)\n"
             "  --fov MM            field of view (default: what the fan covers)\n"

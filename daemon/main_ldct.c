@@ -23,6 +23,10 @@ static void usage(FILE *f)
 {
     fprintf(
         f, "usage: ldct [--config FILE | --state-dir DIR] COMMAND [ARGS]\n"
+           "  --config FILE, --state-dir DIR: where ldctd keeps its database (default\n"
+           "  ./var/ldct, as ldctd without --config; under systemd use\n"
+           "  --config /etc/ldct/ldctd.conf). --limit N: the newest N (default all).\n"
+           "  Exit status: 0 done, 1 failed, 2 usage error.\n"
            "commands:\n"
            "  status [--json]        totals of the node's queue\n"
            "  series [--json] [--limit N]  received series, newest first: counts, state, delivery\n"

@@ -11,11 +11,14 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: ldctd [--config FILE]\n"
+    fprintf(f, "usage: ldctd [--config FILE] | --help | --version\n"
                "  Receives CT series over DICOM (C-STORE SCP), queues them durably,\n"
                "  denoises them and sends the result back as a derived series.\n"
                "  Without --config it runs on embedded defaults: AE LDCTNODE, port 11112,\n"
-               "  state in ./var/ldct. See config/ldctd.conf.example for every option.\n");
+               "  state in ./var/ldct. Every option: config/ldctd.conf.example (installed\n"
+               "  in /usr/share/doc/ldct-node/); check a file with ldct check-config FILE.\n"
+               "  SIGHUP reloads FILE, SIGTERM or SIGINT stops (exit 0); exit 1: could\n"
+               "  not start (the log says why), 2: bad arguments.\n");
 }
 
 int main(int argc, char **argv)
