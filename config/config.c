@@ -321,7 +321,17 @@ static int any_entry(const char *e)
     return e[0] != '\0';
 }
 
-/* Splits a comma-separated list; each item goes through `check`. */
+/* Whether the first count of items hold item. */
+static int list_has(const char *items, size_t item_size, int count, const char *item)
+{
+    for (int i = 0; i < count; i++)
+        if (!strcmp(items + (size_t)i * item_size, item))
+            return 1;
+    return 0;
+}
+
+/* Splits a comma-separated list into items (count of them); each item
+ * goes through `check`, and a repeated one is kept once. */
 static const char *parse_list(const char *v, char *items, size_t item_size, int *count,
                               int (*check)(const char *), int max)
 {
@@ -336,6 +346,8 @@ static const char *parse_list(const char *v, char *items, size_t item_size, int 
             continue;
         if (!check(item) || strlen(item) >= item_size)
             return "invalid list entry";
+        if (list_has(items, item_size, *count, item))
+            continue; /* `pacs, pacs` is one destination, not two sends */
         if (*count == max)
             return "too many list entries";
         memcpy(items + (size_t)*count * item_size, item, strlen(item) + 1);

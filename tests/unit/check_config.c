@@ -638,6 +638,13 @@ START_TEST(route_and_both_need_destinations)
     ck_assert(has_error(cfg, 1, "action route needs destinations"));
     ck_assert(has_error(cfg, 3, "action both needs destinations"));
     config_free(cfg);
+    /* A destination named twice is one send, not two of the same files. */
+    cfg = load_text("[destination pacs]\nhost = 127.0.0.1\nport = 104\nae_title = PACS\n"
+                    "[rule r]\naction = route\ndestinations = pacs, pacs\n",
+                    &rc);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_int_eq(cfg->rule[0].ndest, 1);
+    config_free(cfg);
 }
 END_TEST
 
