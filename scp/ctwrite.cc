@@ -27,6 +27,7 @@ extern "C" {
 #include <dcmtk/dcmdata/dcuid.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <ctime>
 #include <string>
@@ -130,6 +131,17 @@ void put_ctdi_phantom(putter &w)
     w.cond = iw.cond;
 }
 
+/* Exposure is an IS (a 32-bit signed integer): a value that is not > 0
+ * (NaN included) or that rounds above 2147483647 is left out rather than
+ * cast, since converting a double outside long's range is undefined (1e300
+ * mAs gave LONG_MIN, written as "-9223372036854775808"). */
+void put_exposure(putter &w, double mas)
+{
+    const double rounded = mas + 0.5;
+    if (mas > 0 && rounded < (double)INT32_MAX + 1)
+        w.str(DCM_Exposure, std::to_string((long)rounded));
+}
+
 void put_image(putter &w, const scp_ct_params *p, const char *date, const char *time)
 {
     w.str(DCM_SOPClassUID, UID_CTImageStorage);
@@ -145,8 +157,7 @@ void put_image(putter &w, const scp_ct_params *p, const char *date, const char *
     w.str(DCM_SliceThickness, fmt_ds(p->slice_thickness));
     w.str(DCM_SliceLocation, fmt_ds(p->position[2]));
     w.str(DCM_KVP, fmt_ds(p->kvp));
-    if (p->exposure_mas > 0)
-        w.str(DCM_Exposure, std::to_string((long)(p->exposure_mas + 0.5)));
+    put_exposure(w, p->exposure_mas);
     if (p->ctdivol > 0 && w.cond.good())
         w.cond = w.ds->putAndInsertFloat64(DCM_CTDIvol, p->ctdivol);
     if (p->ctdivol > 0)

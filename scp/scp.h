@@ -177,7 +177,8 @@ typedef struct scp_ct_params {
     double rescale_slope, rescale_intercept;
     double kvp;
     /* Exposure (0018,1152) in mAs and CTDIvol (0018,9345) in mGy; written
-     * only when > 0. */
+     * only when > 0 (Exposure, an IS, also only when it rounds to at most
+     * 2147483647). */
     double exposure_mas, ctdivol;
     const char *convolution_kernel; /* (0018,1210); NULL: absent */
     const int16_t *pixels;

@@ -272,6 +272,40 @@ START_TEST(derived_series_number_stays_in_the_is_range)
 }
 END_TEST
 
+/* Exposure (0018,1152) is an IS: a value in mAs beyond its range is left
+ * out (1e300 used to go through an undefined double-to-long cast and came
+ * out as LONG_MIN); an ordinary one is rounded. */
+static void write_ct_with_exposure(const char *path, double mas)
+{
+    scp_ct_params p = {.series_uid = "1.2.826.0.1.3680043.9.7.2.1",
+                       .sop_uid = "1.2.826.0.1.3680043.9.7.2.1.1",
+                       .rows = ROWS,
+                       .cols = COLS,
+                       .pixel_spacing = {0.7, 0.8},
+                       .slice_thickness = 1,
+                       .orientation = {1, 0, 0, 0, 1, 0},
+                       .rescale_slope = 1,
+                       .kvp = 120,
+                       .exposure_mas = mas,
+                       .pixels = pixels};
+    ck_assert_int_eq(scp_ct_write(&p, path), 0);
+}
+
+START_TEST(ct_exposure_outside_the_is_range_is_left_out)
+{
+    char path[128];
+    path_of(path, sizeof path, "exposure.dcm");
+    write_ct_with_exposure(path, 40.4);
+    ck_assert(top_level_has(path, "(0018,1152) IS [40]"));
+    const double absurd[] = {1e300, 3e9, NAN, -5};
+    for (size_t i = 0; i < sizeof absurd / sizeof absurd[0]; i++) {
+        write_ct_with_exposure(path, absurd[i]);
+        ck_assert_msg(!top_level_has(path, "(0018,1152)"), "Exposure written for %g mAs",
+                      absurd[i]);
+    }
+}
+END_TEST
+
 /* Pixel Padding Value marks pixels outside the scanned field; the filter
  * may move them, the derived image must not. _i = 0: one value (written
  * as US 63536, as dcmodify and some scanners write -2000 for signed
@@ -928,6 +962,7 @@ int main(void)
     tcase_add_test(tc, read_hu_refuses_a_wrong_count_and_non_dicom);
     tcase_add_test(tc, a_syntax_without_decoder_is_named_as_such);
     tcase_add_test(tc, derived_series_number_stays_in_the_is_range);
+    tcase_add_test(tc, ct_exposure_outside_the_is_range_is_left_out);
     tcase_add_loop_test(tc, derived_instance_has_new_identity_and_rounded_clamped_values, 0, 2);
     tcase_add_test(tc, derived_instance_adds_no_dciodvfy_error);
     tcase_add_loop_test(tc, derived_instance_keeps_padding_pixels_exactly, 0, 2);
