@@ -849,6 +849,21 @@ START_TEST(rule_fields_are_read_as_utf8)
 }
 END_TEST
 
+/* Sets the Specific Character Set and Series Description of the file at
+ * path and checks the description the rules get. */
+static void description_read_as(const char *path, const char *charset, const char *value,
+                                const char *expected)
+{
+    char cmd[1024], err[256] = "";
+    snprintf(cmd, sizeof cmd, "dcmodify -q -nb -i '(0008,0005)=%s' -m '(0008,103e)=%s' %s", charset,
+             value, path);
+    ck_assert_int_eq(system(cmd), 0);
+    scp_slice_info info;
+    ck_assert_int_eq(scp_slice_read_info(path, &info, err, sizeof err), 0);
+    ck_assert_str_eq(info.series_description, expected);
+    scp_slice_info_free(&info);
+}
+
 /* DCMTK converts the Japanese ISO 2022 sets (IR 87, IR 159) only through
  * GNU libiconv. Where it cannot, reading a header must not log an error:
  * Japanese sites declare these sets on every instance, so that would be one
@@ -886,24 +901,11 @@ START_TEST(japanese_rule_fields_are_converted_without_an_error_line)
     ck_assert_str_eq(info.manufacturer, "ACME");
     scp_slice_info_free(&info);
     /* JIS X 0212 (IR 159) too. */
-    snprintf(cmd, sizeof cmd,
-             "dcmodify -q -nb -m '(0008,0005)=\\ISO 2022 IR 87\\ISO 2022 IR 159' "
-             "-m '(0008,103e)=\x1b$(D0!\x1b(B' %s",
-             path);
-    ck_assert_int_eq(system(cmd), 0);
-    ck_assert_int_eq(scp_slice_read_info(path, &info, err, sizeof err), 0);
-    ck_assert_str_eq(info.series_description, "\xe4\xb8\x82"); /* 丂 */
-    scp_slice_info_free(&info);
+    description_read_as(path, "\\ISO 2022 IR 87\\ISO 2022 IR 159", "\x1b$(D0!\x1b(B",
+                        "\xe4\xb8\x82"); /* 丂 */
     /* Half-width katakana (IR 13, 8-bit bytes) is not ISO-2022-JP-2: kept
      * as received. */
-    snprintf(cmd, sizeof cmd,
-             "dcmodify -q -nb -m '(0008,0005)=ISO 2022 IR 13\\ISO 2022 IR 87' "
-             "-m '(0008,103e)=CT \xb6' %s",
-             path);
-    ck_assert_int_eq(system(cmd), 0);
-    ck_assert_int_eq(scp_slice_read_info(path, &info, err, sizeof err), 0);
-    ck_assert_str_eq(info.series_description, "CT \xb6");
-    scp_slice_info_free(&info);
+    description_read_as(path, "ISO 2022 IR 13\\ISO 2022 IR 87", "CT \xb6", "CT \xb6");
 }
 END_TEST
 
