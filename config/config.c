@@ -44,7 +44,7 @@ typedef struct opt_def {
     sect_kind sect;
     const char *name;
     opt_type type;
-    double min, max; /* T_INT and T_DOUBLE bounds */
+    double min, max; /* T_INT and T_DOUBLE bounds; T_STR: min 1 = not empty */
     const char *def;
     size_t off;  /* offset of the field in cfg_node or cfg_destination */
     size_t size; /* T_STR buffer size */
@@ -71,7 +71,7 @@ typedef struct opt_def {
 static const opt_def OPTIONS[] = {
     NODE("ae_title", T_AE, 0, 0, "LDCTNODE", ae_title, "our AE title"),
     NODE("port", T_INT, 1, 65535, "11112", port, "TCP port of the DICOM listener"),
-    NODE("state_dir", T_STR, 0, 0, "./var/ldct", state_dir,
+    NODE("state_dir", T_STR, 1, 0, "./var/ldct", state_dir,
          "spool, outbox, results and database live here"),
     NODE("check_called_ae", T_BOOL, 0, 0, "yes", check_called_ae,
          "refuse associations addressed to another AE title"),
@@ -499,8 +499,8 @@ static const char *set_option(const opt_def *o, void *base, const char *raw)
     case T_STR:
         if (strlen(v) >= o->size)
             return too_long(o);
-        if (o->sect == S_NODE && !strcmp(o->name, "state_dir") && !v[0])
-            return "must not be empty (the spool, outbox and database live there)";
+        if (o->min > 0 && !v[0])
+            return "must not be empty";
         /* Rule text is UTF-8: the series' values are converted to it before
          * they are compared, and the suffix is converted from it. A file
          * saved in Latin-1 would match nothing and write '?' silently. */
