@@ -35,6 +35,11 @@
 #include <sys/stat.h>
 
 #define MGY_PER_MAS 0.06
+/* --fov (mm): the field must stay inside the 595 mm source circle; the
+ * body phantom (200 x 150 mm) needs 220 (gpu_phantom_build). */
+#define FOV_MIN 10.0
+#define FOV_MAX 590.0
+#define FOV_BODY 220.0
 
 typedef struct phantom_opts {
     const char *out, *device, *uid_root;
@@ -54,55 +59,126 @@ static void phantom_usage(FILE *f)
 {
     fprintf(f, "usage: ldct phantom --out DIR [options]\n"
                "  --phantom P         body | shepp-logan (default body)\n"
-               "  --size N            image size N x N (default 256)\n"
-               "  --slices Z          slices (default 16)\n"
-               "  --thickness MM      slice thickness and distance (default 1.5)\n"
-               "  --fov MM            reconstruction field of view (default 220)\n"
-               "  --views N           projections per rotation (default 4 * size)\n"
-               "  --dose F            dose fraction of the low-dose scan (default 0.25)\n"
+               "  --size N            image size N x N, 8 to 2048 (default 256)\n"
+               "  --slices Z          slices, 1 to 1024 (default 16)\n"
+               "  --thickness MM      slice thickness and distance, 0.1 to 50 (default 1.5)\n"
+               "  --fov MM            reconstruction field of view, 220 to 590 for the body,\n"
+               "                      10 to 590 for shepp-logan (default 220)\n"
+               "  --views N           projections per rotation, 2 to 65536 (default 0 = 4 * size)\n"
+               "  --dose F            dose fraction of the low-dose scan, more than 0, at most 1\n"
+               "                      (default 0.25)\n"
                "  --i0 N              full-dose photons per mm^2 (isocentre) and view at\n"
-               "                      1000 views per rotation (default 4e5)\n"
-               "  --electronic-noise S  electronic noise, photons sd (default 0)\n"
+               "                      1000 views per rotation, more than 0, at most 1e12\n"
+               "                      (default 4e5)\n"
+               "  --electronic-noise S  electronic noise, photons sd, 0 to 1e6 (default 0)\n"
                "  --patient-scale F   photon statistics of a patient F times the phantom's\n"
-               "                      size (default 1; 1.75 = an adult abdomen): noise rises\n"
-               "                      towards the centre and behind bone, the image is the same\n"
-               "  --mas X             full-dose tube current-time product (default 200)\n"
+               "                      size, 1 to 10 (default 1; 1.75 = an adult abdomen): noise\n"
+               "                      rises towards the centre and behind bone, the image is the\n"
+               "                      same\n"
+               "  --mas X             full-dose tube current-time product, more than 0, at most\n"
+               "                      1e4 (default 200)\n"
                "  --filter F          ram-lak | shepp-logan | cosine | hamming | hann\n"
-               "  --seed S            noise seed (default 1)\n"
+               "  --seed S            noise seed, 0 to 2^64 - 1 (default 1)\n"
                "  --device D          cpu | gpu | gpu:N | auto (default auto)\n"
                "  --uid-root ROOT     root of the UIDs (default: DCMTK's, as ldctd)\n"
                "  --truth T           recon: FDK of the noise-free projections (default;\n"
                "                      the scanner's resolution, no noise) | object: the\n"
                "                      phantom itself, 3^3 sub-samples per voxel\n"
-               "  --times T           time points (default 1): T > 1 adds a beating, moving\n"
-               "                      heart (body phantom) and writes 4D series\n"
-               "  --motion M          scales the heart's beat (3 mm) and shift (1 mm)\n"
+               "  --times T           time points, 1 to 256 (default 1): T > 1 adds a beating,\n"
+               "                      moving heart (body phantom) and writes 4D series\n"
+               "  --motion M          scales the heart's beat (3 mm) and shift (1 mm), 0 to 1.75\n"
                "Writes DIR/truth, DIR/full, DIR/low (CT), DIR/projections (DICOM-CT-PD,\n"
                "low dose) and DIR/phantom.ini (layout for ldct quality). With --times:\n"
                "DIR/truth and DIR/low as 4D series (TriggerTime), each time point scanned\n"
                "with its own noise; no full-dose or projection series.\n");
 }
 
-static int parse_double(const char *s, double *out)
+/* A numeric option: its bounds (inclusive; lo_open: lo itself is out),
+ * whether it takes whole numbers only, and what 0 means when 0 is allowed
+ * outside the bounds. Every refused value is reported as
+ * "ldct phantom: --size 1: out of range (8 to 2048)". */
+typedef struct num_opt {
+    int code;
+    const char *name;
+    double lo, hi;
+    int integer, lo_open;
+    const char *zero; /* "0 = ..." when 0 is allowed too, else NULL */
+    const char *unit; /* after the range: " mm", or "" */
+} num_opt;
+
+/* The bounds are those gpu_phantom_geometry and the writers handle: a
+ * size of at least 8 pixels, a field inside the 595 mm source circle (the
+ * body needs 220 mm, checked in check_phantom_kind), a positive dose of at
+ * most the full one, the heart within the soft tissue (--motion, filled in
+ * from gpu_phantom_heart_max_motion); the upper bounds of the others keep
+ * the arithmetic finite and lie far beyond any scanner's. */
+static const num_opt NUM_OPTS[] = {
+    {'z', "--size", 8, 2048, 1, 0, NULL, ""},
+    {'Z', "--slices", 1, 1024, 1, 0, NULL, ""},
+    {'t', "--thickness", 0.1, 50, 0, 0, NULL, " mm"},
+    {'f', "--fov", FOV_MIN, FOV_MAX, 0, 0, NULL, " mm"},
+    {'v', "--views", 2, 65536, 1, 0, "0 = 4 x --size", ""},
+    {'D', "--dose", 0, 1, 0, 1, NULL, ""},
+    {'i', "--i0", 0, 1e12, 0, 1, NULL, " photons/mm^2"},
+    {'e', "--electronic-noise", 0, 1e6, 0, 0, NULL, " photons"},
+    {'P', "--patient-scale", 1, 10, 0, 0, NULL, ""},
+    {'m', "--mas", 0, 1e4, 0, 1, NULL, " mAs"},
+    {'n', "--times", 1, QUALITY4D_MAX_TIMES, 1, 0, NULL, ""},
+    {'M', "--motion", 0, -1, 0, 0, NULL, ""},
+};
+
+static const num_opt *num_opt_of(int code)
 {
-    char *end;
-    *out = strtod(s, &end);
-    return end == s || *end ? -1 : 0;
+    for (size_t i = 0; i < sizeof NUM_OPTS / sizeof NUM_OPTS[0]; i++)
+        if (NUM_OPTS[i].code == code)
+            return &NUM_OPTS[i];
+    return NULL;
 }
 
-static int parse_opt(int c, const char *arg, phantom_opts *o)
+/* The upper bound of n (--motion's comes from the phantom). */
+static double num_hi(const num_opt *n)
+{
+    return n->code == 'M' ? gpu_phantom_heart_max_motion() : n->hi;
+}
+
+/* "8 to 2048", "0.1 to 50 mm", "more than 0, at most 1", "0 = 4 x --size,
+ * or 2 to 65536". */
+static void range_text(const num_opt *n, char *out, size_t len)
+{
+    char lo[32];
+    snprintf(lo, sizeof lo, n->lo_open ? "more than %g, at most" : "%g to", n->lo);
+    snprintf(out, len, "%s%s%s %g%s", n->zero ? n->zero : "", n->zero ? ", or " : "", lo, num_hi(n),
+             n->unit);
+}
+
+/* Checks arg against n; -1 after one line naming the option, the value
+ * and the allowed range. */
+static int check_number(const num_opt *n, const char *arg, double *v)
+{
+    char *end, range[96];
+    const char *why = NULL;
+    *v = strtod(arg, &end);
+    double hi = num_hi(n);
+    if (end == arg || *end)
+        why = "not a number";
+    else if (n->zero && *v == 0)
+        return 0;
+    else if (!(n->lo_open ? *v > n->lo : *v >= n->lo) || !(*v <= hi))
+        why = "out of range";
+    else if (n->integer && *v != floor(*v))
+        why = "not a whole number";
+    if (!why)
+        return 0;
+    range_text(n, range, sizeof range);
+    fprintf(stderr, "ldct phantom: %s %s: %s (%s)\n", n->name, arg, why, range);
+    return -1;
+}
+
+/* Stores a checked numeric option. */
+static void set_number(phantom_opts *o, int c, double v)
 {
     gpu_phantom_scan *s = &o->scan;
-    double v = 0;
-    if (strchr("zZtfvDiemSnMP", c) && parse_double(arg, &v))
-        return fprintf(stderr, "ldct phantom: not a number: '%s'\n", arg), -1;
     switch (c) {
-    case 'o':
-        o->out = arg;
-        break;
-    case 'p':
-        o->kind = gpu_phantom_kind_parse(arg);
-        break;
     case 'z':
         s->size = (int)v;
         break;
@@ -133,39 +209,116 @@ static int parse_opt(int c, const char *arg, phantom_opts *o)
     case 'm':
         o->mas = v;
         break;
-    case 'S':
-        s->seed = (uint64_t)v;
-        break;
     case 'n':
         o->times = (int)v;
         break;
     case 'M':
         o->motion = v;
         break;
+    }
+}
+
+/* A numeric option: checked, then stored. */
+static int number_opt(const num_opt *n, const char *arg, phantom_opts *o)
+{
+    double v;
+    if (check_number(n, arg, &v))
+        return -1;
+    set_number(o, n->code, v);
+    return 0;
+}
+
+/* The seed as a whole number of 0 to 2^64 - 1 (exact: no double). */
+static int parse_seed(const char *arg, uint64_t *seed)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(arg, &end, 10);
+    if (end == arg || *end || errno || strchr(arg, '-')) {
+        fprintf(stderr, "ldct phantom: --seed %s: %s (0 to %llu)\n", arg,
+                errno == ERANGE ? "out of range" : "not a whole number of decimal digits",
+                (unsigned long long)UINT64_MAX);
+        return -1;
+    }
+    *seed = v;
+    return 0;
+}
+
+/* -1 after one line: the value of a word option is not one of choices. */
+static int unknown_word(const char *name, const char *arg, const char *choices)
+{
+    fprintf(stderr, "ldct phantom: %s %s: unknown (%s)\n", name, arg, choices);
+    return -1;
+}
+
+/* The options that take a word. */
+static int word_opt(int c, const char *arg, phantom_opts *o)
+{
+    const char *why;
+    switch (c) {
+    case 'o':
+        o->out = arg;
+        return 0;
+    case 'p':
+        o->kind = gpu_phantom_kind_parse(arg);
+        return o->kind < 0 ? unknown_word("--phantom", arg, "body or shepp-logan") : 0;
     case 'F':
-        s->filter = gpu_fdk_filter_parse(arg);
-        break;
+        o->scan.filter = gpu_fdk_filter_parse(arg);
+        return o->scan.filter < 0
+                   ? unknown_word("--filter", arg, "ram-lak, shepp-logan, cosine, hamming or hann")
+                   : 0;
     case 'd':
         o->device = arg;
-        break;
-    case 'u': { /* checked now: a bad root fails only when the UIDs are made */
-        const char *why = config_uid_root_check(arg);
-        if (why)
+        return 0;
+    case 'u': /* checked now: a bad root fails only when the UIDs are made */
+        if ((why = config_uid_root_check(arg)))
             return fprintf(stderr, "ldct phantom: --uid-root %s: %s\n", arg, why), -1;
         o->uid_root = arg;
-        break;
-    }
+        return 0;
     case 'T':
         o->object_truth = !strcmp(arg, "object");
-        if (!o->object_truth && strcmp(arg, "recon"))
-            return fprintf(stderr, "ldct phantom: --truth recon|object\n"), -1;
-        break;
-    default:
+        return !o->object_truth && strcmp(arg, "recon")
+                   ? unknown_word("--truth", arg, "recon or object")
+                   : 0;
+    case 'S':
+        return parse_seed(arg, &o->scan.seed);
+    }
+    return -2;
+}
+
+/* -1 after saying why (one line), -2 for an unknown option (getopt said
+ * so; the usage follows). */
+static int parse_opt(int c, const char *arg, phantom_opts *o)
+{
+    if (c == '?' || c == ':')
+        return -2;
+    const num_opt *n = num_opt_of(c);
+    return n ? number_opt(n, arg, o) : word_opt(c, arg, o);
+}
+
+/* What depends on the phantom: the body needs a 220 mm field and is the
+ * only one with a heart (--times). */
+static int check_phantom_kind(const phantom_opts *o)
+{
+    if (o->kind == GPU_PHANTOM_BODY && o->scan.fov < FOV_BODY) {
+        fprintf(stderr,
+                "ldct phantom: --fov %g: out of range for the body phantom (%g to %g mm; "
+                "shepp-logan: %g to %g mm)\n",
+                o->scan.fov, FOV_BODY, FOV_MAX, FOV_MIN, FOV_MAX);
+        return -1;
+    }
+    if (o->times > 1 && o->kind != GPU_PHANTOM_BODY) {
+        fprintf(stderr,
+                "ldct phantom: --times %d: only the body phantom moves (--times 1 with "
+                "--phantom shepp-logan)\n",
+                o->times);
         return -1;
     }
     return 0;
 }
 
+/* 0, -1 after one line saying why, -2 for a usage error that the usage
+ * explains (an unknown option, no --out). */
 static int parse_phantom(int argc, char **argv, phantom_opts *o)
 {
     /* clang-format off */
@@ -182,23 +335,16 @@ static int parse_phantom(int argc, char **argv, phantom_opts *o)
         {"help", 0, 0, '?'},      {"patient-scale", 1, 0, 'P'},
         {0, 0, 0, 0}};
     /* clang-format on */
-    int c;
+    int c, rc;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1)
-        if (parse_opt(c, optarg, o))
-            return -1;
-    if (!o->out || optind != argc)
-        return fprintf(stderr, "ldct phantom: --out is required\n"), -1;
-    if (o->kind < 0 || o->scan.filter < 0)
-        return fprintf(stderr, "ldct phantom: unknown phantom or filter\n"), -1;
-    if (o->scan.size > 2048 || o->scan.slices > 1024 || !(o->mas > 0))
-        return fprintf(stderr, "ldct phantom: size, slices or mAs out of range\n"), -1;
-    if (o->times < 1 || o->times > QUALITY4D_MAX_TIMES || !(o->motion >= 0) ||
-        (o->times > 1 && o->kind != GPU_PHANTOM_BODY))
-        return fprintf(stderr, "ldct phantom: --times 1..%d (body phantom), --motion >= 0\n",
-                       QUALITY4D_MAX_TIMES),
-               -1;
-    return 0;
+        if ((rc = parse_opt(c, optarg, o)))
+            return rc;
+    if (optind != argc)
+        return fprintf(stderr, "ldct phantom: unexpected argument '%s'\n", argv[optind]), -2;
+    if (!o->out)
+        return fprintf(stderr, "ldct phantom: --out is required\n"), -2;
+    return check_phantom_kind(o);
 }
 
 /* mkdir -p: --out may name a folder whose parents do not exist yet. */
@@ -387,6 +533,53 @@ static gpu_phantom_edge heart_edge(const gpu_phantom_heart *h, int t, int times)
                               .uniform_to = gpu_phantom_heart_uniform_to(h, st)};
 }
 
+/* -1 after saying which step failed and why. */
+static int step_failed(const char *what, int rc)
+{
+    fprintf(stderr, "ldct phantom: %s: %s\n", what, ldct_strerror(rc));
+    return -1;
+}
+
+/* The phantom and the scan geometry; fails only for settings that the
+ * option checks let through. */
+static int build_scan(const phantom_opts *o, gpu_phantom *ph, gpu_fdk_geometry *g,
+                      gpu_fdk_volume *v)
+{
+    int rc = gpu_phantom_build(o->kind, o->scan.fov, ph);
+    if (!rc)
+        rc = gpu_phantom_geometry(&o->scan, g, v);
+    return rc ? step_failed("no scan can be made with these settings", rc) : 0;
+}
+
+/* Two projection buffers (nu x nv x nproj) and the image volume; says how
+ * much memory did not fit. */
+static int alloc_volumes(const gpu_fdk_geometry *g, const gpu_fdk_volume *v, gpu_volume vols[3])
+{
+    int rc = gpu_volume_init(&vols[0], g->nu, g->nv, g->nproj, 1);
+    if (!rc)
+        rc = gpu_volume_init(&vols[1], g->nu, g->nv, g->nproj, 1);
+    if (!rc)
+        rc = gpu_volume_init(&vols[2], v->nx, v->ny, v->nz, 1);
+    if (!rc)
+        return 0;
+    double n = 2.0 * g->nu * g->nv * g->nproj + (double)v->nx * v->ny * v->nz;
+    fprintf(stderr,
+            "ldct phantom: cannot allocate %.0f MiB for the projections and the volume: %s\n",
+            n * sizeof(float) / 1048576, ldct_strerror(rc));
+    return -1;
+}
+
+/* The truth of phantom ph into img: the noise-free scan's reconstruction
+ * from clean projections, or the phantom itself (--truth object). */
+static int make_truth(const phantom_opts *o, const gpu_phantom *ph, const gpu_fdk_geometry *g,
+                      const gpu_volume *clean, const gpu_fdk_volume *v, gpu_volume *img,
+                      const gpu_device *dev)
+{
+    int rc = o->object_truth ? gpu_phantom_truth(ph, v, img)
+                             : gpu_phantom_reconstruct(&o->scan, g, clean, v, img, dev);
+    return rc ? step_failed("the truth", rc) : 0;
+}
+
 /* Time point t of the 4D phantom: the heart moved, projections of its own,
  * the truth and the low-dose scan (noise stream 1 + 2t: independent per
  * time point) reconstructed and written. */
@@ -395,10 +588,10 @@ static int scan_time_point(const phantom_opts *o, const study_ids *ids, const gp
                            series_slot *slots, const gpu_device *dev)
 {
     gpu_volume *clean = &vols[0], *noisy = &vols[1], *img = &vols[2];
-    if (gpu_phantom_project(ph, g, clean))
-        return -1;
-    if (o->object_truth ? gpu_phantom_truth(ph, v, img)
-                        : gpu_phantom_reconstruct(&o->scan, g, clean, v, img, dev))
+    int rc = gpu_phantom_project(ph, g, clean);
+    if (rc)
+        return step_failed("projections", rc);
+    if (make_truth(o, ph, g, clean, v, img, dev))
         return -1;
     if (write_slot(o, ids, img, v, &slots[0]))
         return -1;
@@ -415,23 +608,21 @@ static int simulate4d(const phantom_opts *o, const gpu_device *dev)
     gpu_fdk_geometry g = {0};
     gpu_fdk_volume v;
     gpu_volume vols[3] = {{0}};
-    study_ids ids;
+    study_ids ids = {.study = ""};
     series_slot slots[2] = {{.name = "truth", .number = 1, .dose = 0, .times = o->times},
                             {.name = "low", .number = 3, .dose = o->scan.dose, .times = o->times}};
     quality4d_motion *m = calloc(1, sizeof *m);
     int rc = -1;
     gpu_phantom_heart_default(&heart, o->motion);
-    if (!m || gpu_phantom_build(o->kind, o->scan.fov, &base) ||
-        gpu_phantom_at_time(&base, &heart, 0, o->times, &ph) ||
-        gpu_phantom_geometry(&o->scan, &g, &v)) {
-        fprintf(stderr, "ldct phantom: invalid settings (the body needs --fov >= 220; "
-                        "--motion too large)\n");
+    if (!m || build_scan(o, &base, &g, &v))
+        goto done;
+    int err = gpu_phantom_at_time(&base, &heart, 0, o->times, &ph);
+    if (err) {
+        step_failed("the heart does not fit the body", err);
         goto done;
     }
     if (study_open(o, &ph, &ids) || open_slot(o, &slots[0]) || open_slot(o, &slots[1]) ||
-        gpu_volume_init(&vols[0], g.nu, g.nv, g.nproj, 1) ||
-        gpu_volume_init(&vols[1], g.nu, g.nv, g.nproj, 1) ||
-        gpu_volume_init(&vols[2], v.nx, v.ny, v.nz, 1))
+        alloc_volumes(&g, &v, vols))
         goto done;
     fprintf(stderr, "phantom %s 4D: %d time points, heart rim moves up to %.2f mm per time point\n",
             ph.layout.name, o->times, gpu_phantom_heart_max_step(&heart, o->times));
@@ -464,52 +655,45 @@ static int simulate(const phantom_opts *o, const gpu_device *dev)
     gpu_phantom ph;
     gpu_fdk_geometry g = {0};
     gpu_fdk_volume v;
-    gpu_volume clean = {0}, noisy = {0}, img = {0};
-    study_ids ids;
+    gpu_volume vols[3] = {{0}}, *clean = &vols[0], *noisy = &vols[1], *img = &vols[2];
+    study_ids ids = {.study = ""};
     int rc = -1;
-    if (gpu_phantom_build(o->kind, o->scan.fov, &ph) || gpu_phantom_geometry(&o->scan, &g, &v)) {
-        fprintf(
-            stderr,
-            "ldct phantom: invalid settings (the body needs --fov >= 220, --patient-scale >= 1)\n");
-        goto done;
-    }
-    if (study_open(o, &ph, &ids) || gpu_volume_init(&clean, g.nu, g.nv, g.nproj, 1) ||
-        gpu_volume_init(&noisy, g.nu, g.nv, g.nproj, 1) ||
-        gpu_volume_init(&img, v.nx, v.ny, v.nz, 1))
+    if (build_scan(o, &ph, &g, &v) || study_open(o, &ph, &ids) || alloc_volumes(&g, &v, vols))
         goto done;
     fprintf(stderr,
             "phantom %s: %d views of %dx%d (%.3g photons per element at full dose), "
             "volume %dx%dx%d\n",
             ph.layout.name, g.nproj, g.nu, g.nv, gpu_phantom_i0_element(&o->scan, &g), v.nx, v.ny,
             v.nz);
-    if (gpu_phantom_project(&ph, &g, &clean))
+    int err = gpu_phantom_project(&ph, &g, clean);
+    if (err) {
+        step_failed("projections", err);
         goto done;
-    if (o->object_truth ? gpu_phantom_truth(&ph, &v, &img)
-                        : gpu_phantom_reconstruct(&o->scan, &g, &clean, &v, &img, dev))
+    }
+    if (make_truth(o, &ph, &g, clean, &v, img, dev))
         goto done;
-    if (write_series(o, &ids, &img, &v, "truth", 1, 0))
+    if (write_series(o, &ids, img, &v, "truth", 1, 0))
         goto done;
     fprintf(stderr, "truth written; full dose...\n");
     double i0 = gpu_phantom_i0_element(&o->scan, &g);
-    if (scan_and_reconstruct(o, &g, &clean, &noisy, i0, 0, &v, &img, dev) ||
-        write_series(o, &ids, &img, &v, "full", 2, 1.0))
+    if (scan_and_reconstruct(o, &g, clean, noisy, i0, 0, &v, img, dev) ||
+        write_series(o, &ids, img, &v, "full", 2, 1.0))
         goto done;
     fprintf(stderr, "full dose written; low dose (%.3g)...\n", o->scan.dose);
-    if (scan_and_reconstruct(o, &g, &clean, &noisy, i0 * o->scan.dose, 1, &v, &img, dev) ||
-        write_series(o, &ids, &img, &v, "low", 3, o->scan.dose))
+    if (scan_and_reconstruct(o, &g, clean, noisy, i0 * o->scan.dose, 1, &v, img, dev) ||
+        write_series(o, &ids, img, &v, "low", 3, o->scan.dose))
         goto done;
     fprintf(stderr, "low dose written; projections...\n");
     char ini[1100];
     snprintf(ini, sizeof ini, "%s/phantom.ini", o->out);
-    if (write_projections(o, &ids, &g, &noisy) || quality_layout_write(&ph.layout, ini))
+    if (write_projections(o, &ids, &g, noisy) || quality_layout_write(&ph.layout, ini))
         goto done;
     printf("phantom %s -> %s: truth, full, low %dx%dx%d at %.3g mm; %d projections; dose %.3g\n",
            ph.layout.name, o->out, v.nx, v.ny, v.nz, v.voxel[0], g.nproj, o->scan.dose);
     rc = 0;
 done:
-    gpu_volume_close(&clean);
-    gpu_volume_close(&noisy);
-    gpu_volume_close(&img);
+    for (int i = 0; i < 3; i++)
+        gpu_volume_close(&vols[i]);
     gpu_fdk_geometry_close(&g);
     return rc;
 }
@@ -521,8 +705,10 @@ int cli_phantom(int argc, char **argv)
     gpu_phantom_scan_default(&o.scan);
     if (cli_wants_help(argc, argv))
         return phantom_usage(stdout), 0;
-    if (parse_phantom(argc, argv, &o)) {
-        phantom_usage(stderr);
+    int rc = parse_phantom(argc, argv, &o);
+    if (rc) {
+        if (rc == -2)
+            phantom_usage(stderr);
         return 2;
     }
     gpu_device dev;

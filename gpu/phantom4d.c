@@ -31,6 +31,17 @@ void gpu_phantom_heart_default(gpu_phantom_heart *h, double motion)
                              .period_ms = 1000};
 }
 
+/* The limits of gpu_phantom_at_time, solved for the scale of beat and
+ * shift: the rim within HEART_REACH and a radius of at least 2 mm. */
+double gpu_phantom_heart_max_motion(void)
+{
+    gpu_phantom_heart h;
+    gpu_phantom_heart_default(&h, 1);
+    double reach = (HEART_REACH - hypot(h.x - 56, h.y - 24) - h.radius) / (h.beat + h.shift);
+    double shrink = (h.radius - 2) / h.beat;
+    return reach < shrink ? reach : shrink;
+}
+
 gpu_phantom_heart_state gpu_phantom_heart_at(const gpu_phantom_heart *h, int t, int T)
 {
     double ph = T > 0 ? TWO_PI * t / T : 0;

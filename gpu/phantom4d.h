@@ -47,6 +47,11 @@ typedef struct gpu_phantom_heart_state {
  * `motion` scales beat and shift (1 = the defaults, 0 = a static heart). */
 void gpu_phantom_heart_default(gpu_phantom_heart *h, double motion);
 
+/* The largest `motion` of gpu_phantom_heart_default that
+ * gpu_phantom_at_time accepts (the heart then still fits the soft tissue:
+ * 1.75). */
+double gpu_phantom_heart_max_motion(void);
+
 /* State at time point t of T (0 <= t < T). */
 gpu_phantom_heart_state gpu_phantom_heart_at(const gpu_phantom_heart *h, int t, int T);
 

@@ -6,8 +6,9 @@
  * are uniform), line integrals match chord lengths computed by hand, and
  * reconstructed quarter-dose noise is about twice the full-dose noise;
  * the patient scale leaves line integrals unbiased and raises their
- * variance to exp(scale p) / I0, so long rays gain far more noise.
- * Small sizes: the file runs in a few seconds.
+ * variance to exp(scale p) / I0, so long rays gain far more noise; the
+ * 4D heart's largest motion scale (ldct phantom --motion) is accepted and
+ * no more. Small sizes: the file runs in a few seconds.
  */
 #include <check.h>
 #include <math.h>
@@ -19,6 +20,7 @@
 
 #include "common/err.h"
 #include "gpu/phantom.h"
+#include "gpu/phantom4d.h"
 #include "gpu/rng.h"
 #include "pipeline/quality.h"
 
@@ -332,6 +334,23 @@ START_TEST(bad_settings_are_refused)
 }
 END_TEST
 
+/* --motion's bound (ldct phantom): the largest scale the 4D phantom
+ * takes, and a little more is refused. */
+START_TEST(heart_max_motion_is_the_largest_accepted)
+{
+    gpu_phantom base, out;
+    gpu_phantom_heart h;
+    ck_assert_int_eq(gpu_phantom_build(GPU_PHANTOM_BODY, 220, &base), 0);
+    double m = gpu_phantom_heart_max_motion();
+    ck_assert_double_eq_tol(m, 1.75, 1e-12);
+    gpu_phantom_heart_default(&h, m);
+    for (int t = 0; t < 8; t++)
+        ck_assert_int_eq(gpu_phantom_at_time(&base, &h, t, 8, &out), 0);
+    gpu_phantom_heart_default(&h, m + 1e-6);
+    ck_assert_int_eq(gpu_phantom_at_time(&base, &h, 0, 8, &out), LDCT_EINPUT);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("phantom");
@@ -345,6 +364,7 @@ int main(void)
     tcase_add_test(tc, quarter_dose_noise_is_twice_full_dose);
     tcase_add_test(tc, patient_scale_raises_the_noise_of_long_rays);
     tcase_add_test(tc, bad_settings_are_refused);
+    tcase_add_test(tc, heart_max_motion_is_the_largest_accepted);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
