@@ -415,6 +415,46 @@ static int same_grid(const loaded *a, const loaded *b)
     return gpu_volume_same_shape(&a->s.vol, &b->s.vol);
 }
 
+/* "; the body phantom needs at least 28 x 28 pixels over this 220 x 220 mm
+ * field (some sizes from 24 x 24 fit too)", or nothing when no size up to
+ * QUALITY_MAX_SIZE fits. */
+static void print_min_size(const loaded *ref, const gpu_phantom_layout *l,
+                           const gpu_phantom_edge *extra, int nextra)
+{
+    const gpu_volume *v = &ref->s.vol;
+    int first, n = quality_min_size(v, &ref->g, l, extra, nextra, &first);
+    if (!n)
+        return;
+    fprintf(stderr,
+            "; the %s phantom needs at least %d x %ld pixels over this %.0f x %.0f mm field",
+            l->name, n, lround((double)v->ny * n / v->nx), v->nx * v->spacing[0],
+            v->ny * v->spacing[1]);
+    if (first < n)
+        fprintf(stderr, " (some sizes from %d x %ld fit too)", first,
+                lround((double)v->ny * first / v->nx));
+}
+
+/* Says why the measurement failed: a grid too coarse for the regions of
+ * the phantom, with the size that would do, else what could not be
+ * measured. m: the moving edges (4D), or NULL. */
+static void explain_failure(const loaded *ref, const gpu_phantom_layout *l,
+                            const quality4d_motion *m, int err, const char *why)
+{
+    const gpu_volume *v = &ref->s.vol;
+    const gpu_phantom_edge *extra = m ? m->edge : NULL;
+    const int nextra = m ? m->ntimes : 0;
+    char fit[192];
+    if (quality_layout_fits(v, &ref->g, l, extra, nextra, fit, sizeof fit) != LDCT_EINPUT) {
+        fprintf(stderr, "ldct quality: cannot measure: %s\n", why[0] ? why : ldct_strerror(err));
+        return;
+    }
+    fprintf(stderr,
+            "ldct quality: the volume is too small for the measurement: %s at %d x %d pixels", fit,
+            v->nx, v->ny);
+    print_min_size(ref, l, extra, nextra);
+    fprintf(stderr, "\n");
+}
+
 int cli_quality(int argc, char **argv)
 {
     quality_opts o = {0};
@@ -448,8 +488,7 @@ int cli_quality(int argc, char **argv)
     int err = is4d ? quality4d_measure(&test.s.vol, &ref.s.vol, &test.g, &lay, motion, q4)
                    : quality_measure(&test.s.vol, &ref.s.vol, &test.g, &lay, &r);
     if (err) {
-        fprintf(stderr, "ldct quality: %s%s\n", ldct_strerror(err),
-                is4d ? " (4D: phantom.ini needs a [time N] section per time point)" : "");
+        explain_failure(&ref, &lay, is4d ? motion : NULL, err, is4d ? q4->pooled.why : r.why);
         goto done;
     }
     if (is4d)

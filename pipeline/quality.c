@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,24 +185,51 @@ int quality_ring_stats(const gpu_volume *v, const quality_grid *g, double x, dou
     return 0;
 }
 
-/* Radial edge-spread function: bin sums and counts over [lo, hi). */
-static int edge_esf(const gpu_volume *v, const quality_grid *g, const gpu_phantom_edge *e,
-                    double lo, double bin, int nbin, double *sum, long *cnt)
+/* The radial bins of an edge's profile: nbin bins of `bin` mm from lo,
+ * the plateaus the first and last `half` of them. */
+typedef struct edge_bins {
+    double lo, bin;
+    int nbin, half;
+} edge_bins;
+
+/* LDCT_EINPUT when the edge's neighbourhood has no width or spans fewer
+ * than 8 bins. */
+static int edge_bins_of(const gpu_volume *v, const gpu_phantom_edge *e, edge_bins *b)
+{
+    double w = fmin(0.8 * e->radius, e->uniform_to - e->radius);
+    b->bin = 0.1 * fmin(v->spacing[0], v->spacing[1]);
+    b->lo = e->radius - w;
+    if (!(w > 0) || !(2 * w / b->bin < 1e8))
+        return LDCT_EINPUT;
+    b->nbin = (int)ceil(2 * w / b->bin);
+    b->half = b->nbin / 4;
+    return b->nbin < 8 ? LDCT_EINPUT : 0;
+}
+
+/* The bin of voxel (i, j) of the axial plane, or -1 outside the bins. */
+static int edge_bin(const gpu_volume *v, const quality_grid *g, const gpu_phantom_edge *e,
+                    const edge_bins *b, int i, int j)
+{
+    double dx = pos(v, g, 0, i) - e->x, dy = pos(v, g, 1, j) - e->y;
+    double k = floor((sqrt(dx * dx + dy * dy) - b->lo) / b->bin);
+    return k >= 0 && k < b->nbin ? (int)k : -1;
+}
+
+/* Radial edge-spread function: bin sums and counts. */
+static void edge_esf(const gpu_volume *v, const quality_grid *g, const gpu_phantom_edge *e,
+                     const edge_bins *b, double *sum, long *cnt)
 {
     for (int k = 0; k < v->nz; k++) {
         for (int j = 0; j < v->ny; j++) {
-            double dy = pos(v, g, 1, j) - e->y;
             for (int i = 0; i < v->nx; i++) {
-                double dx = pos(v, g, 0, i) - e->x;
-                int b = (int)floor((sqrt(dx * dx + dy * dy) - lo) / bin);
-                if (b < 0 || b >= nbin)
+                int bin = edge_bin(v, g, e, b, i, j);
+                if (bin < 0)
                     continue;
-                sum[b] += v->data[((size_t)k * v->ny + j) * v->nx + i];
-                cnt[b]++;
+                sum[bin] += v->data[((size_t)k * v->ny + j) * v->nx + i];
+                cnt[bin]++;
             }
         }
     }
-    return 0;
 }
 
 static double plateau(const double *sum, const long *cnt, int from, int to)
@@ -237,11 +265,10 @@ static double crossing(const double *e, const long *cnt, int from, int to, int d
 int quality_edge_rise(const gpu_volume *v, const quality_grid *g, const gpu_phantom_edge *e,
                       double *rise_mm)
 {
-    double w = fmin(0.8 * e->radius, e->uniform_to - e->radius);
-    double bin = 0.1 * fmin(v->spacing[0], v->spacing[1]), lo = e->radius - w;
-    int nbin = (int)ceil(2 * w / bin), half = nbin / 4;
-    if (!(w > 0) || nbin < 8)
+    edge_bins b;
+    if (edge_bins_of(v, e, &b))
         return LDCT_EINPUT;
+    const int nbin = b.nbin, half = b.half;
     double *sum = calloc((size_t)nbin, sizeof *sum), *en = calloc((size_t)nbin, sizeof *en);
     long *cnt = calloc((size_t)nbin, sizeof *cnt);
     int rc = LDCT_EINPUT;
@@ -249,14 +276,14 @@ int quality_edge_rise(const gpu_volume *v, const quality_grid *g, const gpu_phan
         rc = -ENOMEM;
         goto done;
     }
-    edge_esf(v, g, e, lo, bin, nbin, sum, cnt);
+    edge_esf(v, g, e, &b, sum, cnt);
     double in = plateau(sum, cnt, 0, half), out = plateau(sum, cnt, nbin - half, nbin);
     if (!isfinite(in) || !isfinite(out) || in == out)
         goto done;
-    for (int b = 0; b < nbin; b++)
-        en[b] = cnt[b] ? (sum[b] / cnt[b] - out) / (in - out) : 0;
-    double r90 = crossing(en, cnt, half, nbin, 1, 0.9, lo, bin);
-    double r10 = crossing(en, cnt, nbin - half - 1, -1, -1, 0.1, lo, bin);
+    for (int k = 0; k < nbin; k++)
+        en[k] = cnt[k] ? (sum[k] / cnt[k] - out) / (in - out) : 0;
+    double r90 = crossing(en, cnt, half, nbin, 1, 0.9, b.lo, b.bin);
+    double r10 = crossing(en, cnt, nbin - half - 1, -1, -1, 0.1, b.lo, b.bin);
     if (isfinite(r90) && isfinite(r10)) {
         *rise_mm = r10 - r90;
         rc = 0;
@@ -295,14 +322,19 @@ static int measure_rois(const gpu_volume *test, const gpu_volume *diff, const qu
     return 0;
 }
 
+/* The radius of a lesion's inner disk (quality.h). */
+static double lesion_inner(const gpu_volume *v, const gpu_phantom_lesion *e)
+{
+    return fmax(0.7 * e->radius, 0.75 * fmax(v->spacing[0], v->spacing[1]));
+}
+
 static int measure_lesions(const gpu_volume *test, const gpu_volume *diff, const quality_grid *g,
                            const gpu_phantom_layout *l, quality_result *r)
 {
-    double pixel = fmax(test->spacing[0], test->spacing[1]);
     r->nlesion = l->nlesion;
     for (int i = 0; i < l->nlesion; i++) {
         const gpu_phantom_lesion *e = &l->lesion[i];
-        double rin = fmax(0.7 * e->radius, 0.75 * pixel), m_in, sd_in, m_bg, sd_bg, m_d;
+        double rin = lesion_inner(test, e), m_in, sd_in, m_bg, sd_bg, m_d;
         int rc = quality_ring_stats(test, g, e->x, e->y, 0, rin, &m_in, &sd_in, NULL);
         if (!rc)
             rc = quality_ring_stats(test, g, e->x, e->y, e->bg_inner, e->bg_outer, &m_bg, &sd_bg,
@@ -319,16 +351,199 @@ static int measure_lesions(const gpu_volume *test, const gpu_volume *diff, const
     return 0;
 }
 
+/* ---- what a grid can measure (geometry only) ---------------------------- */
+
+/* Writes a reason into why (when not NULL); returns LDCT_EINPUT. */
+static int say(char *why, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int say(char *why, size_t len, const char *fmt, ...)
+{
+    if (why && len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, len, fmt, ap);
+        va_end(ap);
+    }
+    return LDCT_EINPUT;
+}
+
+/* The voxels [*a, *b] along axis (0: x, 1: y) within r mm of c. */
+static void span(const gpu_volume *v, const quality_grid *g, int axis, double c, double r, int *a,
+                 int *b)
+{
+    double n = axis ? v->ny : v->nx, s = v->spacing[axis], o = g->origin[axis];
+    *a = (int)fmax(0, fmin(n - 1, floor((c - r - o) / s)));
+    *b = (int)fmax(0, fmin(n - 1, ceil((c + r - o) / s)));
+}
+
+/* Voxel centres of one axial plane at r_in <= distance < r_out from (x, y),
+ * counted as quality_ring_stats counts them in each slice. */
+static long ring_voxels(const gpu_volume *v, const quality_grid *g, double x, double y, double r_in,
+                        double r_out)
+{
+    int i0, i1, j0, j1;
+    span(v, g, 0, x, r_out, &i0, &i1);
+    span(v, g, 1, y, r_out, &j0, &j1);
+    long c = 0;
+    for (int j = j0; j <= j1; j++) {
+        double dy = pos(v, g, 1, j) - y;
+        for (int i = i0; i <= i1; i++) {
+            double dx = pos(v, g, 0, i) - x, r = sqrt(dx * dx + dy * dy);
+            c += r >= r_in && r < r_out;
+        }
+    }
+    return c;
+}
+
+/* Whether the body ellipse holds a voxel centre (quality_body_mask). */
+static int body_fits(const gpu_volume *v, const quality_grid *g, const gpu_phantom_layout *l)
+{
+    if (!(l->body_a > 0 && l->body_b > 0))
+        return 0;
+    int i0, i1, j0, j1;
+    span(v, g, 0, l->body_x, l->body_a, &i0, &i1);
+    span(v, g, 1, l->body_y, l->body_b, &j0, &j1);
+    for (int j = j0; j <= j1; j++) {
+        double dy = (pos(v, g, 1, j) - l->body_y) / l->body_b;
+        for (int i = i0; i <= i1; i++) {
+            double dx = (pos(v, g, 0, i) - l->body_x) / l->body_a;
+            if (dx * dx + dy * dy <= 1.0)
+                return 1;
+        }
+    }
+    return 0;
+}
+
+/* Bins of cnt[from, to) that hold a voxel. */
+static int bins_held(const long *cnt, int from, int to)
+{
+    int n = 0;
+    for (int k = from; k < to; k++)
+        n += cnt[k] > 0;
+    return n;
+}
+
+/* 0 when the edge's profile has what quality_edge_rise needs of the grid:
+ * a voxel in each plateau and two voxel-holding bins on the path of each
+ * crossing's search; else LDCT_EINPUT (or -ENOMEM). */
+static int edge_fits(const gpu_volume *v, const quality_grid *g, const gpu_phantom_edge *e)
+{
+    edge_bins b;
+    if (edge_bins_of(v, e, &b))
+        return LDCT_EINPUT;
+    long *cnt = calloc((size_t)b.nbin, sizeof *cnt);
+    if (!cnt)
+        return -ENOMEM;
+    int i0, i1, j0, j1;
+    double reach = b.lo + b.nbin * b.bin;
+    span(v, g, 0, e->x, reach, &i0, &i1);
+    span(v, g, 1, e->y, reach, &j0, &j1);
+    for (int j = j0; j <= j1; j++)
+        for (int i = i0; i <= i1; i++) {
+            int k = edge_bin(v, g, e, &b, i, j);
+            if (k >= 0)
+                cnt[k]++;
+        }
+    int ok = bins_held(cnt, 0, b.half) && bins_held(cnt, b.nbin - b.half, b.nbin) &&
+             bins_held(cnt, b.half, b.nbin) >= 2 && bins_held(cnt, 0, b.nbin - b.half) >= 2;
+    free(cnt);
+    return ok ? 0 : LDCT_EINPUT;
+}
+
+/* The ROIs and lesions of quality_layout_fits. */
+static int regions_fit(const gpu_volume *v, const quality_grid *g, const gpu_phantom_layout *l,
+                       char *why, size_t len)
+{
+    for (int i = 0; i < l->nroi; i++) {
+        const gpu_phantom_roi *o = &l->roi[i];
+        if (!ring_voxels(v, g, o->x, o->y, 0, o->radius))
+            return say(why, len, "ROI %s (radius %g mm) holds no voxel centre", o->name, o->radius);
+    }
+    for (int i = 0; i < l->nlesion; i++) {
+        const gpu_phantom_lesion *e = &l->lesion[i];
+        if (!ring_voxels(v, g, e->x, e->y, 0, lesion_inner(v, e)))
+            return say(why, len, "lesion %d (radius %g mm) holds no voxel centre", i + 1,
+                       e->radius);
+        if (!ring_voxels(v, g, e->x, e->y, e->bg_inner, e->bg_outer))
+            return say(why, len,
+                       "the background ring of lesion %d (%g to %g mm from its centre) holds no "
+                       "voxel centre",
+                       i + 1, e->bg_inner, e->bg_outer);
+    }
+    return 0;
+}
+
+int quality_layout_fits(const gpu_volume *v, const quality_grid *g, const gpu_phantom_layout *l,
+                        const gpu_phantom_edge *extra, int nextra, char *why, size_t len)
+{
+    if (!body_fits(v, g, l))
+        return say(why, len, "the body (an ellipse of %g x %g mm) holds no voxel centre",
+                   2 * l->body_a, 2 * l->body_b);
+    int rc = regions_fit(v, g, l, why, len);
+    if (!rc && l->has_edge && (rc = edge_fits(v, g, &l->edge)) == LDCT_EINPUT)
+        return say(why, len, "the edge (radius %g mm) spans too few voxels for its 10-90%% rise",
+                   l->edge.radius);
+    for (int t = 0; !rc && t < nextra; t++)
+        if ((rc = edge_fits(v, g, &extra[t])) == LDCT_EINPUT)
+            return say(why, len,
+                       "the moving edge of time point %d spans too few voxels for its 10-90%% "
+                       "rise",
+                       t + 1);
+    return rc;
+}
+
+/* quality_layout_fits on an n-pixel-wide grid over v's field of view and
+ * centre (ny scaled with n). */
+static int fits_at(const gpu_volume *v, const quality_grid *g, const gpu_phantom_layout *l,
+                   const gpu_phantom_edge *extra, int nextra, int n)
+{
+    gpu_volume t = *v;
+    quality_grid tg = *g;
+    t.data = NULL;
+    t.nx = n;
+    t.ny = (int)fmax(1, lround((double)v->ny * n / v->nx));
+    for (int a = 0; a < 2; a++) {
+        int was = a ? v->ny : v->nx, now = a ? t.ny : t.nx;
+        double mid = g->origin[a] + (was - 1) / 2.0 * v->spacing[a];
+        t.spacing[a] = was * v->spacing[a] / now;
+        tg.origin[a] = mid - (now - 1) / 2.0 * t.spacing[a];
+    }
+    return quality_layout_fits(&t, &tg, l, extra, nextra, NULL, 0);
+}
+
+int quality_min_size(const gpu_volume *v, const quality_grid *g, const gpu_phantom_layout *l,
+                     const gpu_phantom_edge *extra, int nextra, int *first)
+{
+    int last_bad = v->nx;
+    *first = 0;
+    /* Every size up to 256, then steps of 1/64: the search stays short for
+     * a layout that fits no grid. */
+    for (int n = v->nx + 1; n <= QUALITY_MAX_SIZE; n += n < 256 ? 1 : n / 64) {
+        if (*first && n > 2 * *first + 32)
+            break;
+        int rc = fits_at(v, g, l, extra, nextra, n);
+        if (rc == LDCT_EINPUT)
+            last_bad = n;
+        else if (rc)
+            return *first = 0;
+        else if (!*first)
+            *first = n;
+    }
+    return *first ? last_bad + 1 : 0;
+}
+
 int quality_measure(const gpu_volume *test, const gpu_volume *ref, const quality_grid *g,
                     const gpu_phantom_layout *l, quality_result *r)
 {
-    if (!gpu_volume_same_shape(test, ref) || test->nt != 1)
-        return LDCT_EINPUT;
     memset(r, 0, sizeof *r);
+    if (!gpu_volume_same_shape(test, ref) || test->nt != 1)
+        return say(r->why, sizeof r->why, "the test and reference volumes differ in shape");
+    int rc = quality_layout_fits(ref, g, l, NULL, 0, r->why, sizeof r->why);
+    if (rc)
+        return rc;
     unsigned char *mask = malloc(vox(ref));
     if (!mask)
         return -ENOMEM;
-    int rc = quality_body_mask(ref, g, l, mask);
+    rc = quality_body_mask(ref, g, l, mask);
     if (!rc) {
         r->mask_voxels = 0;
         for (size_t i = 0; i < vox(ref); i++)
@@ -350,8 +565,10 @@ int quality_measure(const gpu_volume *test, const gpu_volume *ref, const quality
         rc = measure_lesions(test, &diff, g, l, r);
     free(diff.data);
     r->edge_rise_mm = NAN;
-    if (!rc && l->has_edge)
-        rc = quality_edge_rise(test, g, &l->edge, &r->edge_rise_mm);
+    if (!rc && l->has_edge && (rc = quality_edge_rise(test, g, &l->edge, &r->edge_rise_mm)))
+        say(r->why, sizeof r->why,
+            "the test series shows no 10-90%% rise across the edge at (%g, %g) mm, radius %g mm",
+            l->edge.x, l->edge.y, l->edge.radius);
     return rc;
 }
 

@@ -38,7 +38,7 @@
  *
  * Thread-safety: any thread; OpenMP inside. Returns 0 or a negative code
  * from common/err.h (LDCT_EINPUT: shapes differ, a region holds no voxel,
- * a bad sidecar).
+ * a bad sidecar; quality_measure says which in quality_result.why).
  */
 #ifndef LDCT_PIPELINE_QUALITY_H
 #define LDCT_PIPELINE_QUALITY_H
@@ -66,6 +66,7 @@ typedef struct quality_result {
     int nroi, nlesion;
     quality_roi_result roi[GPU_PHANTOM_MAX_ROIS];
     quality_lesion_result lesion[GPU_PHANTOM_MAX_LESIONS];
+    char why[192]; /* after LDCT_EINPUT: what could not be measured, for people */
 } quality_result;
 
 /* Where the volume lies: voxel (0,0,0) centre in patient mm. */
@@ -73,9 +74,37 @@ typedef struct quality_grid {
     double origin[3];
 } quality_grid;
 
-/* All metrics of test against ref (same shape and spacing). */
+/* All metrics of test against ref (same shape and spacing). On
+ * LDCT_EINPUT r->why says what could not be measured: the shapes, a region
+ * of the layout that the grid cannot measure (quality_layout_fits, checked
+ * first) or an edge the test series does not show. */
 int quality_measure(const gpu_volume *test, const gpu_volume *ref, const quality_grid *g,
                     const gpu_phantom_layout *l, quality_result *r);
+
+/* The largest grid quality_min_size tries. */
+#define QUALITY_MAX_SIZE 4096
+
+/* 0 when v's grid (nx, ny, spacing and g; not its data) holds every voxel
+ * the measurements of layout l need: a voxel centre in the body, in each
+ * ROI, in each lesion's inner disk and background ring, and around the
+ * edge (and around each of the nextra edges `extra`, the 4D moving rims)
+ * enough radial bins for a 10-90% rise. Otherwise LDCT_EINPUT, with the
+ * first region that fails written into why (may be NULL), e.g. "ROI liver
+ * (radius 6 mm) holds no voxel centre"; -ENOMEM. These are conditions the
+ * measurements cannot do without, so a grid refused here fails them. */
+int quality_layout_fits(const gpu_volume *v, const quality_grid *g, const gpu_phantom_layout *l,
+                        const gpu_phantom_edge *extra, int nextra, char *why, size_t len);
+
+/* The size from which on every grid fits the layout (quality_layout_fits):
+ * grids of nx pixels above v's (ny scaled with it) over the same field of
+ * view and centre; 0 when none up to QUALITY_MAX_SIZE does. Sizes just
+ * above the threshold can miss a region where a smaller one does not (a
+ * ring may fall between voxel centres), so *first gets the smallest size
+ * that fits and the result is one more than the largest that does not,
+ * checked up to twice *first plus 32 (beyond, pixels are less than half
+ * as wide and every region holds several voxel centres). */
+int quality_min_size(const gpu_volume *v, const quality_grid *g, const gpu_phantom_layout *l,
+                     const gpu_phantom_edge *extra, int nextra, int *first);
 
 /* Building blocks, exposed for the tests. mask: nx*ny*nz bytes (1 = in). */
 int quality_body_mask(const gpu_volume *v, const quality_grid *g, const gpu_phantom_layout *l,

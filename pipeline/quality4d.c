@@ -60,8 +60,13 @@ static int moving_edges(const gpu_volume *test, const quality_grid *g, const qua
     for (int t = 0; t < m->ntimes; t++) {
         gpu_volume a = time_point(test, t);
         int rc = quality_edge_rise(&a, g, &m->edge[t], &r->edge_moving[t]);
-        if (rc)
+        if (rc) {
+            snprintf(r->pooled.why, sizeof r->pooled.why,
+                     "time point %d of the test series shows no 10-90%% rise across the moving "
+                     "edge",
+                     t + 1);
             return rc;
+        }
         sum += r->edge_moving[t];
         r->edge_moving_worst_mm = fmax(r->edge_moving_worst_mm, r->edge_moving[t]);
     }
@@ -74,9 +79,18 @@ static int moving_edges(const gpu_volume *test, const quality_grid *g, const qua
 int quality4d_measure(const gpu_volume *test, const gpu_volume *ref, const quality_grid *g,
                       const gpu_phantom_layout *l, const quality4d_motion *m, quality4d_result *r)
 {
-    if (!gpu_volume_same_shape(test, ref) || ref->nt < 1 || (m->ntimes && m->ntimes != ref->nt))
-        return LDCT_EINPUT;
     memset(r, 0, sizeof *r);
+    if (!gpu_volume_same_shape(test, ref) || ref->nt < 1) {
+        snprintf(r->pooled.why, sizeof r->pooled.why,
+                 "the test and reference volumes differ in shape");
+        return LDCT_EINPUT;
+    }
+    if (m->ntimes && m->ntimes != ref->nt) {
+        snprintf(r->pooled.why, sizeof r->pooled.why,
+                 "the series has %d time points, the sidecar %d ([time N] sections)", ref->nt,
+                 m->ntimes);
+        return LDCT_EINPUT;
+    }
     r->ntimes = ref->nt;
     gpu_volume ts = stacked(test), rs = stacked(ref);
     int rc = quality_measure(&ts, &rs, g, l, &r->pooled);

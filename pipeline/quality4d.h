@@ -22,7 +22,8 @@
  *
  * Thread-safety: any thread; OpenMP inside. Returns 0 or a negative code
  * from common/err.h (LDCT_EINPUT: shapes, a time count that differs from
- * the sidecar's, a region without voxels, a bad sidecar).
+ * the sidecar's, a region without voxels, a bad sidecar; quality4d_measure
+ * says which in pooled.why).
  */
 #ifndef LDCT_PIPELINE_QUALITY4D_H
 #define LDCT_PIPELINE_QUALITY4D_H

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # ldct phantom refuses every bad option value with one line naming the
 # option, the value and the allowed range, exit 2 (a usage error) and
-# nothing written. (Before: --thickness 1e300 exited 1 without a message,
-# --size 1..3 and --views 1 blamed --fov, --seed -1 and --size 8.5 were
-# taken.)
+# nothing written; ldct quality on a volume too small for the phantom's
+# regions says which region and the size that fits, exit 1.
+# (Before: --thickness 1e300 exited 1 without a message, --size 1..3 and
+# --views 1 blamed --fov, --seed -1 and --size 8.5 were taken, and quality
+# on an 8x8 phantom said only "invalid input".)
 . "$(dirname "$0")/lib.sh"
 refused() { # EXPECTED-LINE OPTION VALUE [MORE ARGS]
     local want=$1
@@ -46,4 +48,15 @@ refused "--filter box: unknown (ram-lak, shepp-logan, cosine, hamming or hann)" 
     --dose 1 --mas 1e4 --seed 18446744073709551615 --device cpu > /dev/null 2> "$T/e" ||
     fail "the bounds were refused: $(cat "$T/e")"
 
+# An 8x8 phantom is too small for the body's regions: which one and the
+# size that fits (24 x 24 is the first that does, 27 x 27 does not).
+"$LDCT" phantom --out "$T/q8" --size 8 --slices 2 --device cpu > /dev/null 2>&1 || fail "8x8 phantom"
+"$LDCT" quality --test "$T/q8/low" --ref "$T/q8/truth" > "$T/o" 2> "$T/e"
+rc=$?
+[ $rc = 1 ] && [ ! -s "$T/o" ] || fail "quality on 8x8: exit $rc, $(cat "$T/o")"
+[ "$(cat "$T/e")" = "ldct quality: the volume is too small for the measurement: ROI liver (radius 6 mm) holds no voxel centre at 8 x 8 pixels; the body phantom needs at least 28 x 28 pixels over this 220 x 220 mm field (some sizes from 24 x 24 fit too)" ] ||
+    fail "quality on 8x8: $(cat "$T/e")"
+"$LDCT" phantom --out "$T/q24" --size 24 --slices 2 --device cpu > /dev/null 2>&1 || fail "24x24 phantom"
+"$LDCT" quality --test "$T/q24/low" --ref "$T/q24/truth" --json > "$T/o" 2> "$T/e" ||
+    fail "quality on 24x24: $(cat "$T/e")"
 exit 0

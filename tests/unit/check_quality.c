@@ -2,7 +2,8 @@
  * known answers: PSNR of added Gaussian noise, SSIM of a volume with itself
  * and its fall with noise, the 10-90% rise of a Gaussian-blurred edge
  * (2.563 sigma), CNR, noise and bias of a lesion and ROIs built by hand,
- * the noise spread of ROIs with different noise,
+ * the noise spread of ROIs with different noise, a grid too coarse for the
+ * phantom's regions (which region, and the size that fits),
  * the sidecar's round trip and its refusal of unknown keys, and the PNG
  * figure's header. Small volumes; a second or two.
  */
@@ -237,6 +238,49 @@ START_TEST(noise_spread_is_max_over_min_roi_sd)
 }
 END_TEST
 
+/* The body phantom's layout on a centred n x n grid over its 220 mm field
+ * (one slice, 40 HU everywhere). */
+static void body_grid(int n, gpu_volume *v, quality_grid *g)
+{
+    ck_assert_int_eq(gpu_volume_init(v, n, n, 1, 1), 0);
+    v->spacing[0] = v->spacing[1] = v->spacing[2] = 220.0 / n;
+    for (size_t i = 0; i < gpu_volume_count(v); i++)
+        v->data[i] = 40;
+    *g = (quality_grid){{-(n - 1) / 2.0 * 220.0 / n, -(n - 1) / 2.0 * 220.0 / n, 0}};
+}
+
+/* An 8 x 8 body phantom (27.5 mm pixels) was "invalid input": the
+ * measurement names the region it cannot measure, and the size search
+ * finds the grids that fit (24 x 24 the first; 27 x 27 misses a lesion's
+ * background ring, every size from 28 x 28 fits). */
+START_TEST(a_grid_too_coarse_names_the_region_and_the_size_that_fits)
+{
+    gpu_phantom ph;
+    ck_assert_int_eq(gpu_phantom_build(GPU_PHANTOM_BODY, 220, &ph), 0);
+    gpu_volume v;
+    quality_grid g;
+    quality_result r;
+    body_grid(8, &v, &g);
+    ck_assert_int_eq(quality_measure(&v, &v, &g, &ph.layout, &r), LDCT_EINPUT);
+    ck_assert_str_eq(r.why, "ROI liver (radius 6 mm) holds no voxel centre");
+    int first, n = quality_min_size(&v, &g, &ph.layout, NULL, 0, &first);
+    gpu_volume_close(&v);
+    ck_assert_int_eq(first, 24);
+    ck_assert_int_eq(n, 28);
+    for (int k = 9; k < 2 * n + 40; k++) {
+        body_grid(k, &v, &g);
+        int rc = quality_layout_fits(&v, &g, &ph.layout, NULL, 0, NULL, 0);
+        ck_assert_msg(k < first ? rc == LDCT_EINPUT : k >= n ? rc == 0 : 1, "size %d: %d", k, rc);
+        gpu_volume_close(&v);
+    }
+    /* A grid that fits, but a test series without the edge: said so. */
+    body_grid(n, &v, &g);
+    ck_assert_int_eq(quality_measure(&v, &v, &g, &ph.layout, &r), LDCT_EINPUT);
+    ck_assert_msg(strstr(r.why, "shows no 10-90% rise across the edge"), "%s", r.why);
+    gpu_volume_close(&v);
+}
+END_TEST
+
 START_TEST(layout_sidecar_round_trips)
 {
     gpu_phantom ph;
@@ -304,6 +348,7 @@ int main(void)
     tcase_add_test(tc, edge_rise_of_blurred_step_is_2_563_sigma);
     tcase_add_test(tc, cnr_noise_and_bias_of_a_known_lesion);
     tcase_add_test(tc, noise_spread_is_max_over_min_roi_sd);
+    tcase_add_test(tc, a_grid_too_coarse_names_the_region_and_the_size_that_fits);
     tcase_add_test(tc, layout_sidecar_round_trips);
     tcase_add_test(tc, figure_is_a_png_of_the_panels);
     suite_add_tcase(s, tc);
