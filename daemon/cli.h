@@ -30,7 +30,8 @@ int cli_state_dir(const cli_opts *o, char *out, size_t len);
 int cli_open_db(const cli_opts *o, int readonly, db **d);
 
 /* interrupted_seconds of the daemon's configuration (--config, else the
- * embedded default). */
+ * embedded default): what `ldct series` uses when the database holds no
+ * value recorded by the running ldctd (db_node_setting_get). */
 int cli_interrupted_seconds(const cli_opts *o);
 
 /* 1 if --help or -h is among argv[1..argc-1]: the subcommand then prints

@@ -114,13 +114,23 @@ static void print_series_text(void *ctx, const db_series_row *r)
            state, delivery, r->instances, first, last);
 }
 
+/* The daemon's interrupted_seconds as it recorded it in its database;
+ * from the configuration (--config, else the embedded default) only for a
+ * database of an older ldctd, which records none. */
+static int held_after(const cli_opts *o, db *d)
+{
+    int64_t s;
+    return db_node_setting_get(d, DB_SETTING_INTERRUPTED_SECONDS, &s) ? cli_interrupted_seconds(o)
+                                                                      : (int)s;
+}
+
 static int cmd_series(cli_opts *o)
 {
     db *d;
     if (cli_open_db(o, 1, &d))
         return 1;
     int rc, first = 1;
-    db_series_interrupted_wait(d, cli_interrupted_seconds(o)); /* what "held" means */
+    db_series_interrupted_wait(d, held_after(o, d)); /* what "held" means */
     if (o->json) {
         printf("[");
         rc = db_series_list(d, o->limit, print_series_json, &first);

@@ -88,6 +88,19 @@ static unsigned store_end(void *ctx, const scp_assoc_info *a, const scp_instance
     return ingest_store_end(((server *)ctx)->ingest, a, inst, comment, comment_len);
 }
 
+/* interrupted_seconds for this handle's series and, recorded in the
+ * database, for `ldct series` (which has no other way to know the running
+ * value: its --config may be another file, or none). A failed record only
+ * leaves the listing on its fallback, so it is logged and not fatal. */
+static void use_interrupted_seconds(db *d, int seconds)
+{
+    db_series_interrupted_wait(d, seconds);
+    if (db_node_setting_put(d, DB_SETTING_INTERRUPTED_SECONDS, seconds, ldct_now_ms()))
+        log_warn("interrupted_seconds = %d could not be recorded in the database; `ldct series`"
+                 " may mark held series by another value",
+                 seconds);
+}
+
 /* The quiet an interrupted series waits at least (db_series_interrupted). */
 static int quiet_after_interruption(const cfg_node *n)
 {
@@ -294,7 +307,7 @@ static void reload(server *s)
     pthread_mutex_unlock(&s->cfg_lock);
     ingest_policy p = policy_of(cfg);
     ingest_policy_set(s->ingest, &p);
-    db_series_interrupted_wait(s->db, cfg->node.interrupted_seconds);
+    use_interrupted_seconds(s->db, cfg->node.interrupted_seconds);
     log_level_set(cfg->node.log_level);
     config_free(old);
     log_notice("configuration reloaded from %s", s->config_path);
@@ -596,7 +609,7 @@ static int open_state(server *s)
     if ((rc = db_open(path, 0, &s->db)))
         return rc;
     db_series_quiet_from(s->db, s->started_ms); /* a series cut off by the stop waits */
-    db_series_interrupted_wait(s->db, s->cfg->node.interrupted_seconds);
+    use_interrupted_seconds(s->db, s->cfg->node.interrupted_seconds);
     int jobs = 0, sends = 0;
     rc = db_recover(s->db, s->cfg->node.job_max_attempts, ldct_now_ms(), &jobs, &sends);
     if (!rc && (jobs || sends))

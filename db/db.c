@@ -231,9 +231,10 @@ int db_open(const char *path, int readonly, db **out)
     if (!readonly && (rc = migrate(d)))
         goto fail;
     int v = 0;
-    if (readonly && (rc = db_user_version(d, &v)) == 0 && v != DB_NMIGRATIONS) {
-        log_err("database %s has schema version %d, this program needs %d", path, v,
-                DB_NMIGRATIONS);
+    if (readonly && (rc = db_user_version(d, &v)) == 0 &&
+        (v < DB_READ_MIN_VERSION || v > DB_NMIGRATIONS)) {
+        log_err("database %s has schema version %d, this program reads %d to %d", path, v,
+                DB_READ_MIN_VERSION, DB_NMIGRATIONS);
         rc = v > DB_NMIGRATIONS ? LDCT_ESCHEMA : LDCT_EDB;
         goto fail;
     }
@@ -377,6 +378,42 @@ void db_series_quiet_from(db *d, int64_t ms)
 void db_series_interrupted_wait(db *d, int seconds)
 {
     d->interrupted_wait_s = seconds;
+}
+
+int db_node_setting_put(db *d, const char *name, int64_t value, int64_t now_ms)
+{
+    sqlite3_stmt *s;
+    if (sqlite3_prepare_v2(d->h,
+                           "INSERT INTO node_settings (name, value, set_ms) VALUES (?1, ?2, ?3)"
+                           " ON CONFLICT (name) DO UPDATE SET value = excluded.value,"
+                           " set_ms = excluded.set_ms",
+                           -1, &s, NULL) != SQLITE_OK)
+        return db__fail(d, "node setting");
+    db__bind_text(s, 1, name);
+    sqlite3_bind_int64(s, 2, value);
+    sqlite3_bind_int64(s, 3, now_ms);
+    int rc = sqlite3_step(s) == SQLITE_DONE ? 0 : db__fail(d, "node setting");
+    sqlite3_finalize(s);
+    return rc;
+}
+
+int db_node_setting_get(db *d, const char *name, int64_t *value)
+{
+    sqlite3_stmt *s;
+    /* No table: a schema-7 database that an older ldctd still writes. */
+    if (sqlite3_prepare_v2(d->h, "SELECT value FROM node_settings WHERE name = ?1", -1, &s, NULL) !=
+        SQLITE_OK)
+        return LDCT_ENOTFOUND;
+    db__bind_text(s, 1, name);
+    int step = sqlite3_step(s), rc = LDCT_ENOTFOUND;
+    if (step == SQLITE_ROW) {
+        *value = sqlite3_column_int64(s, 0);
+        rc = 0;
+    } else if (step != SQLITE_DONE) {
+        rc = db__fail(d, "node setting");
+    }
+    sqlite3_finalize(s);
+    return rc;
 }
 
 int db_series_interrupt_receiving(db *d, int64_t now_ms, int *n)

@@ -24,8 +24,10 @@ typedef struct db db;
 int db_schema_version(void);
 
 /* Opens (creating and migrating when writable) the database at `path`.
- * readonly != 0 opens without creating or migrating. Free with db_close.
- * Returns LDCT_ESCHEMA if the file was written by a newer program. */
+ * readonly != 0 opens without creating or migrating, and also takes a
+ * schema down to DB_READ_MIN_VERSION (an older ldctd's, not migrated yet).
+ * Free with db_close. Returns LDCT_ESCHEMA if the file was written by a
+ * newer program. */
 int db_open(const char *path, int readonly, db **out);
 
 /* Closes the handle; NULL is a no-op. */
@@ -84,6 +86,17 @@ int db_series_interrupted(db *d, const char *series_uid, int64_t now_ms, int *ma
 int db_series_hold(db *d, const char *series_uid, const char *calling_ae, int64_t now_ms,
                    int64_t since_ms, int *held);
 void db_series_interrupted_wait(db *d, int seconds);
+
+/* A setting of the running ldctd that readers of the database need to
+ * show it as the daemon sees it (DB_SETTING_INTERRUPTED_SECONDS: what
+ * makes `ldct series` mark a series held). The daemon records each at its
+ * start and at every reload; `ldct` reads it instead of the configuration
+ * it was given, which may not be the daemon's. _put: 0 or a db error.
+ * _get: 0, LDCT_ENOTFOUND when none was recorded (a database of an older
+ * ldctd) or a db error. */
+#define DB_SETTING_INTERRUPTED_SECONDS "interrupted_seconds"
+int db_node_setting_put(db *d, const char *name, int64_t value, int64_t now_ms);
+int db_node_setting_get(db *d, const char *name, int64_t *value);
 
 /* At a start after a run that was killed: every receiving series may have
  * been cut off, so each is marked as interrupted. *n = series marked. */

@@ -113,8 +113,24 @@ static const char *const DB_MIGRATIONS[] = {
      * the series' count changes with late instances and resends. NULL for
      * jobs claimed before. */
     "ALTER TABLE jobs ADD COLUMN input_count INTEGER;",
+    /* 7 -> 8: the settings of the ldctd that writes this database which
+     * readers need to show it as the daemon sees it (`ldct series` marks a
+     * series held with the daemon's interrupted_seconds, not the value of
+     * whatever configuration it was given), written at each start and
+     * reload (db_node_setting_put). */
+    "CREATE TABLE node_settings ("
+    "  name TEXT PRIMARY KEY,"
+    "  value INTEGER NOT NULL,"
+    "  set_ms INTEGER NOT NULL);",
 };
 
 #define DB_NMIGRATIONS ((int)(sizeof DB_MIGRATIONS / sizeof DB_MIGRATIONS[0]))
+
+/* The oldest schema a read-only handle opens (`ldct` next to an older
+ * ldctd that has not migrated yet): every statement prepared at open and
+ * every query of the listings works on it. node_settings (8) is read where
+ * present (db_node_setting_get). Raise it when a reader needs a newer
+ * table or column. */
+#define DB_READ_MIN_VERSION 7
 
 #endif

@@ -322,6 +322,57 @@ START_TEST(refusals_hold_the_senders_receiving_series_once)
 }
 END_TEST
 
+/* What ldctd records for `ldct series` (its interrupted_seconds) is read
+ * back through another, read-only handle; nothing recorded is
+ * LDCT_ENOTFOUND, so the reader falls back to its configuration. */
+START_TEST(the_daemons_settings_are_recorded_for_readers)
+{
+    db *d = open_fresh(), *r = NULL;
+    int64_t v = -1;
+    ck_assert_int_eq(db_node_setting_get(d, DB_SETTING_INTERRUPTED_SECONDS, &v), LDCT_ENOTFOUND);
+    ck_assert_int_eq(db_node_setting_put(d, DB_SETTING_INTERRUPTED_SECONDS, 45, 1000), 0);
+    ck_assert_int_eq(db_node_setting_put(d, DB_SETTING_INTERRUPTED_SECONDS, 120, 2000), 0);
+    ck_assert_int_eq(db_open(dbpath, 1, &r), 0);
+    ck_assert_int_eq(db_node_setting_get(r, DB_SETTING_INTERRUPTED_SECONDS, &v), 0);
+    ck_assert_int_eq(v, 120);
+    db_close(r);
+    db_close(d);
+}
+END_TEST
+
+/* A database of schema 7 (before node_settings), which an older ldctd may
+ * still be writing: a reader opens it, finds no recorded setting and
+ * lists it; schema 6 stays refused; a writer migrates it. */
+START_TEST(a_schema_7_database_is_read_without_recorded_settings)
+{
+    db_close(open_fresh());
+    sqlite3 *h;
+    ck_assert_int_eq(sqlite3_open(dbpath, &h), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(h, "DROP TABLE node_settings; PRAGMA user_version = 7", 0, 0, 0),
+                     SQLITE_OK);
+    sqlite3_close(h);
+    db *d = NULL;
+    int64_t v;
+    ck_assert_int_eq(db_open(dbpath, 1, &d), 0);
+    ck_assert_int_eq(db_node_setting_get(d, DB_SETTING_INTERRUPTED_SECONDS, &v), LDCT_ENOTFOUND);
+    ck_assert_int_eq(list(d).n, 0);
+    db_close(d);
+    ck_assert_int_eq(sqlite3_open(dbpath, &h), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(h, "PRAGMA user_version = 6", 0, 0, 0), SQLITE_OK);
+    sqlite3_close(h);
+    ck_assert_int_eq(db_open(dbpath, 1, &d), LDCT_EDB);
+    ck_assert_ptr_null(d);
+    ck_assert_int_eq(sqlite3_open(dbpath, &h), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(h, "PRAGMA user_version = 7", 0, 0, 0), SQLITE_OK);
+    sqlite3_close(h);
+    ck_assert_int_eq(db_open(dbpath, 0, &d), 0);
+    ck_assert_int_eq(db_node_setting_put(d, DB_SETTING_INTERRUPTED_SECONDS, 30, 1000), 0);
+    ck_assert_int_eq(db_node_setting_get(d, DB_SETTING_INTERRUPTED_SECONDS, &v), 0);
+    ck_assert_int_eq(v, 30);
+    db_close(d);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("db");
@@ -337,6 +388,8 @@ int main(void)
     tcase_add_test(tc, a_repeated_failure_is_logged_once_a_minute);
     tcase_add_test(tc, an_interrupted_series_waits_longer_for_its_resend);
     tcase_add_test(tc, refusals_hold_the_senders_receiving_series_once);
+    tcase_add_test(tc, the_daemons_settings_are_recorded_for_readers);
+    tcase_add_test(tc, a_schema_7_database_is_read_without_recorded_settings);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

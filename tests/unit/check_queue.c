@@ -470,6 +470,7 @@ START_TEST(waits_from_a_schema_5_database_move_with_a_step)
     db_close(d);
     rewrite_db(p, "ALTER TABLE jobs DROP COLUMN wait_set_ms;" /* back to schema 5 */
                   "ALTER TABLE jobs DROP COLUMN input_count;"
+                  "DROP TABLE node_settings;"
                   "ALTER TABLE sends DROP COLUMN wait_set_ms;"
                   "PRAGMA user_version = 5");
     ck_assert_int_eq(db_open(p, 0, &d), 0);
@@ -498,6 +499,7 @@ START_TEST(a_development_schema_5_is_repaired)
                   "ALTER TABLE jobs DROP COLUMN wait_set_ms;"
                   "ALTER TABLE jobs DROP COLUMN input_count;"
                   "ALTER TABLE sends DROP COLUMN wait_set_ms;"
+                  "DROP TABLE node_settings;"
                   "PRAGMA user_version = 5");
     sqlite3 *h;
     ck_assert_int_eq(db_open(p, 0, &d), 0);
