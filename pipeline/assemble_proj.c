@@ -79,35 +79,54 @@ static int differs(double a, double b)
     return fabs(a - b) > 1e-4 * (fabs(a) + fabs(b)) + 1e-6;
 }
 
-/* Every view must describe the same detector, orbit, series, study and
- * patient as view 0 (the message names the attribute, never its value). */
+/* The series attributes two views must share: the same series, study,
+ * patient and modality (a series UID shared by two patients or by two
+ * modalities is a collision or a wrong merge, never one scan; Modality is
+ * a series attribute, as in assemble.c). NULL when they agree. */
+static const char *identity_differs(const scp_ctpd_info *a, const scp_ctpd_info *b)
+{
+    if (strcmp(a->series_uid, b->series_uid) != 0)
+        return "series instance UID";
+    if (strcmp(a->study_uid, b->study_uid) != 0)
+        return "study instance UID";
+    if (strcmp(a->patient_id, b->patient_id) != 0)
+        return "Patient ID";
+    if (strcmp(a->modality, b->modality) != 0)
+        return "modality";
+    return NULL;
+}
+
+/* The detector and orbit two views must share; NULL when they agree. */
+static const char *geometry_differs(const scp_ctpd_info *a, const scp_ctpd_info *b)
+{
+    if (a->det_rows != b->det_rows || a->det_cols != b->det_cols)
+        return "detector size";
+    if (differs(a->elem_transverse_mm, b->elem_transverse_mm) ||
+        differs(a->elem_axial_mm, b->elem_axial_mm))
+        return "detector element spacing";
+    if (differs(a->radial_mm, b->radial_mm) || differs(a->src_det_mm, b->src_det_mm))
+        return "source distances";
+    if (differs(a->central_col, b->central_col) || differs(a->central_row, b->central_row))
+        return "detector central element";
+    if (strcmp(a->det_shape, b->det_shape) != 0)
+        return "detector shape";
+    if (strcmp(a->ffs_mode, b->ffs_mode) != 0)
+        return "flying focal spot mode";
+    if (a->views_per_rotation != b->views_per_rotation)
+        return "views per rotation";
+    return NULL;
+}
+
+/* Every view must describe the same series and scan as view 0 (the message
+ * names the attribute, never its value: a Patient ID is not logged). */
 static int check_consistent(const view *v, int n, char *err, size_t len)
 {
     const scp_ctpd_info *a = &v[0].info;
     for (int i = 1; i < n; i++) {
         const scp_ctpd_info *b = &v[i].info;
-        const char *what = NULL;
-        if (strcmp(a->series_uid, b->series_uid) != 0)
-            what = "series instance UID";
-        else if (strcmp(a->study_uid, b->study_uid) != 0)
-            what = "study instance UID";
-        else if (strcmp(a->patient_id, b->patient_id) != 0)
-            what = "Patient ID";
-        else if (a->det_rows != b->det_rows || a->det_cols != b->det_cols)
-            what = "detector size";
-        else if (differs(a->elem_transverse_mm, b->elem_transverse_mm) ||
-                 differs(a->elem_axial_mm, b->elem_axial_mm))
-            what = "detector element spacing";
-        else if (differs(a->radial_mm, b->radial_mm) || differs(a->src_det_mm, b->src_det_mm))
-            what = "source distances";
-        else if (differs(a->central_col, b->central_col) || differs(a->central_row, b->central_row))
-            what = "detector central element";
-        else if (strcmp(a->det_shape, b->det_shape) != 0)
-            what = "detector shape";
-        else if (strcmp(a->ffs_mode, b->ffs_mode) != 0)
-            what = "flying focal spot mode";
-        else if (a->views_per_rotation != b->views_per_rotation)
-            what = "views per rotation";
+        const char *what = identity_differs(a, b);
+        if (!what)
+            what = geometry_differs(a, b);
         if (what)
             return fail(err, len, LDCT_EINPUT,
                         "projection views disagree on the %s (instance %d, %s, vs instance %d)",

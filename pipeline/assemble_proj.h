@@ -27,7 +27,8 @@
  * other flying focal spot modes or nonzero source shifts, views that are
  * not equally spaced, too short a scan (all LDCT_EUNSUPPORTED); views that
  * disagree on the detector (size, spacings, distances, central element,
- * shape), on the series, or that are not projection data (LDCT_EINPUT).
+ * shape), on the series, study, Patient ID or modality, or that are not
+ * projection data (LDCT_EINPUT).
  *
  * Thread-safety: any thread; reads the files with an OpenMP team.
  */

@@ -229,6 +229,7 @@ int read_header(const char *path, scp_ctpd_info *o, char *err, size_t len)
     get_uid(ds, DCM_SeriesInstanceUID, o->series_uid, sizeof o->series_uid);
     get_uid(ds, DCM_StudyInstanceUID, o->study_uid, sizeof o->study_uid);
     get_uid(ds, DCM_PatientID, o->patient_id, sizeof o->patient_id);
+    get_uid(ds, DCM_Modality, o->modality, sizeof o->modality);
     Sint32 n = 0;
     o->instance_number = ds->findAndGetSint32(DCM_InstanceNumber, n).good() ? (int)n : 0;
     int rc = read_geometry(ds, o, err, len);

@@ -354,6 +354,7 @@ int scp_derived_write(const scp_derived_params *p, const char *out_path, char *e
 typedef struct scp_ctpd_info {
     char sop_instance_uid[65], series_uid[65], study_uid[65];
     char patient_id[65]; /* compared across the views, never logged */
+    char modality[17];   /* (0008,0060), compared across the views */
     int instance_number;
     int det_rows, det_cols;          /* (7029,1010) US, (7029,1011) US */
     double elem_transverse_mm;       /* (7029,1002) FL, at the detector */

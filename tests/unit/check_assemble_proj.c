@@ -233,6 +233,28 @@ START_TEST(views_of_two_patients_or_studies_are_refused)
 }
 END_TEST
 
+/* Modality is a series attribute: a view of another modality under the
+ * series UID is refused as the image assembler refuses such a slice
+ * (check_assemble slice_of_another_modality_fails). */
+START_TEST(view_of_another_modality_is_refused)
+{
+    char dir[64], cmd[1200], err[512];
+    tu_tmpdir(dir, sizeof dir);
+    ctpd_gen g = base_gen("FLAT", 6, 2 * k_pi / 6);
+    char paths[6][1024];
+    ck_assert_int_eq(ctpd_gen_write(&g, dir, paths), 0);
+    const char *pp[6];
+    for (int i = 0; i < 6; i++)
+        pp[i] = paths[i];
+    snprintf(cmd, sizeof cmd, "dcmodify -q -nb -m '(0008,0060)=MR' '%s'", paths[3]);
+    ck_assert_int_eq(system(cmd), 0);
+    asm_proj p;
+    ck_assert_int_eq(asm_proj_load(pp, 6, &p, err, sizeof err), LDCT_EINPUT);
+    ck_assert_msg(strstr(err, "projection views disagree on the modality (instance "), "%s", err);
+    ck_assert_msg(strstr(err, paths[3]), "%s", err);
+}
+END_TEST
+
 START_TEST(views_disagreeing_on_the_detector_are_refused)
 {
     char dir[64];
@@ -303,6 +325,7 @@ int main(void)
     tcase_add_test(tc, too_short_a_scan_is_refused);
     tcase_add_test(tc, views_disagreeing_on_the_detector_are_refused);
     tcase_add_test(tc, views_of_two_patients_or_studies_are_refused);
+    tcase_add_test(tc, view_of_another_modality_is_refused);
     suite_add_tcase(s, tc);
     int rc = tu_run_suite(s);
     scp_global_cleanup();
