@@ -376,12 +376,41 @@ static int canonical_address(const char *a, char *out, size_t len)
 static const char k_numeric_msg[] =
     "expected a numeric IPv4 or IPv6 address (host names are not resolved)";
 
+/* Why an allowed_hosts entry with an IPv6 zone id (fe80::1%eth0) or a
+ * range (10.0.0.0/24) is refused, naming it; NULL for any other entry.
+ * A zone cannot be honoured: DCMTK reports a peer's address without its
+ * zone (inet_ntop of the address alone), so the entry would have to match
+ * that address on every link, wider than written; and the DICOM port of
+ * DCMTK 3.6.7 listens on IPv4 only, so no IPv6 peer reaches the list at
+ * all. Refused at load, with the line, rather than matching nothing (or
+ * too much) at run time. Short: config errors keep 255 bytes, the file,
+ * line and value included. Thread-local, as too_long. */
+static const char *host_entry_refusal(const char *e)
+{
+    static _Thread_local char msg[CFG_HOST_MAX + 192];
+    const char *zone = strchr(e, '%');
+    if (zone)
+        snprintf(msg, sizeof msg,
+                 "%s: IPv6 zone ids (%s) are not supported; the DICOM port takes IPv4 peers "
+                 "only: list the peer's IPv4 address",
+                 e, zone);
+    else if (strchr(e, '/'))
+        snprintf(msg, sizeof msg, "%s: address ranges are not supported: list each peer's address",
+                 e);
+    else
+        return NULL;
+    return msg;
+}
+
 /* allowed_hosts: numeric addresses, stored canonical. */
 static const char *parse_host_list(const char *v, cfg_host_list *l)
 {
     const char *err = parse_list(v, &l->v[0][0], sizeof l->v[0], &l->n, any_entry, CFG_LIST_MAX);
     for (int i = 0; !err && i < l->n; i++) {
         char canon[INET6_ADDRSTRLEN];
+        const char *refused = host_entry_refusal(l->v[i]);
+        if (refused)
+            return refused;
         if (!canonical_address(l->v[i], canon, sizeof canon) || strlen(canon) >= sizeof l->v[i])
             return "expected numeric IPv4 or IPv6 addresses separated by commas (host names are"
                    " not resolved)";

@@ -626,6 +626,48 @@ START_TEST(addresses_must_be_numeric_and_are_kept_canonical)
 }
 END_TEST
 
+/* An IPv6 zone id (fe80::1%eth0) used to get the generic "expected
+ * numeric" error, which does not say what is wrong with a valid link-local
+ * address. It cannot be honoured (peers are compared by address alone, and
+ * the DICOM port takes IPv4 peers only), so it is refused at its line,
+ * naming the entry and the zone; so is a range, with or without a zone.
+ * The entries around it are not the cause and are not named. */
+START_TEST(zone_ids_and_ranges_in_allowed_hosts_are_refused_at_their_line)
+{
+    int rc;
+    ldct_config *cfg = load_text("[node]\n"
+                                 "allowed_hosts = 10.0.0.5, fe80::1%eth0\n"
+                                 "[destination pacs]\n"
+                                 "host = 10.0.0.9\n"
+                                 "ae_title = PACS\n",
+                                 &rc);
+    ck_assert_int_eq(rc, LDCT_EINVAL_CONFIG);
+    ck_assert_int_eq(cfg->nerr, 1);
+    ck_assert_msg(has_error(cfg, 2, "fe80::1%eth0: IPv6 zone ids (%eth0) are not supported"), "%s",
+                  cfg->err[0]);
+    ck_assert_msg(strstr(cfg->err[0], "list the peer's IPv4 address"), "%s", cfg->err[0]);
+    config_free(cfg);
+    cfg = load_text("[node]\nallowed_hosts = fe80::%2\n", &rc);
+    ck_assert_int_eq(rc, LDCT_EINVAL_CONFIG);
+    ck_assert_msg(has_error(cfg, 2, "zone ids (%2) are not supported"), "%s", cfg->err[0]);
+    config_free(cfg);
+    cfg = load_text("[node]\n\nallowed_hosts = 10.0.0.0/24\n", &rc);
+    ck_assert_int_eq(rc, LDCT_EINVAL_CONFIG);
+    ck_assert_msg(has_error(cfg, 3, "10.0.0.0/24: address ranges are not supported"), "%s",
+                  cfg->err[0]);
+    config_free(cfg);
+    cfg = load_text("[node]\nallowed_hosts = fe80::/64%eth0\n", &rc);
+    ck_assert_int_eq(rc, LDCT_EINVAL_CONFIG);
+    ck_assert_msg(has_error(cfg, 2, "fe80::/64%eth0: IPv6 zone ids (%eth0)"), "%s", cfg->err[0]);
+    config_free(cfg);
+    /* The same link-local address without a zone is still an address. */
+    cfg = load_text("[node]\nallowed_hosts = FE80::0001\n", &rc);
+    ck_assert_int_eq(rc, 0);
+    ck_assert(config_host_allowed(&cfg->node.allowed_hosts, "fe80::1"));
+    config_free(cfg);
+}
+END_TEST
+
 START_TEST(route_and_both_need_destinations)
 {
     int rc;
@@ -813,6 +855,7 @@ int main(void)
     tcase_add_test(tc, suffix_with_a_delimiter_or_control_character_is_refused);
     tcase_add_test(tc, allow_lists_match_exactly);
     tcase_add_test(tc, addresses_must_be_numeric_and_are_kept_canonical);
+    tcase_add_test(tc, zone_ids_and_ranges_in_allowed_hosts_are_refused_at_their_line);
     tcase_add_test(tc, route_and_both_need_destinations);
     tcase_add_test(tc, without_rules_ct_goes_to_the_results_folder);
     tcase_add_test(tc, uid_root_devices_and_retries_are_checked);
