@@ -7,6 +7,17 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 LDCTD="$ROOT/$BUILD/ldctd"
 LDCT="$ROOT/$BUILD/ldct"
 MKSERIES="$ROOT/$BUILD/tools/mkseries"
+# How many times slower than a plain build the build under test runs:
+# LDCT_TEST_SLOWDOWN, a whole number, default 1 (about 20 for a build
+# with -fsanitize=address,undefined). wait_until and start_daemon wait
+# that many times longer; a test whose work must fit within one of the
+# daemon's own limits (the shutdown grace) shrinks the work instead. At
+# 1 every wait and every size is what the tests state.
+SLOWDOWN=${LDCT_TEST_SLOWDOWN:-1}
+[[ $SLOWDOWN =~ ^[1-9][0-9]{0,2}$ ]] || {
+    echo "FAIL: LDCT_TEST_SLOWDOWN must be a whole number from 1 to 999" >&2
+    exit 2
+}
 T=$(mktemp -d /tmp/ldct-it-XXXXXX)
 DAEMON_PID=
 export TCP_NODELAY=1
@@ -59,7 +70,7 @@ start_daemon() {
     local from=$(($(cat "$T/ldctd.log" 2>/dev/null | wc -l) + 1))
     "$LDCTD" --config "$T/ldctd.conf" >> "$T/ldctd.log" 2>&1 &
     DAEMON_PID=$!
-    for _ in $(seq 1 100); do
+    for _ in $(seq 1 $((100 * SLOWDOWN))); do
         tail -n +"$from" "$T/ldctd.log" 2>/dev/null | grep -q "ldctd ready" && return 0
         kill -0 "$DAEMON_PID" 2>/dev/null || fail "ldctd exited during start"
         sleep 0.1
@@ -107,10 +118,11 @@ assert_stored_identical() {
     done
 }
 
-# Runs "$@" every 0.2 s until it succeeds; fails with MSG after TIMEOUT s.
+# Runs "$@" every 0.2 s until it succeeds; fails with MSG after TIMEOUT s
+# (times SLOWDOWN).
 # Usage: wait_until TIMEOUT MSG CMD [ARGS...]
 wait_until() {
-    local timeout=$1 msg=$2 i
+    local timeout=$(($1 * SLOWDOWN)) msg=$2 i
     shift 2
     for i in $(seq 1 $((timeout * 5))); do
         "$@" > /dev/null 2>&1 && return 0

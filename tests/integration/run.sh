@@ -7,13 +7,20 @@ build=${1:-build}
 shift || true
 here=$(cd "$(dirname "$0")" && pwd)
 export BUILD=$build
+# A slower build (LDCT_TEST_SLOWDOWN, see lib.sh) gets as many times the
+# 600 s each test may take.
+slowdown=${LDCT_TEST_SLOWDOWN:-1}
+[[ $slowdown =~ ^[1-9][0-9]{0,2}$ ]] || {
+    echo "LDCT_TEST_SLOWDOWN must be a whole number from 1 to 999" >&2
+    exit 2
+}
 passed=0 failed=0 skipped=0 failures=""
 tests=("$@")
 [ ${#tests[@]} -gt 0 ] || tests=("$here"/t_*.sh)
 for t in "${tests[@]}"; do
     name=$(basename "$t" .sh)
     start=$(date +%s)
-    out=$(timeout 600 bash "$t" 2>&1)
+    out=$(timeout $((600 * slowdown)) bash "$t" 2>&1)
     rc=$?
     secs=$(( $(date +%s) - start ))
     case $rc in
