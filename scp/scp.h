@@ -159,6 +159,14 @@ int scp_server_active(scp_server *srv);
 /* Frees the server (stops it first if needed). NULL is a no-op. */
 void scp_server_free(scp_server *srv);
 
+/* Whether a wait for the next DIMSE command that ended with "no data"
+ * after waited_ms was the sender's silence for the whole dimse_timeout_s
+ * (an association left open after its last instance: its series was
+ * complete) rather than a connection that ended early, which DCMTK can
+ * report the same way and which counts as a cut (the series waits for the
+ * resend). At least 90% of the timeout counts as the whole. */
+int scp_silence_was_idle(long long waited_ms, int dimse_timeout_s);
+
 /* Writes a fresh UID "<root>.<unique suffix>" (at most 64 chars) into out. */
 int scp_uid_new(const char *root, char *out, size_t len);
 

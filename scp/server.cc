@@ -568,16 +568,29 @@ void stop_reading(scp_server *srv)
         shutdown(t_slot->fd, SHUT_RD);
 }
 
+/* Whether "no data" from DIMSE_receiveCommand after waited_ms is the
+ * sender's silence for the whole dimse_timeout (logged when it is not). */
+bool silent_for_timeout(const scp_server *srv, const assoc_ctx *a, int64_t waited_ms)
+{
+    if (scp_silence_was_idle(waited_ms, srv->opt.dimse_timeout_s))
+        return true;
+    log_warn("scp: association with %s: no data after %.1f s, before dimse_timeout (%d s): "
+             "the connection ended early, counted as cut off",
+             a->calling.c_str(), waited_ms / 1000.0, srv->opt.dimse_timeout_s);
+    return false;
+}
+
 /* Serves DIMSE commands until release or abort or error. Returns false when
  * a transfer may have been cut short: an abort, or an error other than
- * silence between commands (a sender that leaves an association open
- * after its last instance runs into dimse_timeout there). */
+ * silence between commands for the whole dimse_timeout (a sender that
+ * leaves an association open after its last instance). */
 bool serve(scp_server *srv, const assoc_ctx *a, T_ASC_Association *assoc)
 {
     for (;;) {
         T_DIMSE_Message msg;
         T_ASC_PresentationContextID pid = 0;
         DcmDataset *detail = nullptr;
+        const int64_t t0 = ldct_mono_ms();
         OFCondition c = DIMSE_receiveCommand(assoc, block_mode(srv), srv->opt.dimse_timeout_s, &pid,
                                              &msg, &detail);
         delete detail;
@@ -589,7 +602,8 @@ bool serve(scp_server *srv, const assoc_ctx *a, T_ASC_Association *assoc)
             log_info("scp: association with %s aborted by the peer", a->calling.c_str());
             return false;
         }
-        const bool idle = c == DIMSE_NODATAAVAILABLE; /* no command within dimse_timeout */
+        const bool idle =
+            c == DIMSE_NODATAAVAILABLE && silent_for_timeout(srv, a, ldct_mono_ms() - t0);
         if (c.good() && msg.CommandField == DIMSE_C_ECHO_RQ)
             c = DIMSE_sendEchoResponse(assoc, pid, &msg.msg.CEchoRQ, STATUS_Success, nullptr);
         else if (c.good() && msg.CommandField == DIMSE_C_STORE_RQ)
@@ -1087,4 +1101,9 @@ extern "C" void scp_server_free(scp_server *srv)
         delete srv;
     } catch (...) {
     }
+}
+
+extern "C" int scp_silence_was_idle(long long waited_ms, int dimse_timeout_s)
+{
+    return waited_ms * 10 >= (long long)dimse_timeout_s * 9000;
 }

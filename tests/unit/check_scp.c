@@ -107,6 +107,21 @@ static int top_level_has(const char *path, const char *needle)
     return dump_match(path, needle, 1);
 }
 
+/* "No data" ends an association as idle (its series complete) only after
+ * the sender was silent for the whole dimse_timeout; earlier it is a
+ * connection that ended early, which holds the series for the resend. */
+START_TEST(no_data_counts_as_idle_only_after_the_whole_dimse_timeout)
+{
+    ck_assert(!scp_silence_was_idle(0, 60));
+    ck_assert(!scp_silence_was_idle(1200, 60)); /* a sender killed a second ago */
+    ck_assert(!scp_silence_was_idle(53999, 60));
+    ck_assert(scp_silence_was_idle(54000, 60));
+    ck_assert(scp_silence_was_idle(60010, 60));
+    ck_assert(!scp_silence_was_idle(1500, 2));
+    ck_assert(scp_silence_was_idle(2000, 2));
+}
+END_TEST
+
 START_TEST(read_back_matches_written_pixels_in_every_syntax)
 {
     char path[128], err[256] = "";
@@ -979,6 +994,7 @@ int main(void)
     tcase_add_test(tc, japanese_rule_fields_are_converted_without_an_error_line);
     tcase_add_test(tc, rule_fields_are_read_as_utf8);
     tcase_add_test(tc, derived_series_is_dated_now_and_keeps_the_acquisition);
+    tcase_add_test(tc, no_data_counts_as_idle_only_after_the_whole_dimse_timeout);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
