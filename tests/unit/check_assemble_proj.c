@@ -205,18 +205,25 @@ START_TEST(too_short_a_scan_is_refused)
 }
 END_TEST
 
+/* Writes a consistent series of 6 flat-detector views to a fresh folder
+ * (paths) and points pp at them. */
+static void write_six_views(char (*paths)[1024], const char **pp)
+{
+    char dir[64];
+    tu_tmpdir(dir, sizeof dir);
+    ctpd_gen g = base_gen("FLAT", 6, 2 * k_pi / 6);
+    ck_assert_int_eq(ctpd_gen_write(&g, dir, paths), 0);
+    for (int i = 0; i < 6; i++)
+        pp[i] = paths[i];
+}
+
 /* Views of two patients or two studies under one series UID are never
  * reconstructed into one volume; the message names neither Patient ID. */
 START_TEST(views_of_two_patients_or_studies_are_refused)
 {
-    char dir[64], cmd[1200], err[512];
-    tu_tmpdir(dir, sizeof dir);
-    ctpd_gen g = base_gen("FLAT", 6, 2 * k_pi / 6);
-    char paths[6][1024];
-    ck_assert_int_eq(ctpd_gen_write(&g, dir, paths), 0);
+    char cmd[1200], err[512], paths[6][1024];
     const char *pp[6];
-    for (int i = 0; i < 6; i++)
-        pp[i] = paths[i];
+    write_six_views(paths, pp);
     asm_proj p;
     ck_assert_int_eq(asm_proj_load(pp, 6, &p, err, sizeof err), 0);
     asm_proj_close(&p);
@@ -238,14 +245,9 @@ END_TEST
  * (check_assemble slice_of_another_modality_fails). */
 START_TEST(view_of_another_modality_is_refused)
 {
-    char dir[64], cmd[1200], err[512];
-    tu_tmpdir(dir, sizeof dir);
-    ctpd_gen g = base_gen("FLAT", 6, 2 * k_pi / 6);
-    char paths[6][1024];
-    ck_assert_int_eq(ctpd_gen_write(&g, dir, paths), 0);
+    char cmd[1200], err[512], paths[6][1024];
     const char *pp[6];
-    for (int i = 0; i < 6; i++)
-        pp[i] = paths[i];
+    write_six_views(paths, pp);
     snprintf(cmd, sizeof cmd, "dcmodify -q -nb -m '(0008,0060)=MR' '%s'", paths[3]);
     ck_assert_int_eq(system(cmd), 0);
     asm_proj p;
