@@ -217,7 +217,9 @@ static void add_error(ldct_config *cfg, int line, const char *fmt, ...)
     cfg->nerr++;
 }
 
-/* Copies `s` without surrounding blanks or one pair of double quotes. */
+/* Copies `s` without surrounding blanks or one pair of double quotes.
+ * `out` may be `s` itself (a section name is unquoted in place), so the
+ * copy is a memmove: the two ranges overlap by all but the quote. */
 static void unquote(const char *s, char *out, size_t len)
 {
     while (isspace((unsigned char)*s))
@@ -231,7 +233,7 @@ static void unquote(const char *s, char *out, size_t len)
     }
     if (n >= len)
         n = len - 1;
-    memcpy(out, s, n);
+    memmove(out, s, n);
     out[n] = '\0';
 }
 

@@ -806,6 +806,25 @@ START_TEST(rule_option_set_checks_like_a_file)
 }
 END_TEST
 
+/* A quoted section name is unquoted in place: under AddressSanitizer the
+ * overlapping memcpy that did it aborted the load (memcpy-param-overlap). */
+START_TEST(a_quoted_section_name_is_unquoted)
+{
+    int rc;
+    ldct_config *cfg = load_text("[destination \"my pacs\"]\n"
+                                 "host = h\n"
+                                 "ae_title = P\n"
+                                 "[rule \"low dose\"]\n"
+                                 "destinations = \"my pacs\"\n",
+                                 &rc);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_str_eq(cfg->dest[0].name, "my pacs");
+    ck_assert_str_eq(cfg->rule[0].name, "low dose");
+    ck_assert_str_eq(cfg->rule[0].destinations[0], "my pacs");
+    config_free(cfg);
+}
+END_TEST
+
 START_TEST(a_misspelt_option_gets_a_suggestion)
 {
     int rc;
@@ -834,6 +853,7 @@ int main(void)
     tcase_add_test(tc, file_values_override_defaults);
     tcase_add_test(tc, every_error_is_reported_with_its_line);
     tcase_add_test(tc, a_misspelt_option_gets_a_suggestion);
+    tcase_add_test(tc, a_quoted_section_name_is_unquoted);
     tcase_add_test(tc, empty_node_ae_title_and_state_dir_are_errors_at_their_line);
     tcase_add_test(tc, duplicate_sections_are_errors);
     tcase_add_test(tc, syntax_error_names_the_line);
