@@ -771,33 +771,58 @@ static void see_header(parse_ctx *pc, const char *text)
     pc->valid_section = begin_section(pc, pc->section) == 0;
 }
 
-/* A line longer than inih's buffer: the rest is read and dropped, the
- * line reported, and inih gets an empty line (else it would take the cut
- * value, and the rest as a line of its own). */
-static void drop_long_line(parse_ctx *pc, char *str, int num)
+/* Reads and drops the rest of the line; 0 if there was none (the line
+ * just fit the buffer). */
+static int skip_rest_of_line(parse_ctx *pc)
 {
     int c = fgetc(pc->f);
-    if (c == '\n' || c == EOF) /* it just fit */
-        return;
+    if (c == '\n' || c == EOF)
+        return 0;
     while ((c = fgetc(pc->f)) != EOF && c != '\n')
         ;
-    add_error(pc->cfg, pc->line, "line too long (at most %d bytes)", num - 1);
-    str[0] = '\n';
-    str[1] = '\0';
+    return 1;
 }
 
-/* inih reads through this so errors can name the line being parsed. */
+/* fgets, but it also gives the length read, so a NUL byte in the line is
+ * seen: as a C string the line would end there, and the rest of the value
+ * be dropped silently ("state_dir = /srv/ldct\0x" read as /srv/ldct). */
+static char *read_line(char *str, int num, FILE *f, int *len)
+{
+    int n = 0, c;
+    while (n < num - 1 && (c = getc(f)) != EOF) {
+        str[n++] = (char)c;
+        if (c == '\n')
+            break;
+    }
+    str[n] = '\0';
+    *len = n;
+    return n ? str : NULL;
+}
+
+/* inih reads through this so errors can name the line being parsed. A
+ * line longer than inih's buffer, or with a NUL byte (a binary file, or
+ * text saved as UTF-16), is reported, its rest read and dropped, and inih
+ * gets an empty line: else it would take the cut value, and the rest as a
+ * line of its own. */
 static char *counting_reader(char *str, int num, void *stream)
 {
     parse_ctx *pc = stream;
-    char *s = fgets(str, num, pc->f);
-    if (s) {
-        pc->line++;
-        size_t n = strlen(s);
-        if (n + 1 == (size_t)num && s[n - 1] != '\n' && !feof(pc->f))
-            drop_long_line(pc, str, num);
-        see_header(pc, s);
+    int len;
+    char *s = read_line(str, num, pc->f, &len);
+    if (!s)
+        return NULL;
+    pc->line++;
+    int nul = memchr(s, '\0', (size_t)len) != NULL;
+    int cut = len + 1 == num && s[len - 1] != '\n' && skip_rest_of_line(pc);
+    if (nul)
+        add_error(pc->cfg, pc->line, "contains a NUL byte (save the file as UTF-8 text)");
+    else if (cut)
+        add_error(pc->cfg, pc->line, "line too long (at most %d bytes)", num - 1);
+    if (nul || cut) {
+        str[0] = '\n';
+        str[1] = '\0';
     }
+    see_header(pc, s);
     return s;
 }
 

@@ -5,6 +5,7 @@
 #include "tests/unit/testutil.h"
 
 #include <check.h>
+#include <errno.h>
 #include <math.h>
 
 static ldct_config *load_text(const char *text, int *rc)
@@ -576,6 +577,43 @@ START_TEST(missing_file_is_an_errno)
 }
 END_TEST
 
+/* A NUL byte ended the line's C string: "state_dir = ./a\0b" was read as
+ * ./a with no error, and the rest of a long line as a line of its own.
+ * Each line with one is an error at its line, and nothing of it is used;
+ * the lines after it are read as they are. */
+START_TEST(a_nul_byte_is_an_error_at_its_line)
+{
+    static const char text[] =
+        "[node]\n"
+        "state_dir = ./a\0b\n"
+        "port = 4242\n"
+        "ae_title = X\0"
+        "YYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYY"
+        "YYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYY"
+        "YYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYYY"
+        "\nport = 99999\n"
+        "stable_seconds = 7\n";
+    char dir[64], path[128];
+    tu_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/t.conf", dir);
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(text, 1, sizeof text - 1, f), sizeof text - 1);
+    fclose(f);
+    ldct_config *cfg = NULL;
+    ck_assert_int_eq(config_load(path, &cfg), LDCT_EINVAL_CONFIG);
+    ck_assert(has_error(cfg, 2, "contains a NUL byte"));
+    ck_assert(has_error(cfg, 4, "contains a NUL byte"));
+    ck_assert(has_error(cfg, 5, "port = 99999: out of range"));
+    ck_assert_int_eq(cfg->nerr, 3);
+    ck_assert_str_eq(cfg->node.state_dir, "./var/ldct");
+    ck_assert_str_eq(cfg->node.ae_title, "LDCTNODE");
+    ck_assert_int_eq(cfg->node.port, 4242);
+    ck_assert_int_eq(cfg->node.stable_seconds, 7);
+    config_free(cfg);
+}
+END_TEST
+
 START_TEST(allow_lists_match_exactly)
 {
     int rc;
@@ -859,6 +897,7 @@ int main(void)
     tcase_add_test(tc, syntax_error_names_the_line);
     tcase_add_test(tc, option_outside_a_section_is_an_error);
     tcase_add_test(tc, missing_file_is_an_errno);
+    tcase_add_test(tc, a_nul_byte_is_an_error_at_its_line);
     tcase_add_test(tc, rules_parse_with_their_defaults);
     tcase_add_test(tc, rule_errors_name_their_lines);
     tcase_add_test(tc, fdk_rule_keys_parse_with_defaults_and_bounds);
