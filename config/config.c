@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 typedef enum {
     T_STR,
@@ -885,6 +886,13 @@ int config_load(const char *path, ldct_config **out)
     FILE *f = fopen(path, "r");
     if (!f)
         return -errno;
+    /* fopen opens a directory for reading, and its first read fails as
+     * EOF would: a folder given for the file would run on the defaults. */
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        return -EISDIR;
+    }
     ldct_config *cfg;
     int rc = config_new_defaults(&cfg);
     if (rc) {
@@ -895,7 +903,12 @@ int config_load(const char *path, ldct_config **out)
     cfg->nrule = 0; /* the file's rules replace the default one */
     parse_ctx pc = {.cfg = cfg, .f = f, .valid_section = 0};
     int syntax = ini_parse_stream(counting_reader, &pc, on_entry, &pc);
+    int unread = ferror(f); /* a read error ends the parse as EOF would */
     fclose(f);
+    if (unread) {
+        config_free(cfg);
+        return -EIO;
+    }
     if (syntax > 0)
         add_error(cfg, syntax, "syntax error (expected [section] or name = value)");
     else if (syntax < 0)

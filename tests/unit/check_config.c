@@ -577,6 +577,18 @@ START_TEST(missing_file_is_an_errno)
 }
 END_TEST
 
+/* A folder given for the file was read as an empty file: the defaults,
+ * with no error, so ldctd --config /etc/ldct/ started on them. */
+START_TEST(a_directory_is_not_a_configuration_file)
+{
+    char dir[64];
+    tu_tmpdir(dir, sizeof dir);
+    ldct_config *cfg = (ldct_config *)1;
+    ck_assert_int_eq(config_load(dir, &cfg), -EISDIR);
+    ck_assert_ptr_null(cfg);
+}
+END_TEST
+
 /* A NUL byte ended the line's C string: "state_dir = ./a\0b" was read as
  * ./a with no error, and the rest of a long line as a line of its own.
  * Each line with one is an error at its line, and nothing of it is used;
@@ -897,6 +909,7 @@ int main(void)
     tcase_add_test(tc, syntax_error_names_the_line);
     tcase_add_test(tc, option_outside_a_section_is_an_error);
     tcase_add_test(tc, missing_file_is_an_errno);
+    tcase_add_test(tc, a_directory_is_not_a_configuration_file);
     tcase_add_test(tc, a_nul_byte_is_an_error_at_its_line);
     tcase_add_test(tc, rules_parse_with_their_defaults);
     tcase_add_test(tc, rule_errors_name_their_lines);
