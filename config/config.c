@@ -823,6 +823,14 @@ static char *counting_reader(char *str, int num, void *stream)
         str[0] = '\n';
         str[1] = '\0';
     }
+    /* inih takes an indented line after `name = value` for more of that
+     * value (a multi-line value, which no option has): an indented option
+     * was then an error about the one before it, and an indented section
+     * header gave its own name as that option's value, in the section it
+     * began, silently. Every line is read as if it were not indented. */
+    size_t lead = strspn(s, " \t");
+    if (lead)
+        memmove(s, s + lead, strlen(s + lead) + 1);
     see_header(pc, s);
     return s;
 }

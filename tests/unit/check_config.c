@@ -875,6 +875,34 @@ START_TEST(a_quoted_section_name_is_unquoted)
 }
 END_TEST
 
+/* inih read an indented line as more of the value before it: "  ae_title
+ * = X" after "port = 4242" was "port = ae_title = X: not an integer", and
+ * an indented [rule b] became rule b's match.modality. */
+START_TEST(indented_lines_are_read_as_they_stand)
+{
+    int rc;
+    ldct_config *cfg = load_text("[node]\n"
+                                 "  port = 4242\n"
+                                 "\tae_title = INDENTED\n"
+                                 "  ; an indented comment\n"
+                                 "[rule a]\n"
+                                 "  match.modality = CT\n"
+                                 "  [rule b]\n"
+                                 "  action = discard\n",
+                                 &rc);
+    ck_assert_int_eq(cfg->nerr, 0);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_int_eq(cfg->node.port, 4242);
+    ck_assert_str_eq(cfg->node.ae_title, "INDENTED");
+    ck_assert_int_eq(cfg->nrule, 2);
+    ck_assert_str_eq(cfg->rule[0].modality, "CT");
+    ck_assert_str_eq(cfg->rule[1].name, "b");
+    ck_assert_str_eq(cfg->rule[1].modality, "");
+    ck_assert_int_eq(cfg->rule[1].action, RULE_DISCARD);
+    config_free(cfg);
+}
+END_TEST
+
 START_TEST(a_misspelt_option_gets_a_suggestion)
 {
     int rc;
@@ -904,6 +932,7 @@ int main(void)
     tcase_add_test(tc, every_error_is_reported_with_its_line);
     tcase_add_test(tc, a_misspelt_option_gets_a_suggestion);
     tcase_add_test(tc, a_quoted_section_name_is_unquoted);
+    tcase_add_test(tc, indented_lines_are_read_as_they_stand);
     tcase_add_test(tc, empty_node_ae_title_and_state_dir_are_errors_at_their_line);
     tcase_add_test(tc, duplicate_sections_are_errors);
     tcase_add_test(tc, syntax_error_names_the_line);
