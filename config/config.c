@@ -281,12 +281,14 @@ static const char *parse_enum(const char *v, const char *const *names, int *out,
     return err;
 }
 
-/* Parses all of `s` as a number into *out; 0 on success. */
+/* Parses all of `s` as a finite number into *out; 0 on success. NaN
+ * compares false with everything, so a range of it matched nothing, and
+ * an infinity is a bound too large to mean anything (1e999). */
 static int parse_number(const char *s, double *out)
 {
     char *end;
     *out = strtod(s, &end);
-    return end == s || *end != '\0';
+    return end == s || *end != '\0' || !isfinite(*out);
 }
 
 /* "LO..HI", "LO..", "..HI" or a single value X (= X..X). */
@@ -303,6 +305,8 @@ static const char *parse_range(const char *v, cfg_range *r)
         hi = lo;
     } else {
         char left[64];
+        if ((size_t)(dots - v) >= sizeof left) /* cut, it would be another number */
+            return "expected a range LO..HI";
         snprintf(left, sizeof left, "%.*s", (int)(dots - v), v);
         if ((left[0] && parse_number(left, &lo)) || (dots[2] && parse_number(dots + 2, &hi)))
             return "expected a range LO..HI";

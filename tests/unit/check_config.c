@@ -227,6 +227,35 @@ START_TEST(rule_errors_name_their_lines)
 }
 END_TEST
 
+/* A range of NaN was accepted and matched nothing; an infinite bound
+ * (1e999) likewise; and a lower bound longer than 63 characters was cut
+ * and read as another number (0...01..5 as 0..5). */
+START_TEST(ranges_take_finite_numbers_only)
+{
+    int rc;
+    ldct_config *cfg = load_text("[rule a]\n"
+                                 "match.kvp = nan\n"
+                                 "match.ctdivol = nan..5\n"
+                                 "match.exposure = 1e999..\n"
+                                 "match.slice_thickness = ..-inf\n"
+                                 "match.kvp = 0000000000000000000000000000000000000000000000000000"
+                                 "0000000000000001..5\n"
+                                 "match.exposure = 00001..5\n",
+                                 &rc);
+    ck_assert_int_eq(rc, LDCT_EINVAL_CONFIG);
+    ck_assert(has_error(cfg, 2, "match.kvp = nan: expected a number or a range"));
+    ck_assert(has_error(cfg, 3, "expected a range LO..HI"));
+    ck_assert(has_error(cfg, 4, "expected a range LO..HI"));
+    ck_assert(has_error(cfg, 5, "expected a range LO..HI"));
+    ck_assert(has_error(cfg, 6, "expected a range LO..HI"));
+    ck_assert_int_eq(cfg->nerr, 5);
+    ck_assert(cfg->rule[0].exposure.set);
+    ck_assert_double_eq(cfg->rule[0].exposure.lo, 1);
+    ck_assert_double_eq(cfg->rule[0].exposure.hi, 5);
+    config_free(cfg);
+}
+END_TEST
+
 START_TEST(fdk_rule_keys_parse_with_defaults_and_bounds)
 {
     int rc;
@@ -942,6 +971,7 @@ int main(void)
     tcase_add_test(tc, a_nul_byte_is_an_error_at_its_line);
     tcase_add_test(tc, rules_parse_with_their_defaults);
     tcase_add_test(tc, rule_errors_name_their_lines);
+    tcase_add_test(tc, ranges_take_finite_numbers_only);
     tcase_add_test(tc, fdk_rule_keys_parse_with_defaults_and_bounds);
     tcase_add_test(tc, patch_weighting_parses_and_bad_values_name_their_line);
     tcase_add_test(tc, distance_cutoff_parses_with_bounds_and_default_4);
