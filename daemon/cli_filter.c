@@ -107,14 +107,51 @@ static void skip_note(skip_log *s, const char *path, const char *why)
         snprintf(s->first, sizeof s->first, "%s: %s", path, why);
 }
 
+/* The folders scan has read, by device and inode. Links are followed
+ * (a folder of links to a series is read), so a link to a folder above
+ * it would make a loop: two links to "." gave 2^40 paths before ELOOP
+ * stopped them, and ldct filter never ended. Each folder is read once. */
+typedef struct dir_set {
+    int n, cap;
+    struct dir_id {
+        dev_t dev;
+        ino_t ino;
+    } * v;
+} dir_set;
+
+/* 1 if the folder of d was read before, else records it; -1 on failure. */
+static int dir_seen(dir_set *seen, DIR *d)
+{
+    struct stat st;
+    if (fstat(dirfd(d), &st) != 0)
+        return -1;
+    for (int i = 0; i < seen->n; i++)
+        if (seen->v[i].dev == st.st_dev && seen->v[i].ino == st.st_ino)
+            return 1;
+    if (seen->n == seen->cap) {
+        int cap = seen->cap ? 2 * seen->cap : 16;
+        struct dir_id *v = realloc(seen->v, (size_t)cap * sizeof *v);
+        if (!v)
+            return -1;
+        seen->v = v;
+        seen->cap = cap;
+    }
+    seen->v[seen->n++] = (struct dir_id){st.st_dev, st.st_ino};
+    return 0;
+}
+
 /* Adds every readable DICOM file under dir (recursively). */
-static int scan(const char *dir, input_list *l, skip_log *skipped)
+static int scan(const char *dir, input_list *l, skip_log *skipped, dir_set *seen)
 {
     DIR *d = opendir(dir);
     if (!d)
         return fprintf(stderr, "ldct filter: cannot open %s\n", dir), -1;
+    int rc = dir_seen(seen, d);
+    if (rc) {
+        closedir(d);
+        return rc > 0 ? 0 : (fprintf(stderr, "ldct filter: cannot read %s\n", dir), -1);
+    }
     struct dirent *e;
-    int rc = 0;
     while (!rc && (e = readdir(d))) {
         if (e->d_name[0] == '.')
             continue;
@@ -124,7 +161,7 @@ static int scan(const char *dir, input_list *l, skip_log *skipped)
         if (stat(path, &st) != 0)
             continue;
         if (S_ISDIR(st.st_mode)) {
-            rc = scan(path, l, skipped);
+            rc = scan(path, l, skipped, seen);
             continue;
         }
         scp_slice_info info;
@@ -188,7 +225,10 @@ static void drop_repeated_instances(input_list *l)
 static int read_inputs(const char *dir, input_list *in)
 {
     skip_log skipped = {0, ""};
-    if (scp_global_init() || scan(dir, in, &skipped))
+    dir_set seen = {0, 0, NULL};
+    int rc = scp_global_init() || scan(dir, in, &skipped, &seen);
+    free(seen.v);
+    if (rc)
         return -1;
     if (in->n == 0) {
         if (skipped.n)
