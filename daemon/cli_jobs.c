@@ -129,7 +129,7 @@ int cli_jobs(cli_opts *o)
     if (c.json) {
         close_job_json(&c);
         printf("]\n");
-    } else if (c.jobs == 0) {
+    } else if (c.jobs == 0 && rc == 0) { /* not when the jobs could not be read */
         printf("no jobs\n");
     }
     db_close(d);

@@ -137,7 +137,10 @@ int db_user_version(db *d, int *version)
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(d->h, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK)
         return db__fail(d, "user_version");
-    int rc = sqlite3_step(st) == SQLITE_ROW ? 0 : LDCT_EDB;
+    /* A file that is no database, or a damaged one, fails here, at the
+     * first read: SQLite's reason ("file is not a database", "database
+     * disk image is malformed") is logged, not only "database error". */
+    int rc = sqlite3_step(st) == SQLITE_ROW ? 0 : db__fail(d, "schema version");
     *version = sqlite3_column_int(st, 0);
     sqlite3_finalize(st);
     return rc;
