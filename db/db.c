@@ -179,6 +179,12 @@ static int migrate(db *d)
         log_err("database schema version %d is newer than this program's (%d)", v, DB_NMIGRATIONS);
         return LDCT_ESCHEMA;
     }
+    /* No program writes one below 0; a damaged header does, and the loop
+     * below would run DB_MIGRATIONS[-1], memory before the table. */
+    if (v < 0) {
+        log_err("database schema version %d is not valid (a damaged file?)", v);
+        return LDCT_EDB;
+    }
     for (; v < DB_NMIGRATIONS; v++) {
         char bump[64];
         snprintf(bump, sizeof bump, "PRAGMA user_version = %d", v + 1);

@@ -90,6 +90,23 @@ START_TEST(newer_schema_is_refused)
 }
 END_TEST
 
+/* A negative schema version (a damaged header) made the read-write open
+ * (ldctd, ldct retry) run DB_MIGRATIONS[-1]: memory before the table. */
+START_TEST(negative_schema_version_is_refused)
+{
+    db_close(open_fresh());
+    sqlite3 *h;
+    ck_assert_int_eq(sqlite3_open(dbpath, &h), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(h, "PRAGMA user_version = -1", 0, 0, 0), SQLITE_OK);
+    sqlite3_close(h);
+    db *d = NULL;
+    ck_assert_int_eq(db_open(dbpath, 0, &d), LDCT_EDB);
+    ck_assert_ptr_null(d);
+    ck_assert_int_eq(db_open(dbpath, 1, &d), LDCT_EDB);
+    ck_assert_ptr_null(d);
+}
+END_TEST
+
 START_TEST(readonly_open_of_missing_file_fails)
 {
     db *d = NULL;
@@ -379,6 +396,7 @@ int main(void)
     TCase *tc = tcase_create("db");
     tcase_add_test(tc, new_database_has_the_latest_schema);
     tcase_add_test(tc, newer_schema_is_refused);
+    tcase_add_test(tc, negative_schema_version_is_refused);
     tcase_add_test(tc, readonly_open_of_missing_file_fails);
     tcase_add_test(tc, resend_keeps_one_row);
     tcase_add_test(tc, resend_into_another_series_moves_the_instance);
