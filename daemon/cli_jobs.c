@@ -60,9 +60,11 @@ static void send_json(list_ctx *c, const db_send_row *s)
     c->sends_open = 1;
 }
 
+/* "-" for a job not started; a time from a damaged row (negative) too,
+ * rather than overflow the difference. */
 static void seconds_text(int64_t from, int64_t to, char *out, size_t len)
 {
-    if (from && to >= from)
+    if (from > 0 && to >= from)
         snprintf(out, len, "%.1f s", (double)(to - from) / 1000.0);
     else
         snprintf(out, len, "-");

@@ -3,7 +3,8 @@
 # result that looks like one: a file cut short or that is no database
 # gives SQLite's reason (it was only "database error"), a table missing
 # names the table, and `ldct jobs` does not say "no jobs" when it could
-# not read them; a newer schema names both versions.
+# not read them; a newer schema names both versions; a damaged start
+# time of a job is shown as "-".
 . "$(dirname "$0")/lib.sh"
 write_config
 start_daemon
@@ -43,3 +44,14 @@ for c in status series jobs "retry 1"; do
     ldct_fails $c
     grep -q "schema version 99" "$T/err" || fail "newer schema, ldct $c: $(cat "$T/err")"
 done
+# A job whose start time is damaged (negative) has not run as far as
+# anyone can tell: "ran -", not an overflowed difference (-9.2e15 s; UB).
+use
+sqlite3 "$STATE/ldct.db" "INSERT INTO series (study_uid, series_uid, first_received_ms,
+    last_received_ms, stable_seconds) VALUES ('1.2', '1.2.3', 1, 1, 30);
+    INSERT INTO jobs (series_id, rule, action, algorithm, created_ms, started_ms, finished_ms,
+    state) VALUES (last_insert_rowid(), 'r', 'process', 'nlm3d', 1, -9223372036854775808,
+    1700000000000, 'done')" || fail "sqlite3"
+"$LDCT" --state-dir "$STATE" jobs > "$T/out" 2> "$T/err" || fail "ldct jobs: $(cat "$T/err")"
+grep -q "Sanitizer\|runtime error" "$T/err" && fail "ldct jobs: $(cat "$T/err")"
+grep -q "^job 1 .*, ran -$" "$T/out" || fail "a damaged start time: $(cat "$T/out")"
