@@ -118,8 +118,15 @@ static int make_addr(const http_opts *o, struct sockaddr_storage *ss, unsigned *
 }
 
 /* Monitoring polls often and briefly: idle connections are dropped after
- * k_idle_timeout_s so a few stuck clients cannot hold every slot for long. */
+ * k_idle_timeout_s so a few stuck clients cannot hold every slot for long.
+ * The timeout counts from a connection's last byte, so a client that sends
+ * its request a byte every few seconds (slowloris) keeps its slots: 100
+ * such connections from one host locked /healthz out for as long as they
+ * went on. One address holds at most k_per_address slots, half, so that
+ * monitoring from another address still gets in; half and not fewer, as
+ * a monitor may keep a pool of idle connections of its own. */
 static const unsigned k_max_connections = 64;
+static const unsigned k_per_address = 32;
 static const unsigned k_idle_timeout_s = 5;
 
 /* libmicrohttpd's own messages (a refused request line, a dropped
@@ -155,10 +162,11 @@ int http_start(const http_opts *o, http_server **out)
         return rc;
     }
     /* The logger first: libmicrohttpd warns about options before it. */
-    h->mhd = MHD_start_daemon(
-        flags, (uint16_t)o->port, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
-        NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT,
-        k_max_connections, MHD_OPTION_CONNECTION_TIMEOUT, k_idle_timeout_s, MHD_OPTION_END);
+    h->mhd = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, h,
+                              MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_SOCK_ADDR,
+                              (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT,
+                              k_max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT, k_per_address,
+                              MHD_OPTION_CONNECTION_TIMEOUT, k_idle_timeout_s, MHD_OPTION_END);
     if (!h->mhd) {
         log_err("cannot listen for HTTP on %s port %d", o->bind, o->port);
         db_close(h->db);
