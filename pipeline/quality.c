@@ -693,9 +693,11 @@ static int on_layout_entry(void *user, const char *section, const char *name, co
     double *f = layout_field(p->l, section, name);
     char *end;
     double v = f ? strtod(value, &end) : 0;
-    if (!f || end == value || *end) {
-        snprintf(p->err, p->err_len, "[%s] %s = %s: unknown key or not a number", section, name,
-                 value);
+    /* Not finite (nan, inf, 1e400) is no length or HU: it came out as
+     * "nominal_hu":inf, which is not JSON, or as NaN metrics. */
+    if (!f || end == value || *end || !isfinite(v)) {
+        snprintf(p->err, p->err_len, "[%s] %s = %s: unknown key or not a finite number", section,
+                 name, value);
         return p->failed = 1, 0;
     }
     *f = v;

@@ -152,9 +152,9 @@ static int on_motion_entry(void *user, const char *section, const char *name, co
         f = edge_field(&p->m->edge[t - 1], name);
         v = f ? strtod(value, &end) : 0;
     }
-    if (!f || end == value || *end) {
-        snprintf(p->err, p->err_len, "[%s] %s = %s: unknown time, key or not a number", section,
-                 name, value);
+    if (!f || end == value || *end || !isfinite(v)) { /* as quality.c's layout */
+        snprintf(p->err, p->err_len, "[%s] %s = %s: unknown time, key or not a finite number",
+                 section, name, value);
         return p->failed = 1, 0;
     }
     *f = v;

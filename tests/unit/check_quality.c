@@ -17,6 +17,7 @@
 #include "gpu/rng.h"
 #include "pipeline/figure.h"
 #include "pipeline/quality.h"
+#include "pipeline/quality4d.h"
 #include "testutil.h"
 
 enum { NX = 120, NY = 100, NZ = 6 };
@@ -308,6 +309,21 @@ START_TEST(layout_sidecar_round_trips)
     ck_assert_ptr_nonnull(strstr(err, "width"));
     tu_write(dir, "nobody.ini", "[phantom]\nname = x\n", bad, sizeof bad);
     ck_assert_int_eq(quality_layout_read(bad, &l, err, sizeof err), LDCT_EINPUT);
+    /* A value that is not finite was taken, and came out as
+     * "nominal_hu":inf in --json, which is not JSON. */
+    tu_write(dir, "inf.ini", "[phantom]\nbody_a = 10\nbody_b = 5\n[lesion 1]\nhu = 1e400\n", bad,
+             sizeof bad);
+    ck_assert_int_eq(quality_layout_read(bad, &l, err, sizeof err), LDCT_EINPUT);
+    ck_assert_ptr_nonnull(strstr(err, "[lesion 1] hu = 1e400: unknown key or not a finite number"));
+    tu_write(dir, "nan.ini", "[phantom]\nbody_a = nan\nbody_b = 5\n", bad, sizeof bad);
+    ck_assert_int_eq(quality_layout_read(bad, &l, err, sizeof err), LDCT_EINPUT);
+    ck_assert_ptr_nonnull(strstr(err, "body_a = nan"));
+    /* The 4D sidecar's moving edges are read the same way. */
+    tu_write(dir, "t.ini", "[time 1]\nx = inf\ny = 0\nradius = 5\nuniform_to = 9\n", bad,
+             sizeof bad);
+    quality4d_motion m;
+    ck_assert_int_eq(quality4d_motion_read(bad, &m, err, sizeof err), LDCT_EINPUT);
+    ck_assert_ptr_nonnull(strstr(err, "[time 1] x = inf"));
 }
 END_TEST
 
