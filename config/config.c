@@ -493,7 +493,7 @@ static int devices_valid(const char *v)
 static const char *out_of_range(const opt_def *o)
 {
     static _Thread_local char msg[80];
-    snprintf(msg, sizeof msg, "out of range (%g to %g)", o->min, o->max);
+    snprintf(msg, sizeof msg, "out of range (%.15g to %.15g)", o->min, o->max); /* exact */
     return msg;
 }
 
@@ -552,9 +552,9 @@ static const char *set_option(const opt_def *o, void *base, const char *raw)
         errno = 0;
         long n = strtol(v, &end, 10);
         /* bounds are doubles so one table holds integer and real options */
-        if (errno || end == v || *end != '\0')
+        if (end == v || *end != '\0')
             return "not an integer";
-        if (n < o->min || n > o->max)
+        if (errno == ERANGE || n < o->min || n > o->max) /* beyond long: out of range too */
             return out_of_range(o);
         *(int *)field = (int)n;
         return NULL;
