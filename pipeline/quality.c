@@ -704,6 +704,46 @@ static int on_layout_entry(void *user, const char *section, const char *name, co
     return 1;
 }
 
+/* A length of the layout that can be measured: above 0 and below a
+ * kilometre (a radius of 1e308 came out as a diameter of "inf mm", and
+ * so as JSON that is not JSON). */
+static int length_ok(double mm)
+{
+    return mm > 0 && mm < 1e6;
+}
+
+/* Every disk needs a radius that length_ok takes, a lesion's background
+ * ring lies outside the lesion, and the edge inside uniform_to: a lesion
+ * of radius -5 was measured over a disk of the voxel size and reported
+ * as "-10 mm". */
+static int layout_radii_check(const char *path, const gpu_phantom_layout *l, char *err,
+                              size_t err_len)
+{
+    for (int i = 0; i < l->nroi; i++)
+        if (!length_ok(l->roi[i].radius))
+            return snprintf(err, err_len, "%s: [roi %s] radius = %g: need 0 < radius < 1e6 mm",
+                            path, l->roi[i].name, l->roi[i].radius),
+                   LDCT_EINPUT;
+    for (int i = 0; i < l->nlesion; i++) {
+        const gpu_phantom_lesion *e = &l->lesion[i];
+        if (!length_ok(e->radius) || !length_ok(e->bg_outer) ||
+            !(e->radius <= e->bg_inner && e->bg_inner < e->bg_outer))
+            return snprintf(err, err_len,
+                            "%s: lesion %d: radius = %g, bg_inner = %g, bg_outer = %g: need 0 < "
+                            "radius <= bg_inner < bg_outer < 1e6 mm",
+                            path, i + 1, e->radius, e->bg_inner, e->bg_outer),
+                   LDCT_EINPUT;
+    }
+    if (l->has_edge && !(length_ok(l->edge.radius) && length_ok(l->edge.uniform_to) &&
+                         l->edge.uniform_to > l->edge.radius))
+        return snprintf(err, err_len,
+                        "%s: [edge] radius = %g, uniform_to = %g: need 0 < radius < uniform_to < "
+                        "1e6 mm",
+                        path, l->edge.radius, l->edge.uniform_to),
+               LDCT_EINPUT;
+    return 0;
+}
+
 int quality_layout_read(const char *path, gpu_phantom_layout *l, char *err, size_t err_len)
 {
     memset(l, 0, sizeof *l);
@@ -724,5 +764,5 @@ int quality_layout_read(const char *path, gpu_phantom_layout *l, char *err, size
         snprintf(err, err_len, "%s: no body ellipse in [phantom]", path);
         return LDCT_EINPUT;
     }
-    return 0;
+    return layout_radii_check(path, l, err, err_len);
 }

@@ -318,6 +318,26 @@ START_TEST(layout_sidecar_round_trips)
     tu_write(dir, "nan.ini", "[phantom]\nbody_a = nan\nbody_b = 5\n", bad, sizeof bad);
     ck_assert_int_eq(quality_layout_read(bad, &l, err, sizeof err), LDCT_EINPUT);
     ck_assert_ptr_nonnull(strstr(err, "body_a = nan"));
+    /* A lesion of radius -5 was measured over a disk of the voxel size
+     * and reported as "-10 mm"; one of 1e308 as "inf mm"; a background
+     * ring inside out likewise. */
+    tu_write(dir, "neg.ini",
+             "[phantom]\nbody_a = 10\nbody_b = 5\n[lesion 1]\nradius = -5\nbg_inner = 7\n"
+             "bg_outer = 11\n",
+             bad, sizeof bad);
+    ck_assert_int_eq(quality_layout_read(bad, &l, err, sizeof err), LDCT_EINPUT);
+    ck_assert_ptr_nonnull(strstr(err, "lesion 1: radius = -5, bg_inner = 7, bg_outer = 11: need"));
+    tu_write(dir, "ring.ini",
+             "[phantom]\nbody_a = 10\nbody_b = 5\n[lesion 1]\nradius = 5\nbg_inner = 11\n"
+             "bg_outer = 7\n",
+             bad, sizeof bad);
+    ck_assert_int_eq(quality_layout_read(bad, &l, err, sizeof err), LDCT_EINPUT);
+    ck_assert_ptr_nonnull(strstr(err, "need 0 < radius <= bg_inner < bg_outer < 1e6 mm"));
+    tu_write(dir, "huge.ini",
+             "[phantom]\nbody_a = 10\nbody_b = 5\n[lesion 1]\nradius = 1e308\nbg_inner = 7\n"
+             "bg_outer = 11\n",
+             bad, sizeof bad);
+    ck_assert_int_eq(quality_layout_read(bad, &l, err, sizeof err), LDCT_EINPUT);
     /* The 4D sidecar's moving edges are read the same way. */
     tu_write(dir, "t.ini", "[time 1]\nx = inf\ny = 0\nradius = 5\nuniform_to = 9\n", bad,
              sizeof bad);
