@@ -7,6 +7,7 @@
 #include "config/config.h"
 #include "daemon/cli.h"
 #include "gpu/fdk.h"
+#include "pipeline/ingest.h"
 #include "pipeline/process.h"
 #include "scp/scp.h"
 
@@ -93,6 +94,21 @@ static int list_push(input_list *l, const char *path, const scp_slice_info *info
     return l->v[l->n++].path ? 0 : -1;
 }
 
+/* The name of the first of the file's UIDs that the daemon would refuse
+ * at reception (ingest_uid_valid: digits and dots, at most 64), or NULL.
+ * Such a value (bytes that are not printable, a second value after a
+ * backslash) would end up in the derived series and in the messages. */
+static const char *invalid_uid(const scp_slice_info *info)
+{
+    if (!ingest_uid_valid(info->sop_instance_uid))
+        return "(0008,0018) SOP Instance UID";
+    if (!ingest_uid_valid(info->study_uid))
+        return "(0020,000D) Study Instance UID";
+    if (!ingest_uid_valid(info->series_uid))
+        return "(0020,000E) Series Instance UID";
+    return NULL;
+}
+
 /* Counts a file left out; keeps the reason of the first (the reader's
  * message names the file or the instance; the path is added if missing). */
 static void skip_note(skip_log *s, const char *path, const char *why)
@@ -168,6 +184,13 @@ static int scan(const char *dir, input_list *l, skip_log *skipped, dir_set *seen
         char err[512] = "";
         if (!S_ISREG(st.st_mode) || scp_slice_read_info(path, &info, err, sizeof err) != 0) {
             skip_note(skipped, path, err);
+            continue;
+        }
+        const char *bad = invalid_uid(&info);
+        if (bad) {
+            snprintf(err, sizeof err, "invalid %s (a UID is digits and dots, at most 64)", bad);
+            skip_note(skipped, path, err);
+            scp_slice_info_free(&info);
             continue;
         }
         rc = list_push(l, path, &info);

@@ -8,7 +8,8 @@
 # Gaussian patch weighting (--patch-weighting) give different results; files
 # that cannot be read are reported with the first one's reason; bad arguments
 # and an inconsistent series give clear errors and a failing exit code
-# (nlm3d on a series with a gap); nlm2d filters that series slice by slice.
+# (nlm3d on a series with a gap); nlm2d filters that series slice by slice;
+# a file whose UID the daemon would refuse is skipped with the tag named.
 . "$(dirname "$0")/lib.sh"
 DCMSTAT="$ROOT/$BUILD/tools/dcmstat"
 "$MKSERIES" --out "$T/in/a" --rows 64 --cols 64 --slices 8 --thickness 1 --noise 20 > /dev/null ||
@@ -31,6 +32,15 @@ dcmodify -nb -m "(0028,0100)=32" "$T"/b32/*.dcm || fail dcmodify
 "$LDCT" filter --in "$T/b32" --out "$T/b32-out" --device cpu 2> "$T/e" && fail "32-bit header accepted"
 grep -qE "^ldct filter: no DICOM image in $T/b32: 2 file\(s\) skipped \(first: $T/b32/IMG000[12].dcm: instance [0-9.]+ declares 32x32x1 pixels of 32 bits \(4096 bytes\) but its file has [0-9]+ bytes\)$" \
     "$T/e" || fail "no reason for the unreadable files: $(cat "$T/e")"
+# A UID the daemon would refuse (a control byte in it) is refused here too,
+# named by its tag, and never printed or copied into the derived series.
+"$MKSERIES" --out "$T/uid" --rows 32 --cols 32 --slices 3 > /dev/null || fail mkseries
+dcmodify -nb -m "(0020,000E)=1.2.3"$'\x01'"4" "$T/uid/IMG0002.dcm" || fail dcmodify
+"$LDCT" filter --in "$T/uid" --out "$T/uid-out" --device cpu > "$T/o" 2> "$T/e" || fail "uid: $(cat "$T/e")"
+grep -qF "skipped 1 file(s) that are not readable DICOM images (first: $T/uid/IMG0002.dcm: invalid (0020,000E) Series Instance UID" \
+    "$T/e" || fail "bad UID not refused with its tag: $(cat "$T/e")"
+! grep -q $'\x01' "$T/o" "$T/e" || fail "the control byte was printed"
+[ "$(ls "$T/uid-out" | wc -l)" = 2 ] || fail "expected the 2 valid slices, got $(ls "$T/uid-out")"
 series_of() { dcmdump -q +P 0020,000e "$1" | sed -E 's/.*\[([^]]*)\].*/\1/'; }
 src_a=$(series_of "$T/in/a/IMG0001.dcm")
 mkdir -p "$T/da"
