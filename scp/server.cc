@@ -256,6 +256,17 @@ std::string get_str(DcmItem *ds, const DcmTagKey &tag)
     return std::string();
 }
 
+/* The whole value, every component: a UID sent as "1.2.3\\4.5.6" (two
+ * values where one is allowed) is invalid, not the first of them, which
+ * findAndGetOFString gives. ingest refuses it, backslash and all. */
+std::string get_uid(DcmItem *ds, const DcmTagKey &tag)
+{
+    OFString v;
+    if (ds && ds->findAndGetOFStringArray(tag, v).good())
+        return std::string(v.c_str());
+    return std::string();
+}
+
 /* Reads the header attributes back from the received file; returns 1 when
  * the whole dataset parsed. The whole of it, not just the header: a peer may
  * flag the last fragment of a dataset that stops inside the pixel data, and
@@ -276,10 +287,10 @@ int read_header(store_ctx *sc)
         return 0;
     }
     DcmDataset *ds = ff.getDataset();
-    sc->sop_class = get_str(ds, DCM_SOPClassUID);
-    sc->sop_inst = get_str(ds, DCM_SOPInstanceUID);
-    sc->study = get_str(ds, DCM_StudyInstanceUID);
-    sc->series = get_str(ds, DCM_SeriesInstanceUID);
+    sc->sop_class = get_uid(ds, DCM_SOPClassUID);
+    sc->sop_inst = get_uid(ds, DCM_SOPInstanceUID);
+    sc->study = get_uid(ds, DCM_StudyInstanceUID);
+    sc->series = get_uid(ds, DCM_SeriesInstanceUID);
     sc->modality = get_str(ds, DCM_Modality);
     sc->descr = get_str(ds, DCM_SeriesDescription);
     return 1;
