@@ -220,11 +220,17 @@ void reject(T_ASC_Association *assoc, scp_assoc_verdict v, const assoc_ctx &a,
     scp__cond_err(ASC_rejectAssociation(assoc, &rj), "A-ASSOCIATE-RJ");
 }
 
-void drop(T_ASC_Association **assoc)
+/* Closes the connection after waiting up to wait_s for the peer to close
+ * its end first (after our A-RELEASE-RP or A-ASSOCIATE-RJ, as the ARTIM
+ * timer lets it). DCMTK's default wait is 180 s whatever the peer does: a
+ * peer that sent an A-ASSOCIATE-RQ DCMTK cannot parse, and then nothing,
+ * held its connection that long, counted as waiting for its request, and
+ * 32 of them stopped every other association from being accepted. */
+void drop(T_ASC_Association **assoc, int wait_s)
 {
     if (!*assoc)
         return;
-    ASC_dropSCPAssociation(*assoc);
+    ASC_dropSCPAssociation(*assoc, wait_s);
     ASC_destroyAssociation(assoc);
 }
 
@@ -852,7 +858,7 @@ T_ASC_Association *accept_one(scp_server *srv, assoc_slot *slot)
         if (c != DUL_NOASSOCIATIONREQUEST)
             scp__cond_err(c, slot->accepted ? "receiving an association request"
                                             : "accepting a connection");
-        drop(&assoc);
+        drop(&assoc, 0); /* an unreadable request: nothing to wait for */
         if (slot->accepted)
             return nullptr;
         if (c != DUL_NOASSOCIATIONREQUEST) /* e.g. out of descriptors: no spin */
@@ -881,7 +887,7 @@ void acceptor_run(scp_server *srv, assoc_slot *slot)
     std::unique_lock<std::mutex> lk(srv->mu);
     slot->fd = -1; /* before DCMTK closes it: stop must not shut a reused fd */
     lk.unlock();
-    drop(&assoc);
+    drop(&assoc, srv->opt.acse_timeout_s);
 }
 
 void acceptor_main(scp_server *srv, assoc_slot *slot)

@@ -9,6 +9,11 @@ stall in the middle of a dataset, or send bytes that are not DICOM at all.
 
 Modes:
   garbage            connect, send 4 KiB of random bytes, report what came back
+  bad-associate      send an A-ASSOCIATE-RQ that DCMTK cannot parse (a user
+                     identity sub-item whose primary field claims more bytes
+                     than the item holds), keep the connection open and
+                     wait (up to --wait seconds) for the peer to close it;
+                     prints "closed after S s" or "still open after S s"
   store FILE         associate, C-STORE the dataset of FILE (Explicit VR Little
                      Endian, as written by mkseries), print the status (hex)
   store FILE --cut N send only the first N bytes of the dataset, flagged as
@@ -56,12 +61,20 @@ def pdu(kind, body):
     return struct.pack(">BBI", kind, 0, len(body)) + body
 
 
-def associate_rq(called, calling, ts):
+def associate_rq(called, calling, ts, more_user=b""):
     pc = struct.pack(">BBBB", 1, 0, 0, 0) + item(0x30, CT_IMAGE) + item(0x40, ts.encode())
-    user = item(0x51, struct.pack(">I", 16384)) + item(0x52, b"1.2.826.0.1.3680043.9.7.99")
+    user = item(0x51, struct.pack(">I", 16384)) + item(0x52, b"1.2.826.0.1.3680043.9.7.99") + \
+        more_user
     body = (struct.pack(">HH", 1, 0) + called.ljust(16).encode() + calling.ljust(16).encode() +
             bytes(32) + item(0x10, APP_CONTEXT) + item(0x20, pc) + item(0x50, user))
     return pdu(0x01, body)
+
+
+def bad_associate_rq(called, calling, ts):
+    """associate_rq plus a User Identity sub-item (0x58) whose primary field
+    length (1000) exceeds the item: DCMTK refuses the PDU."""
+    ident = struct.pack(">BBH", 1, 0, 1000) + b"user" + struct.pack(">H", 0)
+    return associate_rq(called, calling, ts, item(0x58, ident))
 
 
 def recv_exact(s, n):
@@ -182,6 +195,14 @@ def mode_garbage(a):
     return 0
 
 
+def mode_bad_associate(a):
+    s = socket.create_connection((a.host, a.port), timeout=a.wait)
+    s.sendall(bad_associate_rq(a.called, a.calling, a.ts))
+    secs, closed = wait_closed(s, a.wait)
+    print("%s after %.1f s" % ("closed" if closed else "still open", secs))
+    return 0
+
+
 def mode_store(a):
     if a.raw_sop:
         ds, sop = open(a.file, "rb").read(), a.raw_sop.encode()
@@ -220,7 +241,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("host")
     p.add_argument("port", type=int)
-    p.add_argument("mode", choices=["garbage", "store"])
+    p.add_argument("mode", choices=["garbage", "store", "bad-associate"])
     p.add_argument("file", nargs="?")
     p.add_argument("--cut", type=int)
     p.add_argument("--stall", type=int)
@@ -233,7 +254,8 @@ def main():
     p.add_argument("--calling", default="RAWSCU")
     a = p.parse_args()
     try:
-        return mode_garbage(a) if a.mode == "garbage" else mode_store(a)
+        modes = {"garbage": mode_garbage, "store": mode_store, "bad-associate": mode_bad_associate}
+        return modes[a.mode](a)
     except (OSError, EOFError, RuntimeError, ValueError) as e:
         print("rawscu: %s" % e, file=sys.stderr)
         return 1
