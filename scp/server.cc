@@ -26,6 +26,8 @@
  *   max_associations (checked and incremented under `mu`).
  * - At most k_max_pending connections wait for their A-ASSOCIATE-RQ at once;
  *   beyond that new connections wait in the kernel's backlog.
+ * - At most k_max_closing threads wait for a peer to close after our last
+ *   PDU (a rejection, a release); past that a connection is closed at once.
  * - A received file is either handed to store_end (which then owns it) or
  *   removed here; a failed reception never reaches store_end.
  * - Nothing from a dataset but UIDs, modality, series description and sizes
@@ -102,6 +104,7 @@ const int k_n_transfer_syntaxes = sizeof k_transfer_syntaxes / sizeof k_transfer
 
 const int k_listen_poll_s = 1; /* how often acceptor and listener check for stop */
 const int k_max_pending = 32;  /* connections waiting for their A-ASSOCIATE-RQ */
+const int k_max_closing = 32;  /* threads waiting for a peer to close after our last PDU */
 const int k_default_acse_s = 30;
 const int k_default_dimse_s = 60;
 const size_t k_comment_len = 256;
@@ -139,6 +142,7 @@ struct scp_server {
     std::list<std::unique_ptr<assoc_slot>> slots;
     bool acceptor_waiting = false; /* an acceptor thread waits for a connection */
     int pending = 0;               /* accepted, A-ASSOCIATE-RQ not read yet */
+    int closing = 0;               /* in drop_when_closed's wait for the peer */
     bool aborting = false;         /* stop: shut every new connection down */
     bool started = false;
     bool stopped = false;
@@ -691,6 +695,28 @@ void run_association(scp_server *srv, T_ASC_Association *assoc)
     srv->cv.notify_all();
 }
 
+/* Drops an association after waiting up to acse_timeout for the peer to
+ * close, so that it reads our last PDU (A-ASSOCIATE-RJ, A-RELEASE-RP) before
+ * the connection goes; in at most k_max_closing threads at once. Rejected
+ * peers that never close would otherwise hold a thread each, uncounted:
+ * a flood of them grew the daemon by a thread per connection. Past the
+ * limit the connection is closed at once (a peer still reads a PDU that
+ * reached it before the close). */
+void drop_when_closed(scp_server *srv, T_ASC_Association **assoc)
+{
+    bool wait;
+    {
+        std::lock_guard<std::mutex> lk(srv->mu);
+        wait = srv->closing < k_max_closing;
+        srv->closing += wait;
+    }
+    drop(assoc, wait ? srv->opt.acse_timeout_s : 0);
+    if (wait) {
+        std::lock_guard<std::mutex> lk(srv->mu);
+        srv->closing--;
+    }
+}
+
 /* ---- acceptance --------------------------------------------------------- */
 
 /* Called by DCMTK (in the acceptor thread) right after accept() and before it
@@ -887,7 +913,7 @@ void acceptor_run(scp_server *srv, assoc_slot *slot)
     std::unique_lock<std::mutex> lk(srv->mu);
     slot->fd = -1; /* before DCMTK closes it: stop must not shut a reused fd */
     lk.unlock();
-    drop(&assoc, srv->opt.acse_timeout_s);
+    drop_when_closed(srv, &assoc);
 }
 
 void acceptor_main(scp_server *srv, assoc_slot *slot)
