@@ -44,6 +44,13 @@ enum { SCP__MAX_NESTING = 128 };
  * reports the file as unreadable). */
 int scp__check_nesting(const char *path, int limit, char *err, size_t len);
 
+/* Why DCMTK 3.6.7 will refuse the A-ASSOCIATE-RQ whose PDU body (the
+ * `len` bytes after its 6-byte header) is `body`, found by following its
+ * items as DCMTK's parser does (assoc_rq.cc lists the rules); NULL when
+ * none of those rules applies (DCMTK may still refuse it). The reason is
+ * a static string without request content. */
+const char *scp__assoc_rq_fault(const unsigned char *body, size_t len);
+
 /* Copies `src` into `dst` (size `len`, always terminated when len > 0). */
 void scp__strlcpy(char *dst, const char *src, size_t len);
 

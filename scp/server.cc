@@ -72,7 +72,9 @@ extern "C" {
 #include <thread>
 #include <vector>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -113,8 +115,9 @@ const size_t k_comment_len = 256;
 struct assoc_slot {
     std::thread thread;
     std::atomic<bool> done{false};
-    bool accepted = false; /* written by its own thread only (accept hook) */
-    int fd = -1;           /* guarded by scp_server::mu; -1 once the thread drops it */
+    bool accepted = false;   /* written by its own thread only (accept hook) */
+    bool rq_refused = false; /* its request was refused unparsed (own thread only) */
+    int fd = -1;             /* guarded by scp_server::mu; -1 once the thread drops it */
 };
 
 /* The per-association facts handlers see. */
@@ -736,17 +739,42 @@ void on_accepted(scp_server *srv, int fd)
     srv->cv.notify_all();
 }
 
+/* The numeric address of a connection's peer into buf ("?" when unknown). */
+void peer_address(int fd, char *buf, size_t len)
+{
+    sockaddr_storage sa{};
+    socklen_t sl = sizeof sa;
+    const void *addr = nullptr;
+    if (getpeername(fd, reinterpret_cast<sockaddr *>(&sa), &sl) == 0) {
+        if (sa.ss_family == AF_INET)
+            addr = &reinterpret_cast<sockaddr_in *>(&sa)->sin_addr;
+        else if (sa.ss_family == AF_INET6)
+            addr = &reinterpret_cast<sockaddr_in6 *>(&sa)->sin6_addr;
+    }
+    if (!addr || !inet_ntop(sa.ss_family, addr, buf, (socklen_t)len))
+        scp__strlcpy(buf, "?", len);
+}
+
 /* Follows the PDU and PDV headers of what a peer sends and says when a DIMSE
  * command message grows past k_max_command bytes. DCMTK parses a command set
  * recursively, so a command nesting 100000 sequences overflows the thread's
  * stack before any of our code sees it; real command sets are under 1 KiB.
  * Only headers are read (6 bytes of each PDU, 6 of each PDV); data is
- * skipped by count. One per connection, fed by its reading thread only. */
+ * skipped by count. The first PDU, when it is an A-ASSOCIATE-RQ within
+ * DCMTK's size limit for it, is kept whole and its items are checked
+ * before its last bytes reach DCMTK (scp__assoc_rq_fault: only requests
+ * DCMTK refuses too, whose lists it would leak). One per connection, fed
+ * by its reading thread only. */
 class pdu_guard
 {
   public:
-    /* false once the stream holds a command message over the limit */
+    /* false once the stream holds a command message over the limit or a
+     * refused A-ASSOCIATE-RQ (then rq_fault() says why) */
     bool feed(const unsigned char *p, size_t n);
+    const char *rq_fault() const
+    {
+        return rq_fault_;
+    }
 
   private:
     static uint32_t be32(const unsigned char *b)
@@ -762,6 +790,10 @@ class pdu_guard
     uint32_t pdu_left_ = 0; /* body bytes of the PDU not yet seen */
     uint32_t pdv_left_ = 0; /* data bytes of the current PDV not yet seen */
     size_t cmd_ = 0;        /* bytes of the command message being received */
+    bool first_ = true;     /* no PDU header read yet */
+    bool keep_rq_ = false;  /* the PDU is the A-ASSOCIATE-RQ being kept */
+    std::vector<unsigned char> rq_;
+    const char *rq_fault_ = nullptr;
 };
 
 const size_t k_max_command = 65536;
@@ -802,6 +834,10 @@ bool pdu_guard::feed(const unsigned char *p, size_t n)
                 pdata_ = hdr_[0] == 0x04;
                 pdu_left_ = be32(hdr_ + 2);
                 in_pdu_ = pdu_left_ > 0;
+                /* DCMTK refuses a larger request unread (dcmAssociatePDUSizeLimit). */
+                keep_rq_ = first_ && hdr_[0] == 0x01 && in_pdu_ &&
+                           pdu_left_ <= dcmAssociatePDUSizeLimit.get();
+                first_ = false;
                 have_ = 0;
                 pdv_left_ = 0;
             }
@@ -814,6 +850,8 @@ bool pdu_guard::feed(const unsigned char *p, size_t n)
             uint32_t body = pdata_ ? std::min(pdv_left_, pdu_left_) : pdu_left_;
             used = std::min(n, (size_t)body);
             pdu_left_ -= (uint32_t)used;
+            if (keep_rq_)
+                rq_.insert(rq_.end(), p, p + used);
             if (pdata_)
                 pdv_left_ -= (uint32_t)used;
         }
@@ -821,6 +859,13 @@ bool pdu_guard::feed(const unsigned char *p, size_t n)
             in_pdu_ = false;
             have_ = 0;
             pdv_left_ = 0;
+            if (keep_rq_) {
+                keep_rq_ = false;
+                rq_fault_ = scp__assoc_rq_fault(rq_.data(), rq_.size());
+                std::vector<unsigned char>().swap(rq_);
+                if (rq_fault_)
+                    return false;
+            }
         }
         p += used;
         n -= used;
@@ -829,8 +874,9 @@ bool pdu_guard::feed(const unsigned char *p, size_t n)
 }
 
 /* A TCP connection whose reads pass through a pdu_guard: an oversized
- * command message fails the read and shuts the socket, so DCMTK aborts the
- * association instead of parsing it. */
+ * command message or a refused A-ASSOCIATE-RQ fails the read and shuts the
+ * socket, so DCMTK aborts the association (or drops the connection)
+ * instead of parsing it. */
 class guarded_connection : public DcmTCPConnection
 {
   public:
@@ -839,8 +885,19 @@ class guarded_connection : public DcmTCPConnection
     {
         ssize_t r = DcmTCPConnection::read(buf, nbyte);
         if (r > 0 && !guard_.feed(static_cast<const unsigned char *>(buf), (size_t)r)) {
-            log_warn("scp: a DIMSE command message over %zu bytes: closing the connection",
-                     k_max_command);
+            if (guard_.rq_fault()) {
+                char peer[INET6_ADDRSTRLEN] = "?";
+                peer_address((int)getSocket(), peer, sizeof peer);
+                log_warn("scp: association request from %s refused before DCMTK reads it: %s "
+                         "(DCMTK refuses it too, after building lists it leaks); closing the "
+                         "connection",
+                         peer, guard_.rq_fault());
+                if (t_slot)
+                    t_slot->rq_refused = true;
+            } else {
+                log_warn("scp: a DIMSE command message over %zu bytes: closing the connection",
+                         k_max_command);
+            }
             shutdown((int)getSocket(), SHUT_RDWR);
             errno = EPROTO;
             return -1;
@@ -881,7 +938,7 @@ T_ASC_Association *accept_one(scp_server *srv, assoc_slot *slot)
                                                nullptr, OFFalse, DUL_NOBLOCK, k_listen_poll_s);
         if (c.good() && slot->accepted)
             return assoc;
-        if (c != DUL_NOASSOCIATIONREQUEST)
+        if (c != DUL_NOASSOCIATIONREQUEST && !slot->rq_refused) /* the guard said why */
             scp__cond_err(c, slot->accepted ? "receiving an association request"
                                             : "accepting a connection");
         drop(&assoc, 0); /* an unreadable request: nothing to wait for */

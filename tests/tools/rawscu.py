@@ -14,6 +14,13 @@ Modes:
                      than the item holds), keep the connection open and
                      wait (up to --wait seconds) for the peer to close it;
                      prints "closed after S s" or "still open after S s"
+  leaky-associate    send --count A-ASSOCIATE-RQs (one connection each, in
+                     turn) that DCMTK 3.6.7 refuses after building lists it
+                     then leaks: 40 transfer syntaxes then one of 65 bytes,
+                     a presentation context without a transfer syntax after
+                     4 good ones, a broken extended negotiation sub-item;
+                     waits for each to be closed; prints how many were
+                     closed without an answer
   store FILE         associate, C-STORE the dataset of FILE (Explicit VR Little
                      Endian, as written by mkseries), print the status (hex)
   store FILE --cut N send only the first N bytes of the dataset, flagged as
@@ -75,6 +82,28 @@ def bad_associate_rq(called, calling, ts):
     length (1000) exceeds the item: DCMTK refuses the PDU."""
     ident = struct.pack(">BBH", 1, 0, 1000) + b"user" + struct.pack(">H", 0)
     return associate_rq(called, calling, ts, item(0x58, ident))
+
+
+def leaky_associate_rq(called, calling, ts, kind):
+    """An A-ASSOCIATE-RQ that DCMTK 3.6.7 refuses and leaks: kind 0, a
+    presentation context with 40 transfer syntaxes and then one over 64
+    bytes; 1, 4 good presentation contexts and one without a transfer
+    syntax; 2, an extended negotiation sub-item whose UID runs past it."""
+    tss = b"".join(item(0x40, ts.encode()) for _ in range(40))
+    good = struct.pack(">BBBB", 1, 0, 0, 0) + item(0x30, CT_IMAGE) + tss
+    pcs, more_user = item(0x20, good), b""
+    if kind == 0:
+        pcs = item(0x20, good + item(0x40, b"1" * 65))
+    elif kind == 1:
+        pcs = item(0x20, good) * 4 + item(0x20, struct.pack(">BBBB", 3, 0, 0, 0) +
+                                             item(0x30, CT_IMAGE))
+    else:
+        more_user = item(0x56, struct.pack(">H", 200) + CT_IMAGE)
+    user = item(0x51, struct.pack(">I", 16384)) + item(0x52, b"1.2.826.0.1.3680043.9.7.99") + \
+        more_user
+    body = (struct.pack(">HH", 1, 0) + called.ljust(16).encode() + calling.ljust(16).encode() +
+            bytes(32) + item(0x10, APP_CONTEXT) + pcs + item(0x50, user))
+    return pdu(0x01, body)
 
 
 def recv_exact(s, n):
@@ -203,6 +232,21 @@ def mode_bad_associate(a):
     return 0
 
 
+def mode_leaky_associate(a):
+    unanswered = 0
+    for i in range(a.count):
+        s = socket.create_connection((a.host, a.port), timeout=a.wait)
+        try:
+            s.sendall(leaky_associate_rq(a.called, a.calling, a.ts, i % 3))
+            unanswered += s.recv(1) == b""
+        except (ConnectionResetError, BrokenPipeError):
+            unanswered += 1
+        finally:
+            s.close()
+    print("%d of %d closed without an answer" % (unanswered, a.count))
+    return 0
+
+
 def mode_store(a):
     if a.raw_sop:
         ds, sop = open(a.file, "rb").read(), a.raw_sop.encode()
@@ -241,7 +285,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("host")
     p.add_argument("port", type=int)
-    p.add_argument("mode", choices=["garbage", "store", "bad-associate"])
+    p.add_argument("mode", choices=["garbage", "store", "bad-associate", "leaky-associate"])
     p.add_argument("file", nargs="?")
     p.add_argument("--cut", type=int)
     p.add_argument("--stall", type=int)
@@ -249,12 +293,14 @@ def main():
     p.add_argument("--hold", type=float)
     p.add_argument("--raw-sop")
     p.add_argument("--nest-command", type=int)
+    p.add_argument("--count", type=int, default=1)
     p.add_argument("--ts", default=EXPLICIT_LE.decode())
     p.add_argument("--called", default="LDCTNODE")
     p.add_argument("--calling", default="RAWSCU")
     a = p.parse_args()
     try:
-        modes = {"garbage": mode_garbage, "store": mode_store, "bad-associate": mode_bad_associate}
+        modes = {"garbage": mode_garbage, "store": mode_store, "bad-associate": mode_bad_associate,
+                 "leaky-associate": mode_leaky_associate}
         return modes[a.mode](a)
     except (OSError, EOFError, RuntimeError, ValueError) as e:
         print("rawscu: %s" % e, file=sys.stderr)
