@@ -76,13 +76,19 @@ START_TEST(new_database_has_the_latest_schema)
 }
 END_TEST
 
-START_TEST(newer_schema_is_refused)
+/* A fresh database whose header then says schema version `pragma`. */
+static void fresh_db_of_version(const char *pragma)
 {
     db_close(open_fresh());
     sqlite3 *h;
     ck_assert_int_eq(sqlite3_open(dbpath, &h), SQLITE_OK);
-    ck_assert_int_eq(sqlite3_exec(h, "PRAGMA user_version = 999", 0, 0, 0), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(h, pragma, 0, 0, 0), SQLITE_OK);
     sqlite3_close(h);
+}
+
+START_TEST(newer_schema_is_refused)
+{
+    fresh_db_of_version("PRAGMA user_version = 999");
     db *d = NULL;
     ck_assert_int_eq(db_open(dbpath, 0, &d), LDCT_ESCHEMA);
     ck_assert_ptr_null(d);
@@ -94,11 +100,7 @@ END_TEST
  * (ldctd, ldct retry) run DB_MIGRATIONS[-1]: memory before the table. */
 START_TEST(negative_schema_version_is_refused)
 {
-    db_close(open_fresh());
-    sqlite3 *h;
-    ck_assert_int_eq(sqlite3_open(dbpath, &h), SQLITE_OK);
-    ck_assert_int_eq(sqlite3_exec(h, "PRAGMA user_version = -1", 0, 0, 0), SQLITE_OK);
-    sqlite3_close(h);
+    fresh_db_of_version("PRAGMA user_version = -1");
     db *d = NULL;
     ck_assert_int_eq(db_open(dbpath, 0, &d), LDCT_EDB);
     ck_assert_ptr_null(d);
