@@ -377,6 +377,7 @@ static void live_status(void *ctx, status_snapshot *st)
     scp_server *srv = __atomic_load_n(&s->scp, __ATOMIC_ACQUIRE);
     st->associations_active = srv ? scp_server_active(srv) : 0;
     st->workers = s->nworkers;
+    st->gpus_down = s->workers ? worker_pool_gpus_down(s->workers) : 0;
 }
 
 /* The status listener, when http_port is set. One that cannot listen stops

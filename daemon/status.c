@@ -8,6 +8,7 @@ int status_read(db *d, status_snapshot *s)
     s->uptime_s = -1;
     s->associations_active = -1;
     s->workers = -1;
+    s->gpus_down = -1;
     int rc = db_totals_get(d, &s->t);
     return rc ? rc : db_queue_totals_get(d, &s->q);
 }
@@ -16,8 +17,10 @@ static void json_daemon_part(FILE *f, const status_snapshot *s)
 {
     if (s->uptime_s < 0)
         return;
-    fprintf(f, ",\"version\":\"%s\",\"uptime_s\":%lld,\"associations_active\":%d,\"workers\":%d",
-            LDCT_VERSION, (long long)s->uptime_s, s->associations_active, s->workers);
+    fprintf(f,
+            ",\"version\":\"%s\",\"uptime_s\":%lld,\"associations_active\":%d,\"workers\":%d,"
+            "\"gpus_down\":%d",
+            LDCT_VERSION, (long long)s->uptime_s, s->associations_active, s->workers, s->gpus_down);
 }
 
 void status_write_json(FILE *f, const status_snapshot *s)
@@ -85,6 +88,9 @@ void status_write_prometheus(FILE *f, const status_snapshot *s)
     fprintf(f, "ldct_associations_active %d\n", s->associations_active);
     metric(f, "ldct_workers", "gauge", "Processing workers (one per device).");
     fprintf(f, "ldct_workers %d\n", s->workers);
+    metric(f, "ldct_gpus_down", "gauge",
+           "Workers whose GPU does not work (their jobs go to the others).");
+    fprintf(f, "ldct_gpus_down %d\n", s->gpus_down);
     metric(f, "ldct_build_info", "gauge", "Always 1; the version in a label.");
     fprintf(f, "ldct_build_info{version=\"%s\"} 1\n", LDCT_VERSION);
 }

@@ -22,6 +22,7 @@ typedef struct status_snapshot {
     int64_t uptime_s;
     int associations_active;
     int workers;
+    int gpus_down; /* workers whose GPU does not work */
 } status_snapshot;
 
 /* Reads the database part; sets the daemon part to -1. Returns 0 or an error. */

@@ -1,7 +1,9 @@
 /* The one checking macro for CUDA runtime calls in gpu/ (.cu files): it logs the
  * call, file, line and CUDA's error string, and makes the enclosing function
  * return an error code (LDCT_ENOMEM_GPU for allocation failures, else
- * LDCT_ECUDA). It never exits and never resets the device. CUDA_CHECK_GOTO
+ * LDCT_ECUDA). It never exits and never resets the device; it clears the
+ * runtime's last error, so a failure that leaves the context usable (a
+ * refused allocation, a bad argument) does not fail the next launch check. CUDA_CHECK_GOTO
  * does the same but jumps to a cleanup label after storing the code. Check
  * every launch with CUDA_CHECK(cudaGetLastError()). */
 #ifndef LDCT_GPU_CUDA_CHECK_CUH
@@ -19,6 +21,7 @@ static inline int gpu__cuda_err(cudaError_t e, const char *call, const char *fil
 {
     log_err("%s:%d: %s failed: %s (%s)", file, line, call, cudaGetErrorString(e),
             cudaGetErrorName(e));
+    (void)cudaGetLastError();
     return e == cudaErrorMemoryAllocation ? LDCT_ENOMEM_GPU : LDCT_ECUDA;
 }
 

@@ -3,6 +3,7 @@
 #include "gpu/cuda_util.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "gpu/cuda_check.cuh"
 #include "gpu/cuda_stage.cuh"
@@ -46,6 +47,39 @@ extern "C" int gpu__cuda_warm(int index)
     if (gpu_stage::acquire(&l, index, gpu_stage::k_default_elems) == 0)
         gpu_stage::release(&l); /* the buffers stay in the GPU's slot */
     return 0;
+}
+
+/* A round trip through device memory: the first error, quietly (the
+ * caller reports it); the last error is cleared. */
+static cudaError_t probe(int index)
+{
+    float *d = NULL;
+    const float in = 1.5f;
+    float out = 0;
+    cudaError_t e = cudaSetDevice(index);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&d, sizeof in);
+    if (e == cudaSuccess)
+        e = cudaMemcpy(d, &in, sizeof in, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess)
+        e = cudaMemcpy(&out, d, sizeof out, cudaMemcpyDeviceToHost);
+    if (e == cudaSuccess)
+        e = cudaDeviceSynchronize();
+    if (d)
+        (void)cudaFree(d);
+    (void)cudaGetLastError();
+    return e == cudaSuccess && out != in ? cudaErrorUnknown : e;
+}
+
+extern "C" int gpu__cuda_check(int index, char *why, size_t why_len)
+{
+    cudaError_t e = probe(index);
+    if (e == cudaSuccess)
+        return 0;
+    snprintf(why, why_len, "%s", cudaGetErrorString(e));
+    if (e == cudaErrorNoDevice || e == cudaErrorInvalidDevice || e == cudaErrorInsufficientDriver)
+        return LDCT_ENOGPU;
+    return LDCT_ECUDA;
 }
 
 extern "C" int gpu__cuda_device_name(int index, char *buf, size_t len)

@@ -28,6 +28,9 @@ int gpu__cuda_host_unregister(void *p);
  * first call would otherwise pay). Returns 0 or LDCT_ECUDA. */
 int gpu__cuda_warm(int index);
 
+/* gpu_device_check for device `index` (see device.h). */
+int gpu__cuda_check(int index, char *why, size_t why_len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -91,7 +91,22 @@ int gpu_device_warm(const gpu_device *dev)
     if (dev && dev->kind == GPU_DEVICE_CUDA)
         return gpu__cuda_warm(dev->index);
 #else
-    (void)dev;
+    if (dev && dev->kind == GPU_DEVICE_CUDA)
+        return LDCT_ENOGPU;
+#endif
+    return 0;
+}
+
+int gpu_device_check(const gpu_device *dev, char *why, size_t why_len)
+{
+    if (why_len)
+        why[0] = '\0';
+#if LDCT_WITH_CUDA
+    if (dev && dev->kind == GPU_DEVICE_CUDA)
+        return gpu__cuda_check(dev->index, why, why_len);
+#else
+    if (dev && dev->kind == GPU_DEVICE_CUDA)
+        return snprintf(why, why_len, "built without CUDA"), LDCT_ENOGPU;
 #endif
     return 0;
 }

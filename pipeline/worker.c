@@ -20,6 +20,7 @@
 #define RETRY_PAUSE_MS 5000 /* after a passing failure */
 #define SPACE_WAIT_MS 15000 /* between checks while a result has no room */
 #define SPACE_LOG_MS 600000 /* how often a worker repeats the waiting warning */
+#define GPU_CHECK_MS 60000  /* between checks of a GPU that does not work */
 
 typedef struct worker {
     struct worker_pool *pool;
@@ -30,6 +31,9 @@ typedef struct worker {
     db *db;
     int64_t space_logged_ms; /* when this worker last warned of a job waiting for space */
     fail_run claim_fails;    /* claims failing in a row (a full database disk) */
+    int gpu_failed;          /* the last job's GPU call failed (the CPU did it) */
+    int gpu_down;            /* the GPU failed its check (written under pool->lock) */
+    int64_t gpu_check_ms;    /* monotonic: when to check a down GPU again */
 } worker;
 
 struct worker_pool {
@@ -220,8 +224,9 @@ static int run_paths(worker *w, const db_job *j, const db_strings *paths, const 
     uid_ctx uctx = {w->db,        j->id,
                     st->uid_root, j->destinations[0] ? NULL : st->results_dir,
                     out_dir,      sizeof out_dir};
+    const gpu_device cpu = {.kind = GPU_DEVICE_CPU, .threads = w->dev.threads};
     process_opts o = {.algorithm = process_algorithm_parse(j->algorithm),
-                      .dev = &w->dev,
+                      .dev = w->gpu_down ? &cpu : &w->dev,
                       .uid_root = st->uid_root,
                       .series_uid = j->derived_series_uid,
                       .description_suffix = j->description_suffix,
@@ -270,12 +275,16 @@ static int run_job(worker *w, const db_job *j)
     char err[512] = "";
     db_strings paths = {0, NULL};
     process_result r;
+    memset(&r, 0, sizeof r);
     int rc = db_series_paths(w->db, j->series_id, &paths);
     if (!rc && paths.n == 0)
         rc = LDCT_EINPUT, snprintf(err, sizeof err, "the series has no instances");
     if (!rc)
         rc = run_paths(w, j, &paths, &st, &r, err, sizeof err);
     db_strings_free(&paths);
+    w->gpu_failed = r.gpu_fallback;
+    if (w->gpu_down)
+        r.gpu_fallback = 1;                   /* its log line says the GPU failed */
     if (rc == LDCT_ENOSPACE || rc == -ENOSPC) /* no room, or another job took it first */
         return defer_for_space(w, j, err[0] ? err : ldct_strerror(rc));
     if (rc)
@@ -306,19 +315,65 @@ static int run_job(worker *w, const db_job *j)
     return 0;
 }
 
+static void set_gpu_down(worker *w, int down)
+{
+    pthread_mutex_lock(&w->pool->lock);
+    w->gpu_down = down;
+    pthread_mutex_unlock(&w->pool->lock);
+}
+
+/* After a GPU failure, and every GPU_CHECK_MS while the GPU is down:
+ * checks the GPU and logs each change. A down GPU's jobs go to the other
+ * workers (or, when no other can take them, run on the CPU in this one).
+ * A sticky CUDA error never clears within the process (device.h), so the
+ * message asks for a restart. */
+static void check_gpu(worker *w)
+{
+    char why[256];
+    int rc = gpu_device_check(&w->dev, why, sizeof why);
+    w->gpu_check_ms = ldct_mono_ms() + GPU_CHECK_MS;
+    if (rc == 0 && w->gpu_down)
+        log_notice("%s: the GPU works again", w->name);
+    else if (rc && !w->gpu_down)
+        log_err("%s: the GPU does not work (%s); its jobs go to the other workers, or run on the "
+                "CPU here when none can take them. Checked again every %d s; after an error that "
+                "CUDA cannot clear within a process (an illegal address, a hardware fault) only "
+                "a restart of ldctd makes it usable again",
+                w->name, why[0] ? why : ldct_strerror(rc), GPU_CHECK_MS / 1000);
+    set_gpu_down(w, rc != 0);
+}
+
+/* A worker whose GPU is down leaves the jobs to any other worker whose
+ * device works. */
+static int standing_by(worker *w)
+{
+    if (!w->gpu_down)
+        return 0;
+    if (ldct_mono_ms() >= w->gpu_check_ms)
+        check_gpu(w);
+    int others = 0;
+    pthread_mutex_lock(&w->pool->lock);
+    for (int i = 0; i < w->pool->nworkers; i++)
+        others += &w->pool->w[i] != w && !w->pool->w[i].gpu_down;
+    int down = w->gpu_down;
+    pthread_mutex_unlock(&w->pool->lock);
+    return down && others > 0;
+}
+
 /* A GPU worker creates its context and staging before the first job
  * (about 0.3 s on an H200 that the first series would wait for). */
-static void warm_device(const worker *w)
+static void warm_device(worker *w)
 {
     if (w->dev.kind != GPU_DEVICE_CUDA)
         return;
     int64_t t0 = ldct_now_ms();
     int rc = gpu_device_warm(&w->dev);
-    if (rc)
-        log_warn("%s: cannot prepare the GPU: %s (the first job tries again)", w->name,
-                 ldct_strerror(rc));
-    else
+    if (!rc) {
         log_info("%s: GPU ready in %.2f s", w->name, (ldct_now_ms() - t0) / 1000.0);
+        return;
+    }
+    log_warn("%s: cannot prepare the GPU: %s", w->name, ldct_strerror(rc));
+    check_gpu(w);
 }
 
 static void *worker_main(void *arg)
@@ -340,10 +395,18 @@ static void *worker_main(void *arg)
         pthread_mutex_unlock(&p->lock);
         if (stop)
             break;
+        if (standing_by(w)) {
+            set_busy(p, -1);
+            if (wait_for_work(p, IDLE_POLL_MS))
+                break;
+            continue;
+        }
         db_job j;
         int rc = db_job_claim(w->db, w->name, ldct_now_ms(), &j);
         int pause = rc == 0 ? run_job(w, &j) : 0;
         set_busy(p, -1);
+        if (rc == 0 && w->gpu_failed)
+            check_gpu(w);
         int failed = 0;
         if (rc && rc != LDCT_ENOTFOUND && fail_run_first(&w->claim_fails))
             log_warn("%s: cannot claim a job: %s (retrying every second)", w->name,
@@ -416,6 +479,16 @@ int worker_pool_busy(worker_pool *p)
     int b = p->busy;
     pthread_mutex_unlock(&p->lock);
     return b;
+}
+
+int worker_pool_gpus_down(worker_pool *p)
+{
+    int n = 0;
+    pthread_mutex_lock(&p->lock);
+    for (int i = 0; i < p->nworkers; i++)
+        n += p->w[i].gpu_down;
+    pthread_mutex_unlock(&p->lock);
+    return n;
 }
 
 void worker_pool_drain(worker_pool *p)

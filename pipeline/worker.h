@@ -7,7 +7,10 @@
  * Failures: a series that cannot be processed (inconsistent, not an image)
  * fails at once with its reason; passing trouble (disk full, database busy)
  * is retried up to job_max_attempts; a GPU failure falls back to the CPU
- * inside process_series. Crash safety comes from the database: a job left
+ * inside process_series, and the worker then checks its GPU. A GPU that
+ * fails the check is down: its worker leaves the jobs to the others (or,
+ * when no other can take them, runs them on the CPU) and checks it again
+ * every minute. Crash safety comes from the database: a job left
  * running is put back to pending at the next start (db_recover).
  *
  * Threading: worker_pool_* are called from one thread (the daemon's loop);
@@ -59,6 +62,10 @@ void worker_pool_drain(worker_pool *p);
 
 /* Number of jobs running now. */
 int worker_pool_busy(worker_pool *p);
+
+/* Number of workers whose GPU does not work now;
+ * their jobs go to the other workers. Any thread. */
+int worker_pool_gpus_down(worker_pool *p);
 
 /* Stops claiming, waits up to grace_s seconds for running jobs, then joins
  * and frees, and returns 0. A job still running after the grace time is

@@ -23,6 +23,7 @@ import json, sys
 s = json.load(open(sys.argv[1]))
 assert s["instances"] == 3 and s["series"] == 1, s
 assert s["uptime_s"] >= 0 and s["workers"] >= 1 and s["associations_active"] == 0, s
+assert s["gpus_down"] == 0, s
 assert set(s["jobs"]) == {"pending", "running", "done", "failed"}, s
 assert s["version"], s
 PY
@@ -30,6 +31,7 @@ curl -s "$url/metrics" > "$T/metrics.txt" || fail "GET /metrics"
 grep -qx "ldct_instances 3" "$T/metrics.txt" || fail "metrics: $(cat "$T/metrics.txt")"
 grep -qx 'ldct_jobs{state="failed"} 0' "$T/metrics.txt" || fail "no job states"
 grep -q '^# TYPE ldct_spool_bytes gauge$' "$T/metrics.txt" || fail "no TYPE lines"
+grep -qx "ldct_gpus_down 0" "$T/metrics.txt" || fail "no ldct_gpus_down"
 uid=$(dcmdump -q +P 0020,000e "$T/s/IMG0001.dcm" | sed -E 's/.*\[([^]]*)\].*/\1/')
 ! grep -q "$uid" "$T/status.json" "$T/metrics.txt" || fail "a UID in the status"
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$url/nothing")" = 404 ] || fail "no 404"

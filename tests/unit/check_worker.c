@@ -1,0 +1,229 @@
+/* Unit tests for pipeline/worker's handling of a GPU that does not work:
+ * its worker marks it down, leaves the jobs to a worker whose device
+ * works, runs them on the CPU itself when there is no such worker, and
+ * the pool counts it (ldct_gpus_down). GPU 99 exists on no machine, so
+ * these run anywhere; the check of a broken CUDA context is tested on a
+ * GPU in check_gpu_device. Each test starts a real pool on a real
+ * database with a real (tiny) series, processed by the CPU reference. */
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "db/queue.h"
+#include "pipeline/worker.h"
+#include "scp/scp.h"
+#include "tests/unit/testutil.h"
+
+#include <check.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define STUDY "1.2.826.0.1.3680043.9.7.12"
+#define UID_ROOT "1.2.826.0.1.3680043.9.7.99"
+#define SLICES 3
+
+static char dir[64], db_path[96], outbox[96], results[96];
+
+static void setup(void)
+{
+    log_level = LOG_LVL_ERR - 1;
+    tu_tmpdir(dir, sizeof dir);
+    snprintf(db_path, sizeof db_path, "%s/ldct.db", dir);
+    snprintf(outbox, sizeof outbox, "%s/outbox", dir);
+    snprintf(results, sizeof results, "%s/results", dir);
+    ck_assert_int_eq(mkdir(outbox, 0700), 0);
+    ck_assert_int_eq(mkdir(results, 0700), 0);
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+/* Slice k of series `series` (16x16, 1 mm) written to dir and recorded as
+ * received in d. */
+static void put_slice(db *d, const char *series, int k)
+{
+    static int16_t px[16 * 16];
+    for (int i = 0; i < 16 * 16; i++)
+        px[i] = (int16_t)(1000 + (i * 37 + k * 11) % 50);
+    char sop[96], path[160], old[8];
+    snprintf(sop, sizeof sop, "%s.%d", series, k + 1);
+    snprintf(path, sizeof path, "%s/%s.dcm", dir, sop);
+    scp_ct_params p = {.patient_name = "TEST^WORKER",
+                       .patient_id = "P12",
+                       .study_uid = STUDY,
+                       .series_uid = series,
+                       .sop_uid = sop,
+                       .frame_of_reference_uid = STUDY ".2",
+                       .series_description = "CHEST",
+                       .series_number = 3,
+                       .instance_number = k + 1,
+                       .rows = 16,
+                       .cols = 16,
+                       .pixel_spacing = {0.7, 0.7},
+                       .slice_thickness = 1,
+                       .position = {0, 0, k},
+                       .orientation = {1, 0, 0, 0, 1, 0},
+                       .rescale_slope = 1,
+                       .rescale_intercept = -1024,
+                       .kvp = 120,
+                       .pixels = px};
+    ck_assert_int_eq(scp_ct_write(&p, path), 0);
+    db_instance_rec r = {.study_uid = STUDY,
+                         .series_uid = series,
+                         .sop_instance_uid = sop,
+                         .sop_class_uid = "1.2.840.10008.5.1.4.1.1.2",
+                         .transfer_syntax_uid = "1.2.840.10008.1.2.1",
+                         .modality = "CT",
+                         .path = path,
+                         .size = 1000,
+                         .received_ms = 1000,
+                         .stable_seconds = 1};
+    ck_assert_int_eq(db_instance_put(d, &r, old, sizeof old), 0);
+}
+
+/* n stable series of SLICES slices, each with a pending nlm3d job whose
+ * result goes to the results folder. */
+static void queue_jobs(int n)
+{
+    db *d = NULL;
+    ck_assert_int_eq(db_open(db_path, 0, &d), 0);
+    for (int s = 0; s < n; s++) {
+        char series[64], derived[64];
+        snprintf(series, sizeof series, STUDY ".1.%d", s + 1);
+        snprintf(derived, sizeof derived, UID_ROOT ".1.%d", s + 1);
+        for (int k = 0; k < SLICES; k++)
+            put_slice(d, series, k);
+        ck_assert_int_ge(db_series_mark_stable(d, 10000, NULL, NULL), 1);
+        db_series_info si;
+        ck_assert_int_eq(db_series_get(d, series, &si), 0);
+        db_job_spec spec = {.series_id = si.id,
+                            .rule = "r",
+                            .action = "process",
+                            .algorithm = "nlm3d",
+                            .params = "",
+                            .description_suffix = " [DN]",
+                            .derived_series_uid = derived,
+                            .destinations = "",
+                            .process = 1};
+        int64_t id = 0;
+        ck_assert_int_eq(db_job_create(d, &spec, 2000, &id), 0);
+    }
+    db_close(d);
+}
+
+static void settings(void *ctx, worker_settings *out)
+{
+    (void)ctx;
+    memset(out, 0, sizeof *out);
+    snprintf(out->uid_root, sizeof out->uid_root, "%s", UID_ROOT);
+    snprintf(out->results_dir, sizeof out->results_dir, "%s", results);
+    out->job_max_attempts = 3;
+}
+
+typedef struct tally {
+    int done, other;
+    char workers[8][32]; /* of the jobs done, newest first */
+} tally;
+
+static void count_job(void *ctx, const db_job_row *j)
+{
+    tally *t = ctx;
+    if (strcmp(j->state, "done") == 0 && t->done < 8)
+        snprintf(t->workers[t->done++], sizeof t->workers[0], "%s", j->worker);
+    else if (strcmp(j->state, "done") != 0)
+        t->other++;
+}
+
+/* Runs a pool on devs until every one of n jobs is done (at most 60 s);
+ * returns the tally and the pool's count of down GPUs. */
+static int run_pool(const gpu_device *devs, int ndev, int n, tally *t)
+{
+    worker_pool_opts o = {
+        .db_path = db_path, .outbox_dir = outbox, .ndev = ndev, .settings = settings};
+    for (int i = 0; i < ndev; i++)
+        o.dev[i] = devs[i];
+    worker_pool *p = NULL;
+    ck_assert_int_eq(worker_pool_start(&o, &p), 0);
+    db *d = NULL;
+    ck_assert_int_eq(db_open(db_path, 0, &d), 0);
+    for (int64_t end = ldct_mono_ms() + 60000; ldct_mono_ms() < end;) {
+        memset(t, 0, sizeof *t);
+        ck_assert_int_eq(db_jobs_list(d, 0, count_job, NULL, t), 0);
+        if (t->done == n)
+            break;
+        nanosleep(&(struct timespec){0, 20000000}, NULL);
+    }
+    int down = worker_pool_gpus_down(p);
+    db_close(d);
+    ck_assert_int_eq(worker_pool_stop(p, 10), 0);
+    return down;
+}
+
+static const gpu_device absent_gpu = {.kind = GPU_DEVICE_CUDA, .index = 99};
+static const gpu_device cpu = {.kind = GPU_DEVICE_CPU};
+
+START_TEST(a_down_gpu_leaves_its_jobs_to_a_working_device)
+{
+    queue_jobs(3);
+    const gpu_device devs[2] = {absent_gpu, cpu};
+    tally t;
+    ck_assert_int_eq(run_pool(devs, 2, 3, &t), 1);
+    ck_assert_int_eq(t.done, 3);
+    for (int i = 0; i < t.done; i++)
+        ck_assert_str_eq(t.workers[i], "worker-1/cpu");
+}
+END_TEST
+
+START_TEST(a_down_gpu_alone_runs_its_jobs_on_the_cpu)
+{
+    queue_jobs(2);
+    tally t;
+    ck_assert_int_eq(run_pool(&absent_gpu, 1, 2, &t), 1);
+    ck_assert_int_eq(t.done, 2);
+    for (int i = 0; i < t.done; i++)
+        ck_assert_str_eq(t.workers[i], "worker-0/gpu:99");
+    char cmd[200], out[64];
+    snprintf(cmd, sizeof cmd, "ls %s/%s.1.1 %s/%s.1.2 | grep -c dcm", results, UID_ROOT, results,
+             UID_ROOT);
+    tu_command_output(cmd, out, sizeof out);
+    ck_assert_int_eq(atoi(out), 2 * SLICES);
+}
+END_TEST
+
+START_TEST(working_devices_are_not_counted_down)
+{
+    queue_jobs(1);
+    const gpu_device devs[2] = {cpu, cpu};
+    tally t;
+    ck_assert_int_eq(run_pool(devs, 2, 1, &t), 0);
+    ck_assert_int_eq(t.done, 1);
+}
+END_TEST
+
+START_TEST(a_cpu_device_always_checks_good)
+{
+    char why[64] = "x";
+    ck_assert_int_eq(gpu_device_check(&cpu, why, sizeof why), 0);
+    ck_assert_str_eq(why, "");
+    ck_assert_int_ne(gpu_device_check(&absent_gpu, why, sizeof why), 0);
+    ck_assert_str_ne(why, "");
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("worker");
+    TCase *tc = tcase_create("gpu_down");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, a_down_gpu_leaves_its_jobs_to_a_working_device);
+    tcase_add_test(tc, a_down_gpu_alone_runs_its_jobs_on_the_cpu);
+    tcase_add_test(tc, working_devices_are_not_counted_down);
+    tcase_add_test(tc, a_cpu_device_always_checks_good);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}
