@@ -956,6 +956,7 @@ int norm_reference(run_state &s, const ptrs14 &T)
         return -ENOMEM;
     int rc = 0;
     if (cudaMalloc(&d_s, m * sizeof(float)) != cudaSuccess) {
+        (void)cudaGetLastError(); /* refused: the next call's check must not see it */
         free(h_s);
         return LDCT_ENOMEM_GPU;
     }
@@ -971,6 +972,7 @@ int norm_reference(run_state &s, const ptrs14 &T)
     }
     if (e != cudaSuccess) {
         log_err("adaptive4d: norm reference: %s", cudaGetErrorString(e));
+        (void)cudaGetLastError();
         rc = LDCT_ECUDA;
     }
     cudaFree(d_s);
@@ -1013,6 +1015,7 @@ int collect_norms(run_state &s, const ptrs14 &T)
     cudaFree(d_s);
     if (e != cudaSuccess) {
         log_err("adaptive4d: t-slab norms: %s", cudaGetErrorString(e));
+        (void)cudaGetLastError();
         return LDCT_ECUDA;
     }
     return 0;
@@ -1061,6 +1064,7 @@ int sample_energy(run_state &s, size_t i0, size_t i1, size_t stride, size_t goff
     cudaFree(d_s);
     if (e != cudaSuccess) {
         log_err("adaptive4d: step 6 samples: %s", cudaGetErrorString(e));
+        (void)cudaGetLastError();
         return LDCT_ECUDA;
     }
     return 0;

@@ -1222,7 +1222,7 @@ int smem_fits(int bytes)
     int dev = 0, optin = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
-        return 0;
+        return (void)cudaGetLastError(), 0;
     return bytes <= optin;
 }
 
