@@ -74,6 +74,7 @@ struct ctl_params {
 int cufft_err(cufftResult r, const char *call, int line)
 {
     log_err("adaptive4d.cu:%d: %s failed: cuFFT error %d", line, call, (int)r);
+    (void)cudaGetLastError(); /* what it left must not fail the next launch check */
     return r == CUFFT_ALLOC_FAILED ? LDCT_ENOMEM_GPU : LDCT_ECUDA;
 }
 

@@ -49,8 +49,15 @@ extern "C" int gpu__cuda_warm(int index)
     return 0;
 }
 
-/* A round trip through device memory: the first error, quietly (the
- * caller reports it); the last error is cleared. */
+/* The probe's kernel: doubles the value. */
+__global__ void probe_kernel(float *v)
+{
+    *v *= 2.0f;
+}
+
+/* A round trip through device memory with a kernel launch between: the
+ * first error, quietly (the caller reports it); the last error is
+ * cleared. */
 static cudaError_t probe(int index)
 {
     float *d = NULL;
@@ -61,6 +68,10 @@ static cudaError_t probe(int index)
         e = cudaMalloc(&d, sizeof in);
     if (e == cudaSuccess)
         e = cudaMemcpy(d, &in, sizeof in, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess) {
+        probe_kernel<<<1, 1>>>(d);
+        e = cudaGetLastError();
+    }
     if (e == cudaSuccess)
         e = cudaMemcpy(&out, d, sizeof out, cudaMemcpyDeviceToHost);
     if (e == cudaSuccess)
@@ -68,7 +79,7 @@ static cudaError_t probe(int index)
     if (d)
         (void)cudaFree(d);
     (void)cudaGetLastError();
-    return e == cudaSuccess && out != in ? cudaErrorUnknown : e;
+    return e == cudaSuccess && out != 2 * in ? cudaErrorUnknown : e;
 }
 
 extern "C" int gpu__cuda_check(int index, char *why, size_t why_len)
@@ -79,6 +90,8 @@ extern "C" int gpu__cuda_check(int index, char *why, size_t why_len)
     snprintf(why, why_len, "%s", cudaGetErrorString(e));
     if (e == cudaErrorNoDevice || e == cudaErrorInvalidDevice || e == cudaErrorInsufficientDriver)
         return LDCT_ENOGPU;
+    if (e == cudaErrorMemoryAllocation || e == cudaErrorDevicesUnavailable)
+        return LDCT_ENOMEM_GPU; /* taken by another process: may pass later */
     return LDCT_ECUDA;
 }
 

@@ -49,14 +49,15 @@ size_t gpu_device_budget(const gpu_device *dev);
 int gpu_device_warm(const gpu_device *dev);
 
 /* After a failed GPU call: checks that dev still works (an allocation, a
- * copy there and back, a synchronisation), quietly; why gets the CUDA
+ * copy there, a kernel, a copy back, a synchronisation), quietly; why gets the CUDA
  * error when there is one. A refused call (too little memory, a bad
  * argument) leaves the GPU working. A sticky error (an illegal address, a
  * hardware fault) breaks the process's CUDA context on that GPU for good:
  * CUDA cannot recover it within the process (cudaDeviceReset does not
  * either; tested on an H100, docs/NOTES-gpu.md), only a new process can.
  * Returns 0 when dev works (always for a CPU device), LDCT_ENOGPU when it
- * is not there, LDCT_ECUDA when it fails. */
+ * is not there, LDCT_ENOMEM_GPU when another process holds its memory or
+ * the GPU itself (exclusive mode), LDCT_ECUDA when it fails. */
 int gpu_device_check(const gpu_device *dev, char *why, size_t why_len);
 
 /* Asks the CUDA runtime to load every kernel when a context is created

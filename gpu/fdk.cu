@@ -132,6 +132,7 @@ __global__ void response_kernel(cufftComplex *__restrict__ spec, const float *__
         cufftResult cufft_r_ = (call);                                                             \
         if (cufft_r_ != CUFFT_SUCCESS) {                                                           \
             log_err("%s:%d: %s failed: cufft error %d", __FILE__, __LINE__, #call, (int)cufft_r_); \
+            (void)cudaGetLastError();                                                              \
             (rc) = cufft_r_ == CUFFT_ALLOC_FAILED ? LDCT_ENOMEM_GPU : LDCT_ECUDA;                  \
             goto label;                                                                            \
         }                                                                                          \

@@ -334,6 +334,11 @@ static void check_gpu(worker *w)
     w->gpu_check_ms = ldct_mono_ms() + GPU_CHECK_MS;
     if (rc == 0 && w->gpu_down)
         log_notice("%s: the GPU works again", w->name);
+    else if (rc == LDCT_ENOMEM_GPU && !w->gpu_down)
+        log_err("%s: the GPU is taken (%s: another process holds its memory or the GPU); its "
+                "jobs go to the other workers, or run on the CPU here when none can take them. "
+                "Checked again every %d s",
+                w->name, why, GPU_CHECK_MS / 1000);
     else if (rc && !w->gpu_down)
         log_err("%s: the GPU does not work (%s); its jobs go to the other workers, or run on the "
                 "CPU here when none can take them. Checked again every %d s; after an error that "
@@ -404,9 +409,9 @@ static void *worker_main(void *arg)
         db_job j;
         int rc = db_job_claim(w->db, w->name, ldct_now_ms(), &j);
         int pause = rc == 0 ? run_job(w, &j) : 0;
-        set_busy(p, -1);
         if (rc == 0 && w->gpu_failed)
-            check_gpu(w);
+            check_gpu(w); /* still busy: a stop waits for a check that hangs, up to its grace */
+        set_busy(p, -1);
         int failed = 0;
         if (rc && rc != LDCT_ENOTFOUND && fail_run_first(&w->claim_fails))
             log_warn("%s: cannot claim a job: %s (retrying every second)", w->name,

@@ -13,8 +13,9 @@
  * every minute. Crash safety comes from the database: a job left
  * running is put back to pending at the next start (db_recover).
  *
- * Threading: worker_pool_* are called from one thread (the daemon's loop);
- * the settings callback is called from worker threads.
+ * Threading: worker_pool_* are called from one thread (the daemon's loop),
+ * except worker_pool_busy and worker_pool_gpus_down (any thread); the
+ * settings callback is called from worker threads.
  */
 #ifndef LDCT_PIPELINE_WORKER_H
 #define LDCT_PIPELINE_WORKER_H

@@ -79,7 +79,7 @@ CONF
         n=$("$LDCT" --config "$d/ldctd.conf" jobs --json | python3 -c '
 import json, sys
 print(sum(1 for j in json.load(sys.stdin) if j["state"] == "failed" or
-          (j["sends"] and all(s["state"] == "done" for s in j["sends"]))))')
+          (j["sends"] and all(s["state"] == "done" for s in j["sends"]))))') || n=0
         [ "$n" -ge "$nseries" ] && break
         sleep 0.1
     done
@@ -112,10 +112,11 @@ def pixel_digest(path):
 def job_lines(log):
     done = {}
     for line in open(log):
-        m = re.search(r"job (\d+) done: .* (\S+) on (\S+)(?: \(GPU failed\))?(?:, [^;]*)?; "
+        m = re.search(r"job (\d+) done: .* (\S+) on (\S+)( \(GPU failed\))?(?:, [^;]*)?; "
                       r"load ([\d.]+) s, filter ([\d.]+) s, write ([\d.]+) s", line)
         if m:
-            done[int(m.group(1))] = m.groups()[1:]
+            g = m.groups()
+            done[int(g[0])] = (g[1], g[2] + (" (GPU failed)" if g[3] else ""), *g[4:])
     return done
 
 runs = {}
@@ -152,6 +153,7 @@ checks = {
     "every job delivered (auto)": a["jobs"] == nseries and a["delivered"] == nseries,
     "every job delivered (gpu:0)": o["jobs"] == nseries and o["delivered"] == nseries,
     "auto used more than one GPU": len([d for d in a["devices"] if d.startswith("gpu:")]) > 1,
+    "no job fell back to the CPU": all(d.startswith("gpu:") for d in a["devices"] + o["devices"]),
     "every derived instance stored": a["instances"] == o["instances"] == nseries * slices,
     "same pixel data in both runs": a["digests"] == o["digests"],
 }

@@ -194,6 +194,17 @@ START_TEST(a_down_gpu_alone_runs_its_jobs_on_the_cpu)
 }
 END_TEST
 
+START_TEST(when_every_gpu_is_down_the_jobs_still_run)
+{
+    queue_jobs(3);
+    const gpu_device devs[2] = {absent_gpu, {.kind = GPU_DEVICE_CUDA, .index = 98}};
+    tally t;
+    ck_assert_int_eq(run_pool(devs, 2, 3, &t), 2);
+    ck_assert_int_eq(t.done, 3);
+    ck_assert_int_eq(t.other, 0);
+}
+END_TEST
+
 START_TEST(working_devices_are_not_counted_down)
 {
     queue_jobs(1);
@@ -222,6 +233,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, a_down_gpu_leaves_its_jobs_to_a_working_device);
     tcase_add_test(tc, a_down_gpu_alone_runs_its_jobs_on_the_cpu);
+    tcase_add_test(tc, when_every_gpu_is_down_the_jobs_still_run);
     tcase_add_test(tc, working_devices_are_not_counted_down);
     tcase_add_test(tc, a_cpu_device_always_checks_good);
     suite_add_tcase(s, tc);
