@@ -1,5 +1,6 @@
-/* ldct jobs and ldct retry: what the workers and senders did, and putting
- * failed work back in the queue. Single-threaded (the ldct process). */
+/* ldct jobs and ldct retry: what the workers and senders did, how far a running
+ * job is, and putting failed work back in the queue. Single-threaded (the ldct
+ * process). */
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/json.h"
@@ -28,6 +29,26 @@ static void close_job_json(list_ctx *c)
         printf("]}");
 }
 
+/* "progress":null, or the running job's progress with what is unknown as null. */
+static void progress_json(const db_job_row *j)
+{
+    if (j->progress_updated_ms <= 0) {
+        printf(",\"progress\":null");
+        return;
+    }
+    printf(",\"progress\":{");
+    json_field("stage", j->progress_stage, 0);
+    if (j->progress_fraction >= 0)
+        printf(",\"fraction\":%.4g", j->progress_fraction);
+    else
+        printf(",\"fraction\":null");
+    if (j->progress_remaining_ms >= 0)
+        printf(",\"remaining_ms\":%lld", (long long)j->progress_remaining_ms);
+    else
+        printf(",\"remaining_ms\":null");
+    printf(",\"updated_ms\":%lld}", (long long)j->progress_updated_ms);
+}
+
 static void job_json(list_ctx *c, const db_job_row *j)
 {
     close_job_json(c);
@@ -41,9 +62,11 @@ static void job_json(list_ctx *c, const db_job_row *j)
     json_field("derived_series_uid", j->derived_series_uid, 1);
     json_field("last_error", j->last_error, 1);
     printf(",\"instances\":%d,\"attempts\":%d,\"priority\":%d,\"created_ms\":%lld,"
-           "\"started_ms\":%lld,\"finished_ms\":%lld,\"superseded\":%s,\"sends\":[",
+           "\"started_ms\":%lld,\"finished_ms\":%lld,\"superseded\":%s",
            j->instances, j->attempts, j->priority, (long long)j->created_ms,
            (long long)j->started_ms, (long long)j->finished_ms, j->superseded ? "true" : "false");
+    progress_json(j);
+    printf(",\"sends\":[");
     c->sends_open = 0;
 }
 
@@ -70,6 +93,50 @@ static void seconds_text(int64_t from, int64_t to, char *out, size_t len)
         snprintf(out, len, "-");
 }
 
+/* A duration for people: "40 s", "2 min 30 s", "1 h 5 min". */
+static void duration_text(int64_t ms, char *out, size_t len)
+{
+    long long s = ms > 0 ? (ms + 500) / 1000 : 0;
+    if (s < 60)
+        snprintf(out, len, "%lld s", s);
+    else if (s < 3600 && s % 60)
+        snprintf(out, len, "%lld min %lld s", s / 60, s % 60);
+    else if (s < 3600)
+        snprintf(out, len, "%lld min", s / 60);
+    else if (s / 60 % 60)
+        snprintf(out, len, "%lld h %lld min", s / 3600, s / 60 % 60);
+    else
+        snprintf(out, len, "%lld h", s / 3600);
+}
+
+/* Longer than this without an update, the worker may be stuck: said plainly. */
+#define PROGRESS_STALE_MS 60000
+
+/* "    progress filtering 45%, about 2 min 30 s left (updated 3 s ago)": the
+ * estimate counts down from its update; what is unknown is left out. */
+static void progress_text(const list_ctx *c, const db_job_row *j)
+{
+    if (j->progress_updated_ms <= 0)
+        return;
+    int64_t age = c->now > j->progress_updated_ms ? c->now - j->progress_updated_ms : 0;
+    printf("    progress %s", j->progress_stage);
+    if (j->progress_fraction >= 0) {
+        int pct = (int)(j->progress_fraction * 100 + 0.5);
+        printf(" %d%%", pct == 100 && j->progress_fraction < 1 ? 99 : pct);
+    }
+    char t[48];
+    if (j->progress_remaining_ms >= 0) {
+        duration_text(j->progress_remaining_ms > age ? j->progress_remaining_ms - age : 0, t,
+                      sizeof t);
+        printf(", about %s left", t);
+    }
+    duration_text(age, t, sizeof t);
+    if (age > PROGRESS_STALE_MS)
+        printf(" (no update for %s)\n", t);
+    else
+        printf(" (updated %s ago)\n", t);
+}
+
 static void job_text(list_ctx *c, const db_job_row *j)
 {
     char created[32], run[32];
@@ -81,6 +148,7 @@ static void job_text(list_ctx *c, const db_job_row *j)
     printf("    series  %s\n", j->series_uid);
     if (j->derived_series_uid[0])
         printf("    derived %s\n", j->derived_series_uid);
+    progress_text(c, j);
     int waiting = strcmp(j->state, "pending") == 0 &&
                   strncmp(j->last_error, DB_JOB_WAIT_SPACE, strlen(DB_JOB_WAIT_SPACE)) == 0;
     if (j->superseded || waiting) /* notes, not errors */

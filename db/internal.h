@@ -8,7 +8,7 @@
 #include <sqlite3.h>
 
 #define DB__ST_MAX 16  /* statements prepared at open (db.c) */
-#define DB__QST_MAX 64 /* statements prepared on first use (queue.c) */
+#define DB__QST_MAX 80 /* statements prepared on first use (queue.c) */
 
 struct db {
     sqlite3 *h;

@@ -77,6 +77,10 @@ enum {
     Q_CLAMP_SERIES,
     Q_CLAMP_JOBS,
     Q_CLAMP_SENDS,
+    Q_PROGRESS_PUT,
+    Q_PROGRESS_CLEAR,
+    Q_PROGRESS_HAS,
+    Q_JOBS_LIST_V8,
     Q_COUNT
 };
 _Static_assert(Q_COUNT <= DB__QST_MAX, "raise DB__QST_MAX");
@@ -986,6 +990,8 @@ int db_recover(db *d, int max_attempts, int64_t now_ms, int *jobs, int *sends)
         rc = recover_step(d, Q_RECOVER_JOBS,
                           "UPDATE jobs SET state = 'pending' WHERE state = 'running'", max_attempts,
                           now_ms, jobs);
+    if (!rc) /* no job runs yet: what was written belongs to the last run */
+        rc = db_job_progress_clear(d, -1);
     if (!rc)
         rc = recover_step(d, Q_RECOVER_SENDS,
                           "UPDATE sends SET state = 'pending', next_attempt_ms = ?2,"
@@ -995,6 +1001,40 @@ int db_recover(db *d, int max_attempts, int64_t now_ms, int *jobs, int *sends)
         log_warn("%d job(s) failed: the daemon stopped while running them %d times", failed,
                  max_attempts);
     return end(d, rc);
+}
+
+/* ---- progress ------------------------------------------------------------- */
+
+int db_job_progress_put(db *d, int64_t job_id, const char *stage, double fraction,
+                        int64_t remaining_ms, int64_t now_ms)
+{
+    sqlite3_stmt *s = db__stmt(d, Q_PROGRESS_PUT,
+                               "INSERT OR REPLACE INTO job_progress (job_id, stage, fraction,"
+                               " remaining_ms, updated_ms) VALUES (?1, ?2, ?3, ?4, ?5)");
+    if (!s)
+        return LDCT_EDB;
+    if (!stage)
+        stage = "";
+    /* NaN would be stored as NULL and refused (NOT NULL): unknown too. */
+    if (!(fraction >= 0))
+        fraction = -1;
+    else if (fraction > 1)
+        fraction = 1;
+    sqlite3_bind_int64(s, 1, job_id);
+    sqlite3_bind_text(s, 2, stage, (int)strnlen(stage, 15), SQLITE_TRANSIENT);
+    sqlite3_bind_double(s, 3, fraction);
+    sqlite3_bind_int64(s, 4, remaining_ms < 0 ? -1 : remaining_ms);
+    sqlite3_bind_int64(s, 5, now_ms);
+    return run(d, s, "job progress");
+}
+
+int db_job_progress_clear(db *d, int64_t job_id)
+{
+    sqlite3_stmt *s =
+        db__stmt(d, Q_PROGRESS_CLEAR, "DELETE FROM job_progress WHERE ?1 < 0 OR job_id = ?1");
+    if (s)
+        sqlite3_bind_int64(s, 1, job_id);
+    return run(d, s, "job progress");
 }
 
 /* ---- history ---------------------------------------------------------------- */
@@ -1141,21 +1181,51 @@ static void list_sends(db *d, int64_t job_id, void (*cb)(void *, const db_send_r
     sqlite3_reset(s);
 }
 
+/* The columns of a job row up to superseded; its progress follows. */
+#define JOBS_LIST_COLUMNS                                                                          \
+    "SELECT j.id, s.series_uid, j.rule, j.action, j.algorithm, j.state, j.worker,"                 \
+    " coalesce(j.derived_series_uid, ''), j.last_error,"                                           \
+    " CASE WHEN j.algorithm <> 'fdk' AND EXISTS (SELECT 1 FROM derived_instances"                  \
+    "  WHERE job_id = j.id) THEN (SELECT count(*) FROM derived_instances"                          \
+    "  WHERE job_id = j.id)"                                                                       \
+    "  WHEN j.state IN ('done', 'failed') AND j.input_count IS NOT NULL"                           \
+    "  THEN j.input_count ELSE s.instance_count END, j.attempts,"                                  \
+    " j.priority, j.created_ms, coalesce(j.started_ms, 0), coalesce(j.finished_ms, 0),"            \
+    " j.state = 'done' AND j.last_error = '" DB_JOB_SUPERSEDED "',"
+#define JOBS_LIST_FROM " FROM jobs j JOIN series s ON s.id = j.series_id"
+#define JOBS_LIST_ORDER " ORDER BY j.id DESC LIMIT ?1"
+
+/* 1 when the database has job_progress (schema 9; a reader may open an
+ * older one), 0 when not, or a db error. */
+static int has_progress(db *d)
+{
+    sqlite3_stmt *s = db__stmt(d, Q_PROGRESS_HAS,
+                               "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table'"
+                               " AND name = 'job_progress')");
+    if (!s)
+        return LDCT_EDB;
+    int step = sqlite3_step(s), has = step == SQLITE_ROW && sqlite3_column_int(s, 0);
+    sqlite3_reset(s);
+    return step == SQLITE_ROW ? has : db__fail(d, "jobs list");
+}
+
 int db_jobs_list(db *d, int limit, void (*cb_job)(void *ctx, const db_job_row *j),
                  void (*cb_send)(void *ctx, const db_send_row *s), void *ctx)
 {
+    int has = has_progress(d);
+    if (has < 0)
+        return has;
+    /* Progress only of a running job, and only as written in this attempt:
+     * a row from an earlier one (a crash, a retry) is older than its start. */
     sqlite3_stmt *s =
-        db__stmt(d, Q_JOBS_LIST,
-                 "SELECT j.id, s.series_uid, j.rule, j.action, j.algorithm, j.state, j.worker,"
-                 " coalesce(j.derived_series_uid, ''), j.last_error,"
-                 " CASE WHEN j.algorithm <> 'fdk' AND EXISTS (SELECT 1 FROM derived_instances"
-                 "  WHERE job_id = j.id) THEN (SELECT count(*) FROM derived_instances"
-                 "  WHERE job_id = j.id)"
-                 "  WHEN j.state IN ('done', 'failed') AND j.input_count IS NOT NULL"
-                 "  THEN j.input_count ELSE s.instance_count END, j.attempts,"
-                 " j.priority, j.created_ms, coalesce(j.started_ms, 0), coalesce(j.finished_ms, 0),"
-                 " j.state = 'done' AND j.last_error = '" DB_JOB_SUPERSEDED "'"
-                 " FROM jobs j JOIN series s ON s.id = j.series_id ORDER BY j.id DESC LIMIT ?1");
+        has ? db__stmt(d, Q_JOBS_LIST,
+                       JOBS_LIST_COLUMNS
+                       " coalesce(p.stage, ''), coalesce(p.fraction, -1),"
+                       " coalesce(p.remaining_ms, -1), coalesce(p.updated_ms, 0)" JOBS_LIST_FROM
+                       " LEFT JOIN job_progress p ON p.job_id = j.id"
+                       " AND j.state = 'running' AND p.updated_ms >= j.started_ms" JOBS_LIST_ORDER)
+            : db__stmt(d, Q_JOBS_LIST_V8,
+                       JOBS_LIST_COLUMNS " '', -1, -1, 0" JOBS_LIST_FROM JOBS_LIST_ORDER);
     if (!s)
         return LDCT_EDB;
     sqlite3_bind_int(s, 1, limit > 0 ? limit : -1);
@@ -1178,6 +1248,10 @@ int db_jobs_list(db *d, int limit, void (*cb_job)(void *ctx, const db_job_row *j
             .started_ms = sqlite3_column_int64(s, 13),
             .finished_ms = sqlite3_column_int64(s, 14),
             .superseded = sqlite3_column_int(s, 15),
+            .progress_stage = db__col_text(s, 16),
+            .progress_fraction = sqlite3_column_double(s, 17),
+            .progress_remaining_ms = sqlite3_column_int64(s, 18),
+            .progress_updated_ms = sqlite3_column_int64(s, 19),
         };
         if (cb_job)
             cb_job(ctx, &j);

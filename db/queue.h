@@ -155,6 +155,19 @@ int db_job_failed(db *d, int64_t job_id, int64_t now_ms, const char *error, int 
 int db_job_defer(db *d, int64_t job_id, int64_t now_ms, int64_t not_before_ms, const char *note,
                  int *superseded);
 
+/* The progress of a running job, written by its worker while it runs: stage
+ * ("reading", "filtering", "reconstructing", "writing"; at most 15 chars,
+ * longer is cut), fraction of that stage done (0..1, more counts as 1; < 0
+ * or NaN unknown), remaining_ms (estimate of the whole job's remaining
+ * time; < 0 unknown), as of now_ms. One row per job, replaced. Not needed
+ * for correctness: the caller may ignore a failure (0 or a db error). */
+int db_job_progress_put(db *d, int64_t job_id, const char *stage, double fraction,
+                        int64_t remaining_ms, int64_t now_ms);
+
+/* Removes a job's progress (job_id < 0: every job's, at daemon start;
+ * db_recover does that too). 0 or a db error, which the caller may ignore. */
+int db_job_progress_clear(db *d, int64_t job_id);
+
 /* `ldct retry`: a failed job goes back to pending (attempts 0) and its dead
  * sends to pending (attempts 0, due now), to destination `to` instead of
  * their own when `to` is not NULL (a destination renamed or replaced in the
@@ -164,7 +177,8 @@ int db_job_retry(db *d, int64_t job_id, const char *to, int *changed);
 
 /* At start-up: running jobs and sending sends go back to pending; a job
  * that was running `max_attempts` times already fails instead (it keeps
- * stopping the daemon). Counts into *jobs and *sends (may be NULL). */
+ * stopping the daemon); every job's progress goes (no job runs yet).
+ * Counts into *jobs and *sends (may be NULL). One transaction. */
 int db_recover(db *d, int max_attempts, int64_t now_ms, int *jobs, int *sends);
 
 /* Deletes the rows of series removed by retention (state 'removed') whose
@@ -202,6 +216,12 @@ typedef struct db_job_row {
     int attempts, priority;
     int64_t created_ms, started_ms, finished_ms; /* 0 when not yet */
     int superseded; /* done, but instances arrived while it ran: not sent */
+    /* Its progress (db_job_progress_put), only while running and only as
+     * written since this attempt started; none on a schema before 9. */
+    const char *progress_stage;    /* "" when none */
+    double progress_fraction;      /* of the stage, 0..1; < 0 unknown or none */
+    int64_t progress_remaining_ms; /* of the whole job; < 0 unknown or none */
+    int64_t progress_updated_ms;   /* 0 when none */
 } db_job_row;
 
 typedef struct db_send_row {

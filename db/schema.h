@@ -122,14 +122,26 @@ static const char *const DB_MIGRATIONS[] = {
     "  name TEXT PRIMARY KEY,"
     "  value INTEGER NOT NULL,"
     "  set_ms INTEGER NOT NULL);",
+    /* 8 -> 9: the progress of a running job, which its worker replaces at
+     * most about once a second (db_job_progress_put) for `ldct jobs`. One
+     * row per job. No foreign key: series removal and purge delete job
+     * rows, which a reference from here would block; a row left behind is
+     * ignored (older than its job's start) and cleared at the next start. */
+    "CREATE TABLE job_progress ("
+    "  job_id INTEGER PRIMARY KEY,"
+    "  stage TEXT NOT NULL,"
+    "  fraction REAL NOT NULL,"
+    "  remaining_ms INTEGER NOT NULL,"
+    "  updated_ms INTEGER NOT NULL);",
 };
 
 #define DB_NMIGRATIONS ((int)(sizeof DB_MIGRATIONS / sizeof DB_MIGRATIONS[0]))
 
 /* The oldest schema a read-only handle opens (`ldct` next to an older
  * ldctd that has not migrated yet): every statement prepared at open and
- * every query of the listings works on it. node_settings (8) is read where
- * present (db_node_setting_get). Raise it when a reader needs a newer
+ * every query of the listings works on it. node_settings (8) and
+ * job_progress (9) are read where present (db_node_setting_get,
+ * db_jobs_list). Raise it when a reader needs a newer
  * table or column. */
 #define DB_READ_MIN_VERSION 7
 

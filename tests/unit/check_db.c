@@ -359,15 +359,19 @@ START_TEST(the_daemons_settings_are_recorded_for_readers)
 }
 END_TEST
 
-/* A database of schema 7 (before node_settings), which an older ldctd may
- * still be writing: a reader opens it, finds no recorded setting and
- * lists it; schema 6 stays refused; a writer migrates it. */
+/* A database of schema 7 (before node_settings and job_progress), which
+ * an older ldctd may still be writing: a reader opens it, finds no
+ * recorded setting and lists it; schema 6 stays refused; a writer
+ * migrates it. */
 START_TEST(a_schema_7_database_is_read_without_recorded_settings)
 {
     db_close(open_fresh());
     sqlite3 *h;
     ck_assert_int_eq(sqlite3_open(dbpath, &h), SQLITE_OK);
-    ck_assert_int_eq(sqlite3_exec(h, "DROP TABLE node_settings; PRAGMA user_version = 7", 0, 0, 0),
+    ck_assert_int_eq(sqlite3_exec(h,
+                                  "DROP TABLE node_settings; DROP TABLE job_progress;"
+                                  " PRAGMA user_version = 7",
+                                  0, 0, 0),
                      SQLITE_OK);
     sqlite3_close(h);
     db *d = NULL;

@@ -1,13 +1,15 @@
 /* Unit tests for db/queue: job creation and claiming order, derived UIDs
  * fixed once per job, finishing with sends, failures and retries, crash
  * recovery, send claiming (one in flight per destination) and backoff,
- * retention of unmatched series and of delivered ones. */
+ * retention of unmatched series and of delivered ones, the progress of
+ * running jobs. */
 #include "common/err.h"
 #include "db/queue.h"
 #include "pipeline/sender.h"
 #include "tests/unit/testutil.h"
 
 #include <check.h>
+#include <math.h>
 #include <sqlite3.h>
 #include <string.h>
 
@@ -471,6 +473,7 @@ START_TEST(waits_from_a_schema_5_database_move_with_a_step)
     rewrite_db(p, "ALTER TABLE jobs DROP COLUMN wait_set_ms;" /* back to schema 5 */
                   "ALTER TABLE jobs DROP COLUMN input_count;"
                   "DROP TABLE node_settings;"
+                  "DROP TABLE job_progress;"
                   "ALTER TABLE sends DROP COLUMN wait_set_ms;"
                   "PRAGMA user_version = 5");
     ck_assert_int_eq(db_open(p, 0, &d), 0);
@@ -500,6 +503,7 @@ START_TEST(a_development_schema_5_is_repaired)
                   "ALTER TABLE jobs DROP COLUMN input_count;"
                   "ALTER TABLE sends DROP COLUMN wait_set_ms;"
                   "DROP TABLE node_settings;"
+                  "DROP TABLE job_progress;"
                   "PRAGMA user_version = 5");
     sqlite3 *h;
     ck_assert_int_eq(db_open(p, 0, &d), 0);
@@ -1056,6 +1060,186 @@ START_TEST(totals_count_every_series_state)
 }
 END_TEST
 
+/* ---- progress of running jobs ----------------------------------------------- */
+
+typedef struct {
+    int n;
+    int64_t id[8];
+    char state[8][16], stage[8][32];
+    double fraction[8];
+    int64_t remaining[8], updated[8];
+} progress_rows;
+
+static void on_progress_row(void *ctx, const db_job_row *j)
+{
+    progress_rows *r = ctx;
+    if (r->n < 8) {
+        r->id[r->n] = j->id;
+        snprintf(r->state[r->n], sizeof r->state[0], "%s", j->state);
+        snprintf(r->stage[r->n], sizeof r->stage[0], "%s", j->progress_stage);
+        r->fraction[r->n] = j->progress_fraction;
+        r->remaining[r->n] = j->progress_remaining_ms;
+        r->updated[r->n] = j->progress_updated_ms;
+        r->n++;
+    }
+}
+
+/* The listing, newest job first (at most 8). */
+static progress_rows progress_list(db *d)
+{
+    progress_rows r = {0};
+    ck_assert_int_eq(db_jobs_list(d, 0, on_progress_row, NULL, &r), 0);
+    return r;
+}
+
+/* Row k shows no progress. */
+static void assert_no_progress(const progress_rows *r, int k)
+{
+    ck_assert_str_eq(r->stage[k], "");
+    ck_assert(r->fraction[k] < 0);
+    ck_assert_int_lt(r->remaining[k], 0);
+    ck_assert_int_eq(r->updated[k], 0);
+}
+
+START_TEST(a_running_jobs_progress_is_listed_and_replaced)
+{
+    char p[128];
+    db *d = open_fresh(p, sizeof p);
+    int64_t a = job(d, stable_series(d, "1.1", 1), 0, "", 0);
+    db_job j;
+    ck_assert_int_eq(db_job_claim(d, "w", 3000, &j), 0);
+    progress_rows r = progress_list(d);
+    ck_assert_int_eq(r.n, 1);
+    assert_no_progress(&r, 0); /* running, nothing written yet */
+    ck_assert_int_eq(db_job_progress_put(d, a, "filtering", 0.45, 150000, 4000), 0);
+    r = progress_list(d);
+    ck_assert_str_eq(r.stage[0], "filtering");
+    ck_assert_double_eq_tol(r.fraction[0], 0.45, 1e-9);
+    ck_assert_int_eq(r.remaining[0], 150000);
+    ck_assert_int_eq(r.updated[0], 4000);
+    /* Replaced, not added: unknowns stay unknown. */
+    ck_assert_int_eq(db_job_progress_put(d, a, "writing", -1, -1, 5000), 0);
+    r = progress_list(d);
+    ck_assert_int_eq(r.n, 1);
+    ck_assert_str_eq(r.stage[0], "writing");
+    ck_assert(r.fraction[0] < 0);
+    ck_assert_int_lt(r.remaining[0], 0);
+    ck_assert_int_eq(r.updated[0], 5000);
+    /* A long stage is cut to 15 characters, NaN is unknown, more than all is all. */
+    ck_assert_int_eq(db_job_progress_put(d, a, "reconstructing-slab-7", NAN, 10, 5500), 0);
+    r = progress_list(d);
+    ck_assert_str_eq(r.stage[0], "reconstructing-");
+    ck_assert(r.fraction[0] < 0);
+    ck_assert_int_eq(db_job_progress_put(d, a, "filtering", 1.5, 0, 6000), 0);
+    r = progress_list(d);
+    ck_assert_double_eq(r.fraction[0], 1.0);
+    ck_assert_int_eq(r.remaining[0], 0);
+    db_close(d);
+}
+END_TEST
+
+/* Only a running job shows progress, and only what was written since this
+ * attempt started: an earlier attempt's row (a retry) is stale. */
+START_TEST(progress_shows_only_while_running_and_only_from_this_attempt)
+{
+    char p[128];
+    db *d = open_fresh(p, sizeof p);
+    int64_t a = job(d, stable_series(d, "1.1", 1), 0, "", 0);
+    db_job j;
+    ck_assert_int_eq(db_job_claim(d, "w", 3000, &j), 0);
+    ck_assert_int_eq(db_job_progress_put(d, a, "reading", 0.1, -1, 2999), 0);
+    progress_rows r = progress_list(d);
+    assert_no_progress(&r, 0); /* older than the start */
+    ck_assert_int_eq(db_job_progress_put(d, a, "reading", 0.1, -1, 3000), 0);
+    r = progress_list(d);
+    ck_assert_str_eq(r.stage[0], "reading"); /* as old as the start counts */
+    ck_assert_int_eq(db_job_failed(d, a, 3500, "GPU lost", 1), 0);
+    r = progress_list(d);
+    ck_assert_str_eq(r.state[0], "pending");
+    assert_no_progress(&r, 0);
+    ck_assert_int_eq(db_job_claim(d, "w", 6000, &j), 0);
+    ck_assert_int_eq(j.id, a);
+    r = progress_list(d);
+    ck_assert_str_eq(r.state[0], "running");
+    assert_no_progress(&r, 0); /* the row of the first attempt */
+    ck_assert_int_eq(db_job_progress_put(d, a, "filtering", 0.5, 20000, 6500), 0);
+    r = progress_list(d);
+    ck_assert_str_eq(r.stage[0], "filtering");
+    const char *src[1] = {"1.1.1"}, *paths[1] = {"/outbox/1/7.1.dcm"};
+    char uids[1][DB_UID_LEN] = {"7.1"};
+    ck_assert_int_eq(db_job_derived_uids(d, a, 1, src, uids, NULL, "5.5.5", NULL), 0);
+    ck_assert_int_eq(db_job_done(d, a, 7000, 1, src, paths, NULL), 0);
+    r = progress_list(d);
+    ck_assert_str_eq(r.state[0], "done");
+    assert_no_progress(&r, 0);
+    db_close(d);
+}
+END_TEST
+
+/* clear(id) removes one job's progress, clear(-1) every job's, and so does
+ * db_recover at the start: a job claimed again, even on a clock set back,
+ * shows nothing from the last run. */
+START_TEST(progress_is_cleared_per_job_for_all_and_at_recovery)
+{
+    char p[128];
+    db *d = open_fresh(p, sizeof p);
+    int64_t a = job(d, stable_series(d, "1.1", 1), 0, "", 0);
+    int64_t b = job(d, stable_series(d, "1.2", 1), 0, "", 0);
+    db_job j;
+    ck_assert_int_eq(db_job_claim(d, "w", 3000, &j), 0);
+    ck_assert_int_eq(db_job_claim(d, "w", 3000, &j), 0);
+    ck_assert_int_eq(db_job_progress_put(d, a, "filtering", 0.2, 9000, 4000), 0);
+    ck_assert_int_eq(db_job_progress_put(d, b, "reading", 0.7, 1000, 4000), 0);
+    ck_assert_int_eq(db_job_progress_clear(d, a), 0);
+    progress_rows r = progress_list(d); /* b, a */
+    ck_assert_int_eq(r.id[1], a);
+    assert_no_progress(&r, 1);
+    ck_assert_str_eq(r.stage[0], "reading");
+    ck_assert_int_eq(db_job_progress_put(d, a, "filtering", 0.3, 8000, 4500), 0);
+    ck_assert_int_eq(db_job_progress_clear(d, -1), 0);
+    r = progress_list(d);
+    assert_no_progress(&r, 0);
+    assert_no_progress(&r, 1);
+    ck_assert_int_eq(db_job_progress_clear(d, -1), 0); /* nothing to clear is no error */
+    ck_assert_int_eq(db_job_progress_put(d, a, "filtering", 0.3, 8000, 5000), 0);
+    int jobs = 0;
+    ck_assert_int_eq(db_recover(d, 3, 6000, &jobs, NULL), 0);
+    ck_assert_int_eq(jobs, 2);
+    ck_assert_int_eq(db_job_claim(d, "w", 4000, &j), 0); /* the clock went back */
+    r = progress_list(d);
+    for (int k = 0; k < r.n; k++)
+        assert_no_progress(&r, k);
+    db_close(d);
+}
+END_TEST
+
+/* `ldct` next to an ldctd of schema 8 (no job_progress): the jobs are
+ * listed without progress; that ldctd, upgraded, writes it again. */
+START_TEST(a_schema_8_database_lists_jobs_without_progress)
+{
+    char p[128];
+    db *d = open_fresh(p, sizeof p);
+    int64_t a = job(d, stable_series(d, "1.1", 1), 0, "", 0);
+    db_job j;
+    ck_assert_int_eq(db_job_claim(d, "w", 3000, &j), 0);
+    ck_assert_int_eq(db_job_progress_put(d, a, "filtering", 0.5, 1000, 4000), 0);
+    db_close(d);
+    rewrite_db(p, "DROP TABLE job_progress; PRAGMA user_version = 8");
+    ck_assert_int_eq(db_open(p, 1, &d), 0);
+    progress_rows r = progress_list(d);
+    ck_assert_int_eq(r.n, 1);
+    ck_assert_int_eq(r.id[0], a);
+    ck_assert_str_eq(r.state[0], "running");
+    assert_no_progress(&r, 0);
+    db_close(d);
+    ck_assert_int_eq(db_open(p, 0, &d), 0);
+    ck_assert_int_eq(db_job_progress_put(d, a, "writing", 0.9, 100, 5000), 0);
+    r = progress_list(d);
+    ck_assert_str_eq(r.stage[0], "writing");
+    db_close(d);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("queue");
@@ -1091,6 +1275,10 @@ int main(void)
     tcase_add_test(tc, a_development_schema_5_is_repaired);
     tcase_add_test(tc, removed_series_are_purged_after_their_history);
     tcase_add_test(tc, a_long_history_is_purged_in_batches);
+    tcase_add_test(tc, a_running_jobs_progress_is_listed_and_replaced);
+    tcase_add_test(tc, progress_shows_only_while_running_and_only_from_this_attempt);
+    tcase_add_test(tc, progress_is_cleared_per_job_for_all_and_at_recovery);
+    tcase_add_test(tc, a_schema_8_database_lists_jobs_without_progress);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
