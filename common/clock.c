@@ -41,3 +41,18 @@ void ldct_time_format(int64_t ms, char *out, int len)
     localtime_r(&t, &tm);
     strftime(out, (size_t)len, "%Y-%m-%d %H:%M:%S", &tm);
 }
+
+void ldct_duration_format(int64_t ms, char *out, size_t len)
+{
+    long long s = ms > 0 ? (ms + 500) / 1000 : 0;
+    if (s < 60)
+        snprintf(out, len, "%lld s", s);
+    else if (s < 3600 && s % 60)
+        snprintf(out, len, "%lld min %lld s", s / 60, s % 60);
+    else if (s < 3600)
+        snprintf(out, len, "%lld min", s / 60);
+    else if (s / 60 % 60)
+        snprintf(out, len, "%lld h %lld min", s / 3600, s / 60 % 60);
+    else
+        snprintf(out, len, "%lld h", s / 3600);
+}

@@ -2,6 +2,7 @@
 #ifndef LDCT_COMMON_CLOCK_H
 #define LDCT_COMMON_CLOCK_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* Unix time in milliseconds (CLOCK_REALTIME): what the database stores. */
@@ -19,5 +20,9 @@ int64_t ldct_clock_step(int64_t *offset, int64_t wall_ms, int64_t mono_ms, int64
 
 /* Formats a Unix-ms time as local "YYYY-MM-DD HH:MM:SS" ("-" for 0). */
 void ldct_time_format(int64_t ms, char *out, int len);
+
+/* Formats a duration for people: "40 s", "2 min 30 s", "2 min", "1 h 5 min",
+ * "1 h" (rounded to the second; below 0 counts as 0). */
+void ldct_duration_format(int64_t ms, char *out, size_t len);
 
 #endif

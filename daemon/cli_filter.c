@@ -2,12 +2,14 @@
  * files are grouped by series, each series is assembled, denoised and
  * written as a derived series (fresh UIDs) into the output folder.
  * Single-threaded driver; the work itself uses OpenMP or the GPU. */
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "config/config.h"
 #include "daemon/cli.h"
 #include "gpu/fdk.h"
 #include "pipeline/ingest.h"
+#include "pipeline/job_progress.h"
 #include "pipeline/process.h"
 #include "scp/scp.h"
 
@@ -270,6 +272,21 @@ static int read_inputs(const char *dir, input_list *in)
     return 0;
 }
 
+/* A series that takes long (the CPU on a large one) says how far it is on
+ * stderr every FILTER_PROGRESS_MS. */
+#define FILTER_PROGRESS_MS 10000
+
+static void on_progress(void *ctx, const char *stage, double fraction)
+{
+    job_progress *p = ctx;
+    int64_t now = ldct_mono_ms();
+    if (job_progress_update(p, stage, fraction, now) & JOB_PROGRESS_LOG) {
+        char text[160];
+        job_progress_text(p, now, text, sizeof text);
+        fprintf(stderr, "  %s\n", text);
+    }
+}
+
 static int run_series(const filter_opts *fo, const gpu_device *dev, input_file *files, int n)
 {
     const char **paths = malloc((size_t)n * sizeof *paths);
@@ -285,6 +302,10 @@ static int run_series(const filter_opts *fo, const gpu_device *dev, input_file *
                       .description_suffix = fo->suffix,
                       .series_number_offset = fo->number_offset,
                       .out_dir = fo->out};
+    job_progress progress;
+    job_progress_start(&progress, ldct_mono_ms(), FILTER_PROGRESS_MS);
+    o.progress = on_progress;
+    o.progress_ctx = &progress;
     fprintf(stderr, "series %s: %d file(s)...\n", files[0].series_uid, n);
     process_result r;
     char err[512];

@@ -93,22 +93,6 @@ static void seconds_text(int64_t from, int64_t to, char *out, size_t len)
         snprintf(out, len, "-");
 }
 
-/* A duration for people: "40 s", "2 min 30 s", "1 h 5 min". */
-static void duration_text(int64_t ms, char *out, size_t len)
-{
-    long long s = ms > 0 ? (ms + 500) / 1000 : 0;
-    if (s < 60)
-        snprintf(out, len, "%lld s", s);
-    else if (s < 3600 && s % 60)
-        snprintf(out, len, "%lld min %lld s", s / 60, s % 60);
-    else if (s < 3600)
-        snprintf(out, len, "%lld min", s / 60);
-    else if (s / 60 % 60)
-        snprintf(out, len, "%lld h %lld min", s / 3600, s / 60 % 60);
-    else
-        snprintf(out, len, "%lld h", s / 3600);
-}
-
 /* Longer than this without an update, the worker may be stuck: said plainly. */
 #define PROGRESS_STALE_MS 60000
 
@@ -126,11 +110,14 @@ static void progress_text(const list_ctx *c, const db_job_row *j)
     }
     char t[48];
     if (j->progress_remaining_ms >= 0) {
-        duration_text(j->progress_remaining_ms > age ? j->progress_remaining_ms - age : 0, t,
-                      sizeof t);
-        printf(", about %s left", t);
+        if (j->progress_remaining_ms > age) {
+            ldct_duration_format(j->progress_remaining_ms - age, t, sizeof t);
+            printf(", about %s left", t);
+        } else {
+            printf(", nearly done"); /* by the estimate */
+        }
     }
-    duration_text(age, t, sizeof t);
+    ldct_duration_format(age, t, sizeof t);
     if (age > PROGRESS_STALE_MS)
         printf(" (no update for %s)\n", t);
     else

@@ -158,7 +158,7 @@ int db_job_defer(db *d, int64_t job_id, int64_t now_ms, int64_t not_before_ms, c
 /* The progress of a running job, written by its worker while it runs: stage
  * ("reading", "filtering", "reconstructing", "writing"; at most 15 chars,
  * longer is cut), fraction of that stage done (0..1, more counts as 1; < 0
- * or NaN unknown), remaining_ms (estimate of the whole job's remaining
+ * or NaN unknown), remaining_ms (estimate of the stage's remaining
  * time; < 0 unknown), as of now_ms. One row per job, replaced. Not needed
  * for correctness: the caller may ignore a failure (0 or a db error). */
 int db_job_progress_put(db *d, int64_t job_id, const char *stage, double fraction,
@@ -220,7 +220,7 @@ typedef struct db_job_row {
      * written since this attempt started; none on a schema before 9. */
     const char *progress_stage;    /* "" when none */
     double progress_fraction;      /* of the stage, 0..1; < 0 unknown or none */
-    int64_t progress_remaining_ms; /* of the whole job; < 0 unknown or none */
+    int64_t progress_remaining_ms; /* of the stage; < 0 unknown or none */
     int64_t progress_updated_ms;   /* 0 when none */
 } db_job_row;
 

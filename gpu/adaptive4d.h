@@ -86,6 +86,7 @@
 #include <math.h>
 
 #include "gpu/device.h"
+#include "gpu/progress.h"
 #include "gpu/volume.h"
 
 #ifdef __cplusplus
@@ -147,6 +148,7 @@ typedef struct gpu_adaptive4d_params {
                            * the physical memory; CUDA: the device's budget). Beyond it the
                            * time points run in slabs along t (gpu__a4d_t_halo) */
     gpu_a4d_stats *stats; /* optional out; may be NULL */
+    const gpu_progress *progress; /* optional: the CPU reference reports to it; may be NULL */
 } gpu_adaptive4d_params;
 
 /* Defaults (docs/NOTES-adaptive4d.md says where each comes from and what

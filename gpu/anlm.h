@@ -88,6 +88,7 @@
 #define LDCT_GPU_ANLM_H
 
 #include "gpu/device.h"
+#include "gpu/progress.h"
 #include "gpu/volume.h"
 
 #ifdef __cplusplus
@@ -114,16 +115,17 @@ typedef struct gpu_anlm_stats {
 } gpu_anlm_stats;
 
 typedef struct gpu_anlm_params {
-    int search_radius;     /* S, 1..5 */
-    int patch_radius;      /* r_P of the (first) pass, 0..3 */
-    int patch_radius2;     /* r_P of the second pass when mix != 0, 0..3 */
-    int mix;               /* nonzero: sub-band mixing of the two passes */
-    int block_radius;      /* r_B of the local mean / variance box, 1..2 */
-    float strength;        /* h = strength * local sigma, > 0 */
-    float mean_ratio;      /* preselection bound mu, 0 < mu <= 1 (1 = none kept) */
-    float var_ratio;       /* preselection bound nu, 0 < nu <= 1 */
-    gpu_anlm_noise noise;  /* GPU_ANLM_GAUSSIAN or GPU_ANLM_RICIAN */
-    gpu_anlm_stats *stats; /* optional out: timings of CUDA runs; may be NULL */
+    int search_radius;            /* S, 1..5 */
+    int patch_radius;             /* r_P of the (first) pass, 0..3 */
+    int patch_radius2;            /* r_P of the second pass when mix != 0, 0..3 */
+    int mix;                      /* nonzero: sub-band mixing of the two passes */
+    int block_radius;             /* r_B of the local mean / variance box, 1..2 */
+    float strength;               /* h = strength * local sigma, > 0 */
+    float mean_ratio;             /* preselection bound mu, 0 < mu <= 1 (1 = none kept) */
+    float var_ratio;              /* preselection bound nu, 0 < nu <= 1 */
+    gpu_anlm_noise noise;         /* GPU_ANLM_GAUSSIAN or GPU_ANLM_RICIAN */
+    gpu_anlm_stats *stats;        /* optional out: timings of CUDA runs; may be NULL */
+    const gpu_progress *progress; /* optional: the CPU reference reports to it; may be NULL */
 } gpu_anlm_params;
 
 /* Defaults of the seed: S = 3, patch radii 1 and 2 with mixing, r_B = 1,

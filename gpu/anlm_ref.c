@@ -219,6 +219,7 @@ typedef struct pass_ctx {
     double s2_floor;
     float *s2;                      /* adaptive sigma^2 (< 0: no offset kept) */
     double *acc_w, *acc_wg, *w_max; /* accumulators */
+    double base, span;              /* this pass's share of the progress */
 } pass_ctx;
 
 static void ctx_free(pass_ctx *c)
@@ -352,6 +353,8 @@ static int run_sweeps(pass_ctx *c, const gpu_anlm_params *p, int r, int weights)
     const int nchunks = (g->nz + CHUNK - 1) / CHUNK;
     const size_t nt = (size_t)g->nx * (g->ny + 2 * c->pmax) * (CHUNK + 2 * c->pmax);
     int failed = 0;
+    gpu__progress_count done;
+    gpu__progress_begin(&done, p->progress, c->base, c->span, nchunks);
 #pragma omp parallel num_threads(c->threads)
     {
         scratch w = {malloc(nt * sizeof(double)), malloc(nt * sizeof(double)),
@@ -367,9 +370,12 @@ static int run_sweeps(pass_ctx *c, const gpu_anlm_params *p, int r, int weights)
             int z0 = k * CHUNK, z1 = z0 + CHUNK < g->nz ? z0 + CHUNK : g->nz;
             if (ok)
                 chunk_sweeps(c, p, r, weights, z0, z1, &w);
+            gpu__progress_add(&done, 1);
         }
         free(w.t1), free(w.t2), free(w.dist), free(w.erow), free(w.keep);
     }
+    if (!failed)
+        gpu__progress_end(&done);
     return failed ? -ENOMEM : 0;
 }
 
@@ -607,6 +613,7 @@ int gpu_anlm_ref(const gpu_anlm_params *p, const gpu_volume *in, gpu_volume *out
     rc = ctx_init(&c, p, in, pmax, threads_of(dev));
     if (rc)
         goto done;
+    c.span = p->mix ? 0.5 : 1.0; /* the two passes cost about the same */
     if (!p->mix) {
         rc = run_pass(&c, p, p->patch_radius, out->data);
         goto done;
@@ -614,8 +621,10 @@ int gpu_anlm_ref(const gpu_anlm_params *p, const gpu_volume *in, gpu_volume *out
     if ((rc = gpu_volume_init(&a, in->nx, in->ny, in->nz, 1)) != 0 ||
         (rc = gpu_volume_init(&b, in->nx, in->ny, in->nz, 1)) != 0)
         goto done;
-    if ((rc = run_pass(&c, p, p->patch_radius, a.data)) != 0 ||
-        (rc = run_pass(&c, p, p->patch_radius2, b.data)) != 0)
+    if ((rc = run_pass(&c, p, p->patch_radius, a.data)) != 0)
+        goto done;
+    c.base = 0.5;
+    if ((rc = run_pass(&c, p, p->patch_radius2, b.data)) != 0)
         goto done;
     rc = gpu_anlm_mix_ref(&a, &b, out);
 done:

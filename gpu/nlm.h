@@ -34,6 +34,7 @@
 #define LDCT_GPU_NLM_H
 
 #include "gpu/device.h"
+#include "gpu/progress.h"
 #include "gpu/volume.h"
 
 #ifdef __cplusplus
@@ -64,6 +65,7 @@ typedef struct gpu_nlm_params {
     int gaussian;         /* nonzero: Gaussian weighting of patch positions */
     float cutoff;         /* c: weight 0 where D / h^2 > c; 0 = no cutoff; 0..GPU_NLM_MAX_CUTOFF */
     gpu_nlm_stats *stats; /* optional out: timings of CUDA runs; may be NULL */
+    const gpu_progress *progress; /* optional: the CPU reference reports to it; may be NULL */
 } gpu_nlm_params;
 
 /* Defaults: S = 5, P = 2, h_auto with strength 1, no Gaussian weighting,

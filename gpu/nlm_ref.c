@@ -352,6 +352,7 @@ typedef struct core {
     /* Bits of the cutoff exponent (gpu__nlm_cut_exponent): weights whose
      * exponent's bits exceed it are 0; INT32_MAX: no cutoff. */
     int32_t cutb;
+    gpu__progress_count *done; /* offset groups done, over every task */
 } core;
 
 /* a * b + c, fused where the caller is compiled with FMA (fma is a
@@ -1075,6 +1076,7 @@ static inline __attribute__((always_inline)) void chunk_body(const core *c, cons
                     plane_init(&t, &gr, q, &pl);
                     group_plane(&t, &gr, &pl, fma);
                 }
+                gpu__progress_add(c->done, 1);
             }
     task_finish(&t, dst);
 }
@@ -1200,6 +1202,18 @@ static int band_rows(const core *c, int L, int dim)
     return (int)((c->ny + nb - 1) / nb);
 }
 
+/* The offset groups chunk_body runs per task (its loops, counted). */
+static long groups_per_task(const core *c)
+{
+    long n = 0;
+    const int sx = c->s[0], sy = c->s[1], sz = c->s[2];
+    for (int dz = 0; dz <= sz; dz++)
+        for (int dy = dz == 0 ? 0 : -sy; dy <= sy; dy++)
+            for (int dx = dz == 0 && dy == 0 ? 1 : -sx; dx <= sx; dx += NG)
+                n++;
+    return n;
+}
+
 static int run_ref(const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *out,
                    const gpu_device *dev, int dim)
 {
@@ -1268,6 +1282,9 @@ static int run_ref(const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *ou
     size_t frame_len = (size_t)in->nx * in->ny * in->nz;
     int failed = 0;
     chunk_fn chunk_run = chunk_pick();
+    gpu__progress_count done;
+    gpu__progress_begin(&done, p->progress, 0.0, 1.0, (long)ntasks * groups_per_task(&c));
+    c.done = &done;
 #pragma omp parallel num_threads(threads)
     {
         float *ws = aligned_alloc(64, lo.total * sizeof(float));
@@ -1293,6 +1310,8 @@ static int run_ref(const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *ou
         }
         free(ws);
     }
+    if (!failed)
+        gpu__progress_end(&done);
     return failed ? -ENOMEM : 0;
 }
 

@@ -291,22 +291,39 @@ static gpu_anlm_params anlm_params_of(const gpu_nlm_params *p, const char *modal
     return a;
 }
 
-static int run_filter(int algo, const gpu_nlm_params *p, const process_opts *o, const asm_series *s,
-                      gpu_volume *out, const gpu_device *dev)
+void process__progress(const process_opts *o, const char *stage, double fraction)
+{
+    if (o->progress)
+        o->progress(o->progress_ctx, stage, fraction);
+}
+
+static void filtering_progress(void *ctx, double fraction)
+{
+    process__progress(ctx, "filtering", fraction);
+}
+
+static int run_filter(int algo, const gpu_nlm_params *nlm, const process_opts *o,
+                      const asm_series *s, gpu_volume *out, const gpu_device *dev)
 {
     const gpu_volume *in = &s->vol;
+    const gpu_progress progress = {filtering_progress, (void *)o};
+    gpu_nlm_params p = *nlm;
+    p.progress = &progress;
+    process__progress(o, "filtering", dev->kind == GPU_DEVICE_CUDA ? -1.0 : 0.0);
     switch (algo) {
     case ALGO_ANLM: {
-        gpu_anlm_params ap = anlm_params_of(p, s->modality);
+        gpu_anlm_params ap = anlm_params_of(&p, s->modality);
+        ap.progress = &progress;
         return gpu_anlm(&ap, in, out, dev);
     }
     case ALGO_NLM2D:
-        return gpu_nlm2d(p, in, out, dev);
+        return gpu_nlm2d(&p, in, out, dev);
     case ALGO_NLM3D:
-        return gpu_nlm3d(p, in, out, dev);
+        return gpu_nlm3d(&p, in, out, dev);
     case ALGO_ADAPTIVE4D: {
         gpu_adaptive4d_params ap;
         a4d_params_of(o, &ap);
+        ap.progress = &progress;
         return gpu_adaptive4d(&ap, in, out, dev);
     }
     default:
@@ -486,6 +503,7 @@ static int filter_and_write(const asm_series *s, const process_opts *o, process_
                             .derivation = derivation,
                             .out_dir = o->out_dir};
         t0 = ldct_now_ms();
+        process__progress(o, "writing", -1.0);
         rc = derive_series_write(s, &out, &dp, r->derived_sops, r->paths, err, err_len);
         r->write_s = seconds_since(t0);
     }
@@ -614,6 +632,7 @@ int process_series(const char *const *paths, int n, const process_opts *o, proce
         return rc;
     asm_series s;
     int64_t t0 = ldct_now_ms();
+    process__progress(o, "reading", -1.0);
     rc = load_for(o->algorithm, paths, n, &s, err, err_len);
     r->load_s = seconds_since(t0);
     if (!rc && (rc = process_check_room(o, filtered_bytes(&s, sources), (uint64_t)n, err, err_len)))

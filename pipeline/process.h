@@ -61,6 +61,13 @@ typedef struct process_a4d {
     unsigned set;
 } process_a4d;
 
+/* Progress of a series while it is processed: stage "reading", "filtering",
+ * "reconstructing" or "writing", and the fraction of that stage done (0 to
+ * 1; < 0 where the stage is not counted: reading, writing, and the CUDA
+ * versions, which run in seconds). A fallback to the CPU starts its stage
+ * again from 0. Called on the thread that called process_series. */
+typedef void (*process_progress_fn)(void *ctx, const char *stage, double fraction);
+
 typedef struct process_opts {
     int algorithm;          /* cfg_algorithm; ALGO_AUTO is resolved with the thickness */
     gpu_nlm_params nlm;     /* radii, h or h_auto with strength */
@@ -75,7 +82,12 @@ typedef struct process_opts {
     int min_free_mb;      /* the result must leave this much free in out_dir */
     process_uids_fn uids; /* NULL: fresh UIDs are used as they are */
     void *uids_ctx;
+    process_progress_fn progress; /* optional; may be NULL */
+    void *progress_ctx;
 } process_opts;
+
+/* Internal (process.c, recon.c): reports a stage to o->progress, if set. */
+void process__progress(const process_opts *o, const char *stage, double fraction);
 
 /* Before any computing: LDCT_ENOSPACE, with a message in err, when about
  * `bytes` more in o->out_dir (or its nearest existing parent) would leave

@@ -68,8 +68,10 @@ static int gpu_failure(int rc)
 }
 
 /* CPU: filter once, then backproject slab by slab, logging the progress. */
-static int fdk_cpu(const gpu_fdk_params *fp, const asm_proj *p, const grid *g, gpu_volume *out)
+static int fdk_cpu(const gpu_fdk_params *fp, const asm_proj *p, const grid *g, gpu_volume *out,
+                   const process_opts *o)
 {
+    process__progress(o, "reconstructing", 0.0);
     gpu_volume filtered;
     int rc = gpu_volume_init(&filtered, p->proj.nx, p->proj.ny, p->proj.nz, 1);
     if (rc)
@@ -89,6 +91,8 @@ static int fdk_cpu(const gpu_fdk_params *fp, const asm_proj *p, const grid *g, g
         view.data = out->data + (size_t)z * out->nx * out->ny;
         rc = gpu_fdk_backproject_ref(fp, &p->geo, &filtered, &slab, &view, NULL);
         done += nz;
+        if (!rc)
+            process__progress(o, "reconstructing", (double)done / g->slices);
         if (!rc && g->slices > per)
             log_info("series %s: fdk on the cpu: %d of %d slices (%.1f s)", p->series_uid, done,
                      g->slices, seconds_since(t0));
@@ -108,6 +112,7 @@ static int run_fdk(const process_opts *o, const asm_proj *p, const grid *g, gpu_
     gpu_device_name(dev, r->device, sizeof r->device);
     int rc = LDCT_ENOGPU;
     if (dev->kind == GPU_DEVICE_CUDA) {
+        process__progress(o, "reconstructing", -1.0);
         rc = gpu_fdk(&fp, &p->geo, &p->proj, &g->vol, out, dev);
         if (rc && gpu_failure(rc)) {
             log_warn("series %s: fdk on %s failed (%s); running it on the CPU", p->series_uid,
@@ -117,7 +122,7 @@ static int run_fdk(const process_opts *o, const asm_proj *p, const grid *g, gpu_
     }
     if (dev->kind != GPU_DEVICE_CUDA || (rc && gpu_failure(rc))) {
         snprintf(r->device, sizeof r->device, "cpu");
-        rc = fdk_cpu(&fp, p, g, out);
+        rc = fdk_cpu(&fp, p, g, out, o);
     }
     if (rc)
         snprintf(err, len, "fdk failed: %s", ldct_strerror(rc));
@@ -310,6 +315,7 @@ static int reconstruct_and_write(const asm_proj *p, const process_opts *o, proce
         frame_uid(p, uids[g.slices], frame, sizeof frame);
         slice_job j = {p, &g, &out, o, r->series_uid, frame, derivation};
         int64_t t0 = ldct_now_ms();
+        process__progress(o, "writing", -1.0);
         rc = write_series(&j, r, err, len);
         r->write_s = seconds_since(t0);
     }
@@ -326,6 +332,7 @@ int recon_series(const char *const *paths, int n, const process_opts *o, process
     snprintf(r->algorithm, sizeof r->algorithm, "fdk");
     asm_proj p;
     int64_t t0 = ldct_now_ms();
+    process__progress(o, "reading", -1.0);
     int rc = asm_proj_load(paths, n, &p, err, err_len);
     r->load_s = seconds_since(t0);
     if (rc)

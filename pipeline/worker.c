@@ -5,6 +5,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "db/queue.h"
+#include "pipeline/job_progress.h"
 #include "pipeline/process.h"
 #include "scp/scp.h"
 
@@ -34,6 +35,8 @@ typedef struct worker {
     int gpu_failed;          /* the last job's GPU call failed (the CPU did it) */
     int gpu_down;            /* the GPU failed its check (written under pool->lock) */
     int64_t gpu_check_ms;    /* monotonic: when to check a down GPU again */
+    int64_t job_id;          /* the job running now */
+    job_progress progress;   /* its progress */
 } worker;
 
 struct worker_pool {
@@ -216,6 +219,23 @@ static int record_failure(worker *w, const db_job *j, int rc, const char *err,
     return retry;
 }
 
+/* process_series' progress: to the database for `ldct jobs` and, for a
+ * long job, to the log. A write that fails is left for the next one. */
+static void on_progress(void *ctx, const char *stage, double fraction)
+{
+    worker *w = ctx;
+    int64_t now = ldct_mono_ms();
+    int what = job_progress_update(&w->progress, stage, fraction, now);
+    if (what & JOB_PROGRESS_PUBLISH)
+        db_job_progress_put(w->db, w->job_id, w->progress.stage, w->progress.fraction,
+                            job_progress_remaining_ms(&w->progress, now), ldct_now_ms());
+    if (what & JOB_PROGRESS_LOG) {
+        char text[160];
+        job_progress_text(&w->progress, now, text, sizeof text);
+        log_info("job %lld: %s", (long long)w->job_id, text);
+    }
+}
+
 static int run_paths(worker *w, const db_job *j, const db_strings *paths, const worker_settings *st,
                      process_result *r, char *err, size_t len)
 {
@@ -233,7 +253,9 @@ static int run_paths(worker *w, const db_job *j, const db_strings *paths, const 
                       .out_dir = out_dir,
                       .min_free_mb = st->min_free_mb,
                       .uids = store_uids,
-                      .uids_ctx = &uctx};
+                      .uids_ctx = &uctx,
+                      .progress = on_progress,
+                      .progress_ctx = w};
     if (o.algorithm < 0 || process_params_parse(j->params, &o))
         return snprintf(err, len, "job has an unknown algorithm or parameters (%s: %s)",
                         j->algorithm, j->params),
@@ -276,12 +298,15 @@ static int run_job(worker *w, const db_job *j)
     db_strings paths = {0, NULL};
     process_result r;
     memset(&r, 0, sizeof r);
+    w->job_id = j->id;
+    job_progress_start(&w->progress, ldct_mono_ms(), JOB_PROGRESS_LOG_MS);
     int rc = db_series_paths(w->db, j->series_id, &paths);
     if (!rc && paths.n == 0)
         rc = LDCT_EINPUT, snprintf(err, sizeof err, "the series has no instances");
     if (!rc)
         rc = run_paths(w, j, &paths, &st, &r, err, sizeof err);
     db_strings_free(&paths);
+    db_job_progress_clear(w->db, j->id); /* shown only while the job runs */
     w->gpu_failed = r.gpu_fallback;
     if (w->gpu_down)
         r.gpu_fallback = 1;                   /* its log line says the GPU failed */

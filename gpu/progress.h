@@ -1,0 +1,46 @@
+/* Progress of a long engine call: an optional callback that the CPU
+ * references report to while they run (a CPU fallback of a large series
+ * takes minutes). The CUDA versions run in seconds and report nothing.
+ *
+ * report(ctx, fraction) runs on the thread that made the engine call (the
+ * OpenMP workers only count), with fractions from 0 to 1 that never go
+ * down; the last report of a call that succeeds is 1. It must return
+ * quickly and must not call the engine.
+ */
+#ifndef LDCT_GPU_PROGRESS_H
+#define LDCT_GPU_PROGRESS_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gpu_progress {
+    void (*report)(void *ctx, double fraction);
+    void *ctx;
+} gpu_progress;
+
+/* Internal: work counted by any thread of an OpenMP team, reported by the
+ * calling thread (thread 0 of the team, or outside a parallel region). The
+ * call's share [base, base + span) of the whole is covered by `total` units. */
+typedef struct gpu__progress_count {
+    const gpu_progress *p; /* NULL: counting is off */
+    double base, span;
+    long total;
+    long done; /* atomic */
+} gpu__progress_count;
+
+void gpu__progress_begin(gpu__progress_count *c, const gpu_progress *p, double base, double span,
+                         long total);
+/* Adds n units done (any thread). */
+void gpu__progress_add(gpu__progress_count *c, long n);
+/* Reports the end of the share, base + span (calling thread, after the
+ * parallel region: thread 0 may have finished before the others). */
+void gpu__progress_end(const gpu__progress_count *c);
+/* Reports a fraction of the whole directly (calling thread only). */
+void gpu__progress_at(const gpu_progress *p, double fraction);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
