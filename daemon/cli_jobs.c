@@ -7,6 +7,7 @@
 #include "config/config.h"
 #include "daemon/cli.h"
 #include "db/queue.h"
+#include "pipeline/job_progress.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,13 +40,13 @@ static void progress_json(const db_job_row *j)
     printf(",\"progress\":{");
     json_field("stage", j->progress_stage, 0);
     if (j->progress_fraction >= 0)
-        printf(",\"fraction\":%.4g", j->progress_fraction);
+        printf(",\"fraction\":%.6g", j->progress_fraction);
     else
         printf(",\"fraction\":null");
     if (j->progress_remaining_ms >= 0)
-        printf(",\"remaining_ms\":%lld", (long long)j->progress_remaining_ms);
+        printf(",\"stage_remaining_ms\":%lld", (long long)j->progress_remaining_ms);
     else
-        printf(",\"remaining_ms\":null");
+        printf(",\"stage_remaining_ms\":null");
     printf(",\"updated_ms\":%lld}", (long long)j->progress_updated_ms);
 }
 
@@ -105,8 +106,7 @@ static void progress_text(const list_ctx *c, const db_job_row *j)
     int64_t age = c->now > j->progress_updated_ms ? c->now - j->progress_updated_ms : 0;
     printf("    progress %s", j->progress_stage);
     if (j->progress_fraction >= 0) {
-        int pct = (int)(j->progress_fraction * 100 + 0.5);
-        printf(" %d%%", pct == 100 && j->progress_fraction < 1 ? 99 : pct);
+        printf(" %d%%", job_progress_percent(j->progress_fraction));
     }
     char t[48];
     if (j->progress_remaining_ms >= 0) {

@@ -233,7 +233,7 @@ int db_open(const char *path, int readonly, db **out)
         rc = readonly ? LDCT_ENOTFOUND : LDCT_EDB;
         goto fail;
     }
-    sqlite3_busy_timeout(d->h, 10000);
+    sqlite3_busy_timeout(d->h, DB__BUSY_MS);
     if (!readonly && (rc = db__exec(d, "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;"
                                        "PRAGMA foreign_keys = ON;")))
         goto fail;

@@ -10,6 +10,9 @@
 #define DB__ST_MAX 16  /* statements prepared at open (db.c) */
 #define DB__QST_MAX 80 /* statements prepared on first use (queue.c) */
 
+/* How long a statement waits for another connection's write lock. */
+#define DB__BUSY_MS 10000
+
 struct db {
     sqlite3 *h;
     sqlite3_stmt *st[DB__ST_MAX];

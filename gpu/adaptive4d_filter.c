@@ -272,7 +272,7 @@ static void multiply_back(const fft_ctx *c, const fftwf_complex *K, const fftwf_
 }
 
 static int filter_fft(const float *kernels, int nk, int K, const float *in, const float *mean,
-                      const int d[4], float **outs, int threads)
+                      const int d[4], float **outs, int threads, gpu__progress_count *done)
 {
     fft_ctx c;
     int rc = fft_open(&c, in, d, K / 2, mean != NULL);
@@ -298,6 +298,7 @@ static int filter_fft(const float *kernels, int nk, int K, const float *in, cons
             multiply_back(&c, kb, c.S, wb, rbuf, outs[k], NULL);
             if (mean)
                 multiply_back(&c, kb, c.Cs, wb, rbuf, outs[k], mean);
+            gpu__progress_add(done, 1);
         }
         c.f->release(rbuf);
         c.f->release(kb);
@@ -307,14 +308,24 @@ static int filter_fft(const float *kernels, int nk, int K, const float *in, cons
     return failed ? -ENOMEM : 0;
 }
 
+int gpu__a4d_filter_ref_counted(const float *kernels, int nk, int size, const float *in,
+                                const float *mean, const int dims[4], float **outs, int backend,
+                                int threads, gpu__progress_count *done)
+{
+    if (backend == GPU_A4D_FFT)
+        return filter_fft(kernels, nk, size, in, mean, dims, outs, threads, done);
+    const size_t ksz = (size_t)size * size * size * size;
+    int rc = 0;
+    for (int k = 0; k < nk && !rc; k++) {
+        rc = filter_direct(kernels + k * ksz, size, in, mean, dims, outs[k], threads);
+        gpu__progress_add(done, 1);
+    }
+    return rc;
+}
+
 int gpu__a4d_filter_ref(const float *kernels, int nk, int size, const float *in, const float *mean,
                         const int dims[4], float **outs, int backend, int threads)
 {
-    if (backend == GPU_A4D_FFT)
-        return filter_fft(kernels, nk, size, in, mean, dims, outs, threads);
-    const size_t ksz = (size_t)size * size * size * size;
-    int rc = 0;
-    for (int k = 0; k < nk && !rc; k++)
-        rc = filter_direct(kernels + k * ksz, size, in, mean, dims, outs[k], threads);
-    return rc;
+    return gpu__a4d_filter_ref_counted(kernels, nk, size, in, mean, dims, outs, backend, threads,
+                                       NULL);
 }

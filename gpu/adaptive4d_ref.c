@@ -409,8 +409,29 @@ static void weights_at(const gpu_a4d_bank *b, float **C, const grid4 *lg, int f,
     }
 }
 
+typedef struct region_job {
+    int r0, r1, t0, t1;
+    double ref, eref;         /* step 6's eref (when ref >= 0) */
+    double ref_cap, eref_cap; /* their noise caps when ref < 0 (0: none) */
+    float *samples;           /* first pass: the whole grid's samples, filled at [t0, t1) */
+    float *esamples;          /* first pass with step 6: the residual-energy samples */
+    double *max;              /* first pass with GPU_A4D_NORM_MAX */
+    double base, span;        /* the region's share of the call's progress */
+} region_job;
+
+/* Where a region's steps end in its share of the progress: the tensor grid
+ * (with step 6's energy; a first pass computes only that), then control,
+ * smoothing and the lowpass, then the highpass bank (reported per kernel),
+ * then the combination (per row) and step 6's blend. Measured on 2 cores
+ * (128x128x32 x 10, FFTW, one region of 3.9 s): 9%, 21%, 45%, 24%. */
+#define A4D_SHARE_TENSOR 0.1
+#define A4D_SHARE_BANK0 0.3
+#define A4D_SHARE_BANK1 0.75
+#define A4D_SHARE_COMBINED 0.99
+
 static int reconstruct(const gpu_adaptive4d_params *p, const gpu_a4d_bank *b, const float *in,
-                       const grid4 *g, float **C, const grid4 *lg, float *out, int threads)
+                       const grid4 *g, float **C, const grid4 *lg, float *out, int threads,
+                       const region_job *j)
 {
     float *hp[NH];
     int rc = alloc_arrays(hp, NH, g->n);
@@ -418,12 +439,21 @@ static int reconstruct(const gpu_adaptive4d_params *p, const gpu_a4d_bank *b, co
         rc = gpu__a4d_smooth(in, out, g->d, b->lp, b->lp_radius, 0x7, threads);
     if (!rc)
         rc = gpu__a4d_smooth(out, out, g->d, b->lp_t, b->lp_t_radius, 0x8, threads);
+    gpu__progress_count bank;
+    gpu__progress_begin(&bank, p->progress, j->base + j->span * A4D_SHARE_BANK0,
+                        j->span * (A4D_SHARE_BANK1 - A4D_SHARE_BANK0), NH);
+    gpu__progress_add(&bank, 0);
     if (!rc)
-        rc = gpu__a4d_filter_ref(b->hp, NH, b->recon_size, in, out, g->d, hp, resolve_backend(p),
-                                 threads);
+        rc = gpu__a4d_filter_ref_counted(b->hp, NH, b->recon_size, in, out, g->d, hp,
+                                         resolve_backend(p), threads, &bank);
+    const long rows = (long)g->d[1] * g->d[2] * g->d[3];
+    gpu__progress_count comb;
+    gpu__progress_begin(&comb, p->progress, j->base + j->span * A4D_SHARE_BANK1,
+                        j->span * (A4D_SHARE_COMBINED - A4D_SHARE_BANK1), rows);
     if (!rc) {
+        gpu__progress_add(&comb, 0);
 #pragma omp parallel for num_threads(threads) schedule(static)
-        for (long row = 0; row < (long)g->d[1] * g->d[2] * g->d[3]; row++) {
+        for (long row = 0; row < rows; row++) {
             int y = (int)(row % g->d[1]), z = (int)(row / g->d[1] % g->d[2]),
                 t = (int)(row / g->d[1] / g->d[2]);
             for (int x = 0; x < g->d[0]; x++) {
@@ -434,7 +464,9 @@ static int reconstruct(const gpu_adaptive4d_params *p, const gpu_a4d_bank *b, co
                     acc += c[k] * hp[k][v];
                 out[v] += (float)acc;
             }
+            gpu__progress_add(&comb, 1);
         }
+        gpu__progress_end(&comb);
     }
     free_arrays(hp, NH);
     return rc;
@@ -488,21 +520,6 @@ int gpu_adaptive4d_tensor_ref(const gpu_adaptive4d_params *p, const gpu_volume *
  * were the volume) does: the whole filter with the reference `ref` (< 0:
  * its own, the one-slab case), or only the first slab pass: the norm
  * samples (or the maximum) at its output time points [t0, t1). */
-typedef struct region_job {
-    int r0, r1, t0, t1;
-    double ref, eref;         /* step 6's eref (when ref >= 0) */
-    double ref_cap, eref_cap; /* their noise caps when ref < 0 (0: none) */
-    float *samples;           /* first pass: the whole grid's samples, filled at [t0, t1) */
-    float *esamples;          /* first pass with step 6: the residual-energy samples */
-    double *max;              /* first pass with GPU_A4D_NORM_MAX */
-    double base, span;        /* the region's share of the call's progress */
-} region_job;
-
-/* Shares of a region's time in the progress: the tensor grid (with step 6's
- * energy) and the rest (control, smoothing, the highpass bank and its
- * blend), which reports only at its end. Measured on 2 cores (128x128x32
- * x 10, FFTW): 0.35 s and 3.07 s. A first pass computes only the former. */
-#define A4D_SHARE_TENSOR 0.1
 
 static void region_progress(const gpu_adaptive4d_params *p, const region_job *j, double part)
 {
@@ -576,7 +593,7 @@ static int run_region(const gpu_adaptive4d_params *p, const gpu_a4d_bank *b, con
                                 threads);
     }
     if (!rc)
-        rc = reconstruct(p, b, rin.data, &g, C, &lg, out, threads);
+        rc = reconstruct(p, b, rin.data, &g, C, &lg, out, threads, j);
     if (!rc && S)
         rc = static_blend(p, S, &lg, &g, out, threads);
     free_arrays(C, nc);

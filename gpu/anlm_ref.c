@@ -321,7 +321,7 @@ static void sweep_offset(pass_ctx *c, sweep which, int r, int dx, int dy, int dz
 /* Both sweeps (or only the noise sweep) of one pass with patch radius r for
  * planes [z0, z1); s2 left negative where no offset was kept. */
 static void chunk_sweeps(pass_ctx *c, const gpu_anlm_params *p, int r, int weights, int z0, int z1,
-                         const scratch *w)
+                         const scratch *w, gpu__progress_count *done)
 {
     const grid *g = &c->g;
     const int S = p->search_radius, Sx = gpu__anlm_axis_radius(S, g->nx),
@@ -333,12 +333,14 @@ static void chunk_sweeps(pass_ctx *c, const gpu_anlm_params *p, int r, int weigh
         c->acc_w[i] = c->acc_wg[i] = c->w_max[i] = 0;
     }
     for (int pass = 0; pass < (weights ? 2 : 1); pass++) {
-        for (int dz = -Sz; dz <= Sz; dz++)
+        for (int dz = -Sz; dz <= Sz; dz++) {
             for (int dy = -Sy; dy <= Sy; dy++)
                 for (int dx = -Sx; dx <= Sx; dx++)
                     if (dx || dy || dz)
                         sweep_offset(c, pass ? SWEEP_WEIGHTS : SWEEP_SIGMA, r, dx, dy, dz, z0, z1,
                                      w, str2, p->noise == GPU_ANLM_RICIAN);
+            gpu__progress_add(done, 1); /* a plane of offsets (dz) */
+        }
         if (pass == 0)
             for (size_t i = i0; i < i1; i++)
                 c->s2[i] = isinf(c->s2[i]) ? -1.0f : c->s2[i];
@@ -353,8 +355,10 @@ static int run_sweeps(pass_ctx *c, const gpu_anlm_params *p, int r, int weights)
     const int nchunks = (g->nz + CHUNK - 1) / CHUNK;
     const size_t nt = (size_t)g->nx * (g->ny + 2 * c->pmax) * (CHUNK + 2 * c->pmax);
     int failed = 0;
+    const int planes = 2 * gpu__anlm_axis_radius(p->search_radius, g->nz) + 1;
     gpu__progress_count done;
-    gpu__progress_begin(&done, p->progress, c->base, c->span, nchunks);
+    gpu__progress_begin(&done, p->progress, c->base, c->span,
+                        (long)nchunks * planes * (weights ? 2 : 1));
 #pragma omp parallel num_threads(c->threads)
     {
         scratch w = {malloc(nt * sizeof(double)), malloc(nt * sizeof(double)),
@@ -369,8 +373,7 @@ static int run_sweeps(pass_ctx *c, const gpu_anlm_params *p, int r, int weights)
         for (int k = 0; k < nchunks; k++) {
             int z0 = k * CHUNK, z1 = z0 + CHUNK < g->nz ? z0 + CHUNK : g->nz;
             if (ok)
-                chunk_sweeps(c, p, r, weights, z0, z1, &w);
-            gpu__progress_add(&done, 1);
+                chunk_sweeps(c, p, r, weights, z0, z1, &w, &done);
         }
         free(w.t1), free(w.t2), free(w.dist), free(w.erow), free(w.keep);
     }
@@ -519,6 +522,7 @@ int gpu_anlm_sigma_ref(const gpu_anlm_params *p, const gpu_volume *in, gpu_volum
     omp_set_num_threads(threads_of(dev));
     pass_ctx c;
     rc = ctx_init(&c, p, in, p->patch_radius, threads_of(dev));
+    c.span = 1.0;
     if (rc == 0 && (rc = run_sweeps(&c, p, p->patch_radius, 0)) == 0) {
         size_t n = gpu_volume_count(in);
         for (size_t i = 0; i < n; i++)

@@ -1,13 +1,14 @@
-/* Progress reports of the CPU references; see progress.h. */
+/* Progress reports of the CPU references; see progress.h. gpu__progress_add
+ * may be called by any thread; the others by the engine's caller only. */
 #include "gpu/progress.h"
 
-#include <omp.h>
 #include <stddef.h>
 
 void gpu__progress_begin(gpu__progress_count *c, const gpu_progress *p, double base, double span,
                          long total)
 {
     c->p = p && p->report ? p : NULL;
+    c->caller = pthread_self();
     c->base = base;
     c->span = span;
     c->total = total > 0 ? total : 1;
@@ -19,8 +20,8 @@ void gpu__progress_add(gpu__progress_count *c, long n)
     if (!c || !c->p)
         return;
     long done = __atomic_add_fetch(&c->done, n, __ATOMIC_RELAXED);
-    if (omp_in_parallel() && omp_get_thread_num() != 0)
-        return; /* only the calling thread reports */
+    if (!pthread_equal(pthread_self(), c->caller))
+        return; /* only the engine's caller reports */
     double f = (double)done / (double)c->total;
     c->p->report(c->p->ctx, c->base + c->span * (f < 1.0 ? f : 1.0));
 }

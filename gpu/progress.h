@@ -10,6 +10,8 @@
 #ifndef LDCT_GPU_PROGRESS_H
 #define LDCT_GPU_PROGRESS_H
 
+#include <pthread.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -20,10 +22,11 @@ typedef struct gpu_progress {
 } gpu_progress;
 
 /* Internal: work counted by any thread of an OpenMP team, reported by the
- * calling thread (thread 0 of the team, or outside a parallel region). The
- * call's share [base, base + span) of the whole is covered by `total` units. */
+ * thread that called gpu__progress_begin (the engine's caller). The call's
+ * share [base, base + span) of the whole is covered by `total` units. */
 typedef struct gpu__progress_count {
     const gpu_progress *p; /* NULL: counting is off */
+    pthread_t caller;      /* the thread that reports */
     double base, span;
     long total;
     long done; /* atomic */

@@ -62,11 +62,17 @@ int64_t job_progress_remaining_ms(const job_progress *p, int64_t now_ms)
     return left > 0 ? (int64_t)(left + 0.5) : 0;
 }
 
+int job_progress_percent(double fraction)
+{
+    int pct = (int)(fraction * 100.0 + 0.5);
+    return pct == 100 && fraction < 1.0 ? 99 : pct;
+}
+
 void job_progress_text(const job_progress *p, int64_t now_ms, char *out, size_t len)
 {
     char pct[16] = "", so_far[32], left[32], tail[48] = "";
     if (p->fraction >= 0)
-        snprintf(pct, sizeof pct, " %d%%", (int)(p->fraction * 100.0));
+        snprintf(pct, sizeof pct, " %d%%", job_progress_percent(p->fraction));
     ldct_duration_format(now_ms - p->start_ms, so_far, sizeof so_far);
     int64_t rem = job_progress_remaining_ms(p, now_ms);
     if (rem >= 1000) {

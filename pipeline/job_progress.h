@@ -43,8 +43,11 @@ int job_progress_update(job_progress *p, const char *stage, double fraction, int
 /* Milliseconds the current stage has left at its rate so far, or -1 while
  * that is unknown (a stage that is not counted, or one that has not yet
  * moved for JOB_PROGRESS_ETA_MIN_MS). */
-int64_t job_progress_remaining_ms(const job_progress *p, int64_t now_ms);
 #define JOB_PROGRESS_ETA_MIN_MS 3000
+int64_t job_progress_remaining_ms(const job_progress *p, int64_t now_ms);
+
+/* A fraction (0 to 1) as a whole percentage, rounded; 100 only when done. */
+int job_progress_percent(double fraction);
 
 /* "filtering 45%, 1 min 10 s so far, about 1 min 25 s left" (", nearly
  * done" under a second; parts that are unknown left out). */

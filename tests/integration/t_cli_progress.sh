@@ -42,9 +42,9 @@ import json, sys
 jobs = {j["id"]: j for j in json.load(open(sys.argv[1]))}
 now = int(sys.argv[2])
 assert all("progress" in j for j in jobs.values()), jobs
-assert jobs[1]["progress"] == {"stage": "filtering", "fraction": 0.45, "remaining_ms": 153000,
+assert jobs[1]["progress"] == {"stage": "filtering", "fraction": 0.45, "stage_remaining_ms": 153000,
                                "updated_ms": now - 3000}, jobs[1]
-assert jobs[2]["progress"] == {"stage": "reading", "fraction": None, "remaining_ms": None,
+assert jobs[2]["progress"] == {"stage": "reading", "fraction": None, "stage_remaining_ms": None,
                                "updated_ms": now - 75000}, jobs[2]
 assert jobs[3]["progress"] is None and jobs[4]["progress"] is None, jobs
 EOF

@@ -21,7 +21,7 @@ while job_is 1 running; do
 import json, sys
 j = json.load(sys.stdin)[0]
 p = j["progress"] or {}
-print(j["state"], p.get("stage", "-"), p.get("fraction"), p.get("remaining_ms"))
+print(j["state"], p.get("stage", "-"), p.get("fraction"), p.get("stage_remaining_ms"))
 ' >> "$T/polls" || fail "ldct jobs --json: $(cat "$T/err")"
     "$LDCT" --state-dir "$STATE" jobs > "$T/text" 2>&1
     grep -q "progress filtering [0-9]*%" "$T/text" && cp "$T/text" "$T/text_filtering"
