@@ -6,8 +6,8 @@
 #include "common/json.h"
 #include "config/config.h"
 #include "daemon/cli.h"
+#include "daemon/status.h"
 #include "db/queue.h"
-#include "pipeline/job_progress.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,26 +30,6 @@ static void close_job_json(list_ctx *c)
         printf("]}");
 }
 
-/* "progress":null, or the running job's progress with what is unknown as null. */
-static void progress_json(const db_job_row *j)
-{
-    if (j->progress_updated_ms <= 0) {
-        printf(",\"progress\":null");
-        return;
-    }
-    printf(",\"progress\":{");
-    json_field("stage", j->progress_stage, 0);
-    if (j->progress_fraction >= 0)
-        printf(",\"fraction\":%.6g", j->progress_fraction);
-    else
-        printf(",\"fraction\":null");
-    if (j->progress_remaining_ms >= 0)
-        printf(",\"stage_remaining_ms\":%lld", (long long)j->progress_remaining_ms);
-    else
-        printf(",\"stage_remaining_ms\":null");
-    printf(",\"updated_ms\":%lld}", (long long)j->progress_updated_ms);
-}
-
 static void job_json(list_ctx *c, const db_job_row *j)
 {
     close_job_json(c);
@@ -66,7 +46,8 @@ static void job_json(list_ctx *c, const db_job_row *j)
            "\"started_ms\":%lld,\"finished_ms\":%lld,\"superseded\":%s",
            j->instances, j->attempts, j->priority, (long long)j->created_ms,
            (long long)j->started_ms, (long long)j->finished_ms, j->superseded ? "true" : "false");
-    progress_json(j);
+    status_write_progress_json(stdout, j->progress_stage, j->progress_fraction,
+                               j->progress_remaining_ms, j->progress_updated_ms);
     printf(",\"sends\":[");
     c->sends_open = 0;
 }
@@ -94,34 +75,15 @@ static void seconds_text(int64_t from, int64_t to, char *out, size_t len)
         snprintf(out, len, "-");
 }
 
-/* Longer than this without an update, the worker may be stuck: said plainly. */
-#define PROGRESS_STALE_MS 60000
-
-/* "    progress filtering 45%, about 2 min 30 s left (updated 3 s ago)": the
- * estimate counts down from its update; what is unknown is left out. */
+/* "    progress filtering 45%, about 2 min 30 s left (updated 3 s ago)". */
 static void progress_text(const list_ctx *c, const db_job_row *j)
 {
-    if (j->progress_updated_ms <= 0)
-        return;
-    int64_t age = c->now > j->progress_updated_ms ? c->now - j->progress_updated_ms : 0;
-    printf("    progress %s", j->progress_stage);
-    if (j->progress_fraction >= 0) {
-        printf(" %d%%", job_progress_percent(j->progress_fraction));
-    }
-    char t[48];
-    if (j->progress_remaining_ms >= 0) {
-        if (j->progress_remaining_ms > age) {
-            ldct_duration_format(j->progress_remaining_ms - age, t, sizeof t);
-            printf(", about %s left", t);
-        } else {
-            printf(", nearly done"); /* by the estimate */
-        }
-    }
-    ldct_duration_format(age, t, sizeof t);
-    if (age > PROGRESS_STALE_MS)
-        printf(" (no update for %s)\n", t);
-    else
-        printf(" (updated %s ago)\n", t);
+    char t[160];
+    if (j->progress_updated_ms > 0)
+        printf("    progress %s\n",
+               status_progress_text(j->progress_stage, j->progress_fraction,
+                                    j->progress_remaining_ms, j->progress_updated_ms, c->now, t,
+                                    sizeof t));
 }
 
 static void job_text(list_ctx *c, const db_job_row *j)

@@ -45,6 +45,21 @@ static void usage(FILE *f)
            "  version                print the version\n");
 }
 
+/* One line per running job: "running:     job 12 nlm3d on gpu:0, filtering 45%, ...". */
+static void print_running(const status_snapshot *st)
+{
+    int64_t now = ldct_now_ms();
+    for (int i = 0; i < st->nrunning; i++) {
+        const status_job *j = &st->running[i];
+        char run[48], progress[160];
+        ldct_duration_format(now > j->started_ms ? now - j->started_ms : 0, run, sizeof run);
+        status_progress_text(j->stage, j->fraction, j->remaining_ms, j->updated_ms, now, progress,
+                             sizeof progress);
+        printf("running:     job %lld %s on %s for %s%s%s\n", (long long)j->id, j->algorithm,
+               j->worker, run, progress[0] ? ", " : "", progress);
+    }
+}
+
 static int cmd_status(cli_opts *o)
 {
     db *d;
@@ -76,6 +91,7 @@ static int cmd_status(cli_opts *o)
     printf("sends:       %lld pending, %lld sending, %lld done, %lld dead\n",
            (long long)q.sends_pending, (long long)q.sends_sending, (long long)q.sends_done,
            (long long)q.sends_dead);
+    print_running(&st);
     return 0;
 }
 

@@ -1,7 +1,35 @@
 /* Snapshot of the node's state and its JSON / Prometheus forms; see status.h. */
 #include "daemon/status.h"
 
+#include "common/clock.h"
+#include "common/json.h"
 #include "daemon/version.h"
+#include "pipeline/job_progress.h"
+
+#include <string.h>
+
+/* Longer than this without an update, the worker may be stuck: said plainly. */
+#define PROGRESS_STALE_MS 60000
+
+#define COPY(dst, src) snprintf((dst), sizeof(dst), "%s", (src))
+
+static void add_running(void *ctx, const db_job_row *j)
+{
+    status_snapshot *s = ctx;
+    if (s->nrunning >= STATUS_MAX_RUNNING)
+        return;
+    status_job *r = &s->running[s->nrunning++];
+    r->id = j->id;
+    r->started_ms = j->started_ms;
+    r->attempts = j->attempts;
+    COPY(r->rule, j->rule);
+    COPY(r->algorithm, j->algorithm);
+    COPY(r->worker, j->worker);
+    COPY(r->stage, j->progress_stage);
+    r->fraction = j->progress_fraction;
+    r->remaining_ms = j->progress_remaining_ms;
+    r->updated_ms = j->progress_updated_ms;
+}
 
 int status_read(db *d, status_snapshot *s)
 {
@@ -9,8 +37,54 @@ int status_read(db *d, status_snapshot *s)
     s->associations_active = -1;
     s->workers = -1;
     s->gpus_down = -1;
+    s->nrunning = 0;
     int rc = db_totals_get(d, &s->t);
-    return rc ? rc : db_queue_totals_get(d, &s->q);
+    if (!rc)
+        rc = db_queue_totals_get(d, &s->q);
+    return rc ? rc : db_jobs_running(d, STATUS_MAX_RUNNING, add_running, s);
+}
+
+void status_write_progress_json(FILE *f, const char *stage, double fraction, int64_t remaining_ms,
+                                int64_t updated_ms)
+{
+    if (updated_ms <= 0) {
+        fputs(",\"progress\":null", f);
+        return;
+    }
+    fputs(",\"progress\":{\"stage\":", f);
+    json_write_string(f, stage);
+    if (fraction >= 0)
+        fprintf(f, ",\"fraction\":%.6g", fraction);
+    else
+        fputs(",\"fraction\":null", f);
+    if (remaining_ms >= 0)
+        fprintf(f, ",\"stage_remaining_ms\":%lld", (long long)remaining_ms);
+    else
+        fputs(",\"stage_remaining_ms\":null", f);
+    fprintf(f, ",\"updated_ms\":%lld}", (long long)updated_ms);
+}
+
+char *status_progress_text(const char *stage, double fraction, int64_t remaining_ms,
+                           int64_t updated_ms, int64_t now_ms, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    if (updated_ms <= 0)
+        return buf;
+    int64_t age = now_ms > updated_ms ? now_ms - updated_ms : 0;
+    char pct[8] = "", left[64] = "", t[48];
+    if (fraction >= 0)
+        snprintf(pct, sizeof pct, " %d%%", job_progress_percent(fraction));
+    if (remaining_ms > age) {
+        ldct_duration_format(remaining_ms - age, t, sizeof t);
+        snprintf(left, sizeof left, ", about %s left", t);
+    } else if (remaining_ms >= 0) {
+        snprintf(left, sizeof left, ", nearly done"); /* by the estimate */
+    }
+    ldct_duration_format(age, t, sizeof t);
+    snprintf(buf, len, "%s%s%s (%s %s%s)", stage, pct, left,
+             age > PROGRESS_STALE_MS ? "no update for" : "updated", t,
+             age > PROGRESS_STALE_MS ? "" : " ago");
+    return buf;
 }
 
 static void json_daemon_part(FILE *f, const status_snapshot *s)
@@ -21,6 +95,25 @@ static void json_daemon_part(FILE *f, const status_snapshot *s)
             ",\"version\":\"%s\",\"uptime_s\":%lld,\"associations_active\":%d,\"workers\":%d,"
             "\"gpus_down\":%d",
             LDCT_VERSION, (long long)s->uptime_s, s->associations_active, s->workers, s->gpus_down);
+}
+
+/* ,"running":[{...}]: the running jobs with their progress. */
+static void json_running(FILE *f, const status_snapshot *s)
+{
+    fputs(",\"running\":[", f);
+    for (int i = 0; i < s->nrunning; i++) {
+        const status_job *j = &s->running[i];
+        fprintf(f, "%s{\"id\":%lld,\"rule\":", i ? "," : "", (long long)j->id);
+        json_write_string(f, j->rule);
+        fputs(",\"algorithm\":", f);
+        json_write_string(f, j->algorithm);
+        fputs(",\"worker\":", f);
+        json_write_string(f, j->worker);
+        fprintf(f, ",\"attempts\":%d,\"started_ms\":%lld", j->attempts, (long long)j->started_ms);
+        status_write_progress_json(f, j->stage, j->fraction, j->remaining_ms, j->updated_ms);
+        fputc('}', f);
+    }
+    fputc(']', f);
 }
 
 void status_write_json(FILE *f, const status_snapshot *s)
@@ -41,6 +134,7 @@ void status_write_json(FILE *f, const status_snapshot *s)
     for (int i = 0; i < DB_SERIES_NSTATES; i++)
         fprintf(f, "%s\"%s\":%lld", i ? "," : "", db_series_states[i], (long long)t->by_state[i]);
     fputc('}', f);
+    json_running(f, s);
     json_daemon_part(f, s);
     fputs("}\n", f);
 }

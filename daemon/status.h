@@ -1,7 +1,8 @@
 /* status: one snapshot of the node's state (queue totals from the
  * database, plus what only the running daemon knows), written as the JSON
  * of `ldct status --json` and GET /status, or as Prometheus text for GET
- * /metrics. No patient data: counts, sizes and times only.
+ * /metrics. No patient data and no UIDs: counts, sizes, times, and the
+ * running jobs by job id (ldct jobs names their series).
  *
  * Thread-safety: status_read uses the connection it is given (one thread
  * per connection); the writers are pure.
@@ -15,9 +16,26 @@
 #include "db/db.h"
 #include "db/queue.h"
 
+/* Longest-running jobs listed in a snapshot (the rest are only counted:
+ * one job runs per worker, and the daemon has one worker per device). */
+#define STATUS_MAX_RUNNING 16
+
+/* A running job and its progress, as its worker last wrote it. */
+typedef struct status_job {
+    int64_t id, started_ms;
+    int attempts;
+    char rule[65], algorithm[16], worker[32]; /* no UID: see above */
+    char stage[16];                           /* "" when no progress was written yet */
+    double fraction;                          /* of the stage, 0..1; < 0 unknown */
+    int64_t remaining_ms;                     /* of the stage, as of updated_ms; < 0 unknown */
+    int64_t updated_ms;                       /* 0 when none */
+} status_job;
+
 typedef struct status_snapshot {
     db_totals t;
     db_queue_totals q;
+    int nrunning; /* entries of running (at most STATUS_MAX_RUNNING) */
+    status_job running[STATUS_MAX_RUNNING];
     /* Known only inside the daemon; -1 when not (ldct status). */
     int64_t uptime_s;
     int associations_active;
@@ -33,5 +51,18 @@ void status_write_json(FILE *f, const status_snapshot *s);
 
 /* Prometheus text exposition format 0.0.4. */
 void status_write_prometheus(FILE *f, const status_snapshot *s);
+
+/* ,"progress":null or ,"progress":{"stage":..,"fraction":..,
+ * "stage_remaining_ms":..,"updated_ms":..} with what is unknown as null
+ * (ldct jobs --json, /status). */
+void status_write_progress_json(FILE *f, const char *stage, double fraction, int64_t remaining_ms,
+                                int64_t updated_ms);
+
+/* "filtering 45%, about 2 min 30 s left (updated 3 s ago)" as of now_ms:
+ * the estimate counts down from its update, what is unknown is left out,
+ * and an update older than a minute reads "(no update for ...)". Empty
+ * when no progress was written. Returns buf. */
+char *status_progress_text(const char *stage, double fraction, int64_t remaining_ms,
+                           int64_t updated_ms, int64_t now_ms, char *buf, size_t len);
 
 #endif

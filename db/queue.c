@@ -81,6 +81,8 @@ enum {
     Q_PROGRESS_CLEAR,
     Q_PROGRESS_HAS,
     Q_JOBS_LIST_V8,
+    Q_JOBS_RUNNING,
+    Q_JOBS_RUNNING_V8,
     Q_COUNT
 };
 _Static_assert(Q_COUNT <= DB__QST_MAX, "raise DB__QST_MAX");
@@ -1217,23 +1219,36 @@ static int has_progress(db *d)
     return step == SQLITE_ROW ? has : db__fail(d, "jobs list");
 }
 
-int db_jobs_list(db *d, int limit, void (*cb_job)(void *ctx, const db_job_row *j),
-                 void (*cb_send)(void *ctx, const db_send_row *s), void *ctx)
+/* The listing's statement: every job newest first, or the running ones
+ * longest running first; with progress when the database has it. */
+static sqlite3_stmt *jobs_list_stmt(db *d, int running)
 {
     int has = has_progress(d);
     if (has < 0)
-        return has;
-    /* Progress only of a running job, and only as written in this attempt:
-     * a row from an earlier one (a crash, a retry) is older than its start. */
-    sqlite3_stmt *s =
-        has ? db__stmt(d, Q_JOBS_LIST,
-                       JOBS_LIST_COLUMNS
-                       " coalesce(p.stage, ''), coalesce(p.fraction, -1),"
-                       " coalesce(p.remaining_ms, -1), coalesce(p.updated_ms, 0)" JOBS_LIST_FROM
-                       " LEFT JOIN job_progress p ON p.job_id = j.id"
-                       " AND j.state = 'running' AND p.updated_ms >= j.started_ms" JOBS_LIST_ORDER)
-            : db__stmt(d, Q_JOBS_LIST_V8,
-                       JOBS_LIST_COLUMNS " '', -1, -1, 0" JOBS_LIST_FROM JOBS_LIST_ORDER);
+        return NULL;
+        /* Progress only of a running job, and only as written in this attempt:
+         * a row from an earlier one (a crash, a retry) is older than its start. */
+#define JOBS_PROGRESS                                                                              \
+    " coalesce(p.stage, ''), coalesce(p.fraction, -1),"                                            \
+    " coalesce(p.remaining_ms, -1), coalesce(p.updated_ms, 0)" JOBS_LIST_FROM                      \
+    " LEFT JOIN job_progress p ON p.job_id = j.id"                                                 \
+    " AND j.state = 'running' AND p.updated_ms >= j.started_ms"
+#define JOBS_RUNNING " WHERE j.state = 'running' ORDER BY j.started_ms, j.id LIMIT ?1"
+    if (running)
+        return has ? db__stmt(d, Q_JOBS_RUNNING, JOBS_LIST_COLUMNS JOBS_PROGRESS JOBS_RUNNING)
+                   : db__stmt(d, Q_JOBS_RUNNING_V8,
+                              JOBS_LIST_COLUMNS " '', -1, -1, 0" JOBS_LIST_FROM JOBS_RUNNING);
+    return has ? db__stmt(d, Q_JOBS_LIST, JOBS_LIST_COLUMNS JOBS_PROGRESS JOBS_LIST_ORDER)
+               : db__stmt(d, Q_JOBS_LIST_V8,
+                          JOBS_LIST_COLUMNS " '', -1, -1, 0" JOBS_LIST_FROM JOBS_LIST_ORDER);
+#undef JOBS_PROGRESS
+#undef JOBS_RUNNING
+}
+
+static int jobs_rows(db *d, int running, int limit, void (*cb_job)(void *ctx, const db_job_row *j),
+                     void (*cb_send)(void *ctx, const db_send_row *s), void *ctx)
+{
+    sqlite3_stmt *s = jobs_list_stmt(d, running);
     if (!s)
         return LDCT_EDB;
     sqlite3_bind_int(s, 1, limit > 0 ? limit : -1);
@@ -1268,6 +1283,17 @@ int db_jobs_list(db *d, int limit, void (*cb_job)(void *ctx, const db_job_row *j
     }
     sqlite3_reset(s);
     return rc == SQLITE_DONE ? 0 : db__fail(d, "jobs list");
+}
+
+int db_jobs_list(db *d, int limit, void (*cb_job)(void *ctx, const db_job_row *j),
+                 void (*cb_send)(void *ctx, const db_send_row *s), void *ctx)
+{
+    return jobs_rows(d, 0, limit, cb_job, cb_send, ctx);
+}
+
+int db_jobs_running(db *d, int limit, void (*cb_job)(void *ctx, const db_job_row *j), void *ctx)
+{
+    return jobs_rows(d, 1, limit, cb_job, NULL, ctx);
 }
 
 int db_queue_totals_get(db *d, db_queue_totals *t)

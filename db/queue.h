@@ -236,6 +236,10 @@ typedef struct db_send_row {
 int db_jobs_list(db *d, int limit, void (*cb_job)(void *ctx, const db_job_row *j),
                  void (*cb_send)(void *ctx, const db_send_row *s), void *ctx);
 
+/* The running jobs, longest running first (at most `limit`, 0 = all), with
+ * their progress: for status. */
+int db_jobs_running(db *d, int limit, void (*cb_job)(void *ctx, const db_job_row *j), void *ctx);
+
 /* Counts of jobs and sends by state, for `ldct status` and metrics. */
 typedef struct db_queue_totals {
     int64_t jobs_pending, jobs_running, jobs_done, jobs_failed;

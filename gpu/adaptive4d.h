@@ -225,7 +225,7 @@ int gpu__a4d_filter_ref(const float *kernels, int nk, int size, const float *in,
 /* The same, adding 1 to `done` (may be NULL) per kernel filtered. */
 int gpu__a4d_filter_ref_counted(const float *kernels, int nk, int size, const float *in,
                                 const float *mean, const int dims[4], float **outs, int backend,
-                                int threads, gpu__progress_count *done);
+                                int threads, gpu_progress_count *done);
 
 /* GPU_A4D_NORM_NOISE: the median of ||T||_F over every stride-th voxel of
  * the tensor grid (v = 0, stride, 2 stride, ..., at most

@@ -272,7 +272,7 @@ static void multiply_back(const fft_ctx *c, const fftwf_complex *K, const fftwf_
 }
 
 static int filter_fft(const float *kernels, int nk, int K, const float *in, const float *mean,
-                      const int d[4], float **outs, int threads, gpu__progress_count *done)
+                      const int d[4], float **outs, int threads, gpu_progress_count *done)
 {
     fft_ctx c;
     int rc = fft_open(&c, in, d, K / 2, mean != NULL);
@@ -298,7 +298,7 @@ static int filter_fft(const float *kernels, int nk, int K, const float *in, cons
             multiply_back(&c, kb, c.S, wb, rbuf, outs[k], NULL);
             if (mean)
                 multiply_back(&c, kb, c.Cs, wb, rbuf, outs[k], mean);
-            gpu__progress_add(done, 1);
+            gpu_progress_add(done, 1);
         }
         c.f->release(rbuf);
         c.f->release(kb);
@@ -310,7 +310,7 @@ static int filter_fft(const float *kernels, int nk, int K, const float *in, cons
 
 int gpu__a4d_filter_ref_counted(const float *kernels, int nk, int size, const float *in,
                                 const float *mean, const int dims[4], float **outs, int backend,
-                                int threads, gpu__progress_count *done)
+                                int threads, gpu_progress_count *done)
 {
     if (backend == GPU_A4D_FFT)
         return filter_fft(kernels, nk, size, in, mean, dims, outs, threads, done);
@@ -318,7 +318,7 @@ int gpu__a4d_filter_ref_counted(const float *kernels, int nk, int size, const fl
     int rc = 0;
     for (int k = 0; k < nk && !rc; k++) {
         rc = filter_direct(kernels + k * ksz, size, in, mean, dims, outs[k], threads);
-        gpu__progress_add(done, 1);
+        gpu_progress_add(done, 1);
     }
     return rc;
 }

@@ -439,19 +439,19 @@ static int reconstruct(const gpu_adaptive4d_params *p, const gpu_a4d_bank *b, co
         rc = gpu__a4d_smooth(in, out, g->d, b->lp, b->lp_radius, 0x7, threads);
     if (!rc)
         rc = gpu__a4d_smooth(out, out, g->d, b->lp_t, b->lp_t_radius, 0x8, threads);
-    gpu__progress_count bank;
-    gpu__progress_begin(&bank, p->progress, j->base + j->span * A4D_SHARE_BANK0,
-                        j->span * (A4D_SHARE_BANK1 - A4D_SHARE_BANK0), NH);
-    gpu__progress_add(&bank, 0);
+    gpu_progress_count bank;
+    gpu_progress_begin(&bank, p->progress, j->base + j->span * A4D_SHARE_BANK0,
+                       j->span * (A4D_SHARE_BANK1 - A4D_SHARE_BANK0), NH);
+    gpu_progress_add(&bank, 0);
     if (!rc)
         rc = gpu__a4d_filter_ref_counted(b->hp, NH, b->recon_size, in, out, g->d, hp,
                                          resolve_backend(p), threads, &bank);
     const long rows = (long)g->d[1] * g->d[2] * g->d[3];
-    gpu__progress_count comb;
-    gpu__progress_begin(&comb, p->progress, j->base + j->span * A4D_SHARE_BANK1,
-                        j->span * (A4D_SHARE_COMBINED - A4D_SHARE_BANK1), rows);
+    gpu_progress_count comb;
+    gpu_progress_begin(&comb, p->progress, j->base + j->span * A4D_SHARE_BANK1,
+                       j->span * (A4D_SHARE_COMBINED - A4D_SHARE_BANK1), rows);
     if (!rc) {
-        gpu__progress_add(&comb, 0);
+        gpu_progress_add(&comb, 0);
 #pragma omp parallel for num_threads(threads) schedule(static)
         for (long row = 0; row < rows; row++) {
             int y = (int)(row % g->d[1]), z = (int)(row / g->d[1] % g->d[2]),
@@ -464,9 +464,9 @@ static int reconstruct(const gpu_adaptive4d_params *p, const gpu_a4d_bank *b, co
                     acc += c[k] * hp[k][v];
                 out[v] += (float)acc;
             }
-            gpu__progress_add(&comb, 1);
+            gpu_progress_add(&comb, 1);
         }
-        gpu__progress_end(&comb);
+        gpu_progress_end(&comb);
     }
     free_arrays(hp, NH);
     return rc;
@@ -523,7 +523,7 @@ int gpu_adaptive4d_tensor_ref(const gpu_adaptive4d_params *p, const gpu_volume *
 
 static void region_progress(const gpu_adaptive4d_params *p, const region_job *j, double part)
 {
-    gpu__progress_at(p->progress, j->base + j->span * part);
+    gpu_progress_at(p->progress, j->base + j->span * part);
 }
 
 static gpu_volume time_view(const gpu_volume *v, int t0, int t1)

@@ -321,7 +321,7 @@ static void sweep_offset(pass_ctx *c, sweep which, int r, int dx, int dy, int dz
 /* Both sweeps (or only the noise sweep) of one pass with patch radius r for
  * planes [z0, z1); s2 left negative where no offset was kept. */
 static void chunk_sweeps(pass_ctx *c, const gpu_anlm_params *p, int r, int weights, int z0, int z1,
-                         const scratch *w, gpu__progress_count *done)
+                         const scratch *w, gpu_progress_count *done)
 {
     const grid *g = &c->g;
     const int S = p->search_radius, Sx = gpu__anlm_axis_radius(S, g->nx),
@@ -339,7 +339,7 @@ static void chunk_sweeps(pass_ctx *c, const gpu_anlm_params *p, int r, int weigh
                     if (dx || dy || dz)
                         sweep_offset(c, pass ? SWEEP_WEIGHTS : SWEEP_SIGMA, r, dx, dy, dz, z0, z1,
                                      w, str2, p->noise == GPU_ANLM_RICIAN);
-            gpu__progress_add(done, 1); /* a plane of offsets (dz) */
+            gpu_progress_add(done, 1); /* a plane of offsets (dz) */
         }
         if (pass == 0)
             for (size_t i = i0; i < i1; i++)
@@ -356,9 +356,9 @@ static int run_sweeps(pass_ctx *c, const gpu_anlm_params *p, int r, int weights)
     const size_t nt = (size_t)g->nx * (g->ny + 2 * c->pmax) * (CHUNK + 2 * c->pmax);
     int failed = 0;
     const int planes = 2 * gpu__anlm_axis_radius(p->search_radius, g->nz) + 1;
-    gpu__progress_count done;
-    gpu__progress_begin(&done, p->progress, c->base, c->span,
-                        (long)nchunks * planes * (weights ? 2 : 1));
+    gpu_progress_count done;
+    gpu_progress_begin(&done, p->progress, c->base, c->span,
+                       (long)nchunks * planes * (weights ? 2 : 1));
 #pragma omp parallel num_threads(c->threads)
     {
         scratch w = {malloc(nt * sizeof(double)), malloc(nt * sizeof(double)),
@@ -378,7 +378,7 @@ static int run_sweeps(pass_ctx *c, const gpu_anlm_params *p, int r, int weights)
         free(w.t1), free(w.t2), free(w.dist), free(w.erow), free(w.keep);
     }
     if (!failed)
-        gpu__progress_end(&done);
+        gpu_progress_end(&done);
     return failed ? -ENOMEM : 0;
 }
 

@@ -352,7 +352,7 @@ typedef struct core {
     /* Bits of the cutoff exponent (gpu__nlm_cut_exponent): weights whose
      * exponent's bits exceed it are 0; INT32_MAX: no cutoff. */
     int32_t cutb;
-    gpu__progress_count *done; /* offset groups done, over every task */
+    gpu_progress_count *done; /* offset groups done, over every task */
 } core;
 
 /* a * b + c, fused where the caller is compiled with FMA (fma is a
@@ -1076,7 +1076,7 @@ static inline __attribute__((always_inline)) void chunk_body(const core *c, cons
                     plane_init(&t, &gr, q, &pl);
                     group_plane(&t, &gr, &pl, fma);
                 }
-                gpu__progress_add(c->done, 1);
+                gpu_progress_add(c->done, 1);
             }
     task_finish(&t, dst);
 }
@@ -1282,8 +1282,8 @@ static int run_ref(const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *ou
     size_t frame_len = (size_t)in->nx * in->ny * in->nz;
     int failed = 0;
     chunk_fn chunk_run = chunk_pick();
-    gpu__progress_count done;
-    gpu__progress_begin(&done, p->progress, 0.0, 1.0, (long)ntasks * groups_per_task(&c));
+    gpu_progress_count done;
+    gpu_progress_begin(&done, p->progress, 0.0, 1.0, (long)ntasks * groups_per_task(&c));
     c.done = &done;
 #pragma omp parallel num_threads(threads)
     {
@@ -1311,7 +1311,7 @@ static int run_ref(const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *ou
         free(ws);
     }
     if (!failed)
-        gpu__progress_end(&done);
+        gpu_progress_end(&done);
     return failed ? -ENOMEM : 0;
 }
 

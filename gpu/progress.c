@@ -1,11 +1,11 @@
-/* Progress reports of the CPU references; see progress.h. gpu__progress_add
+/* Progress reports of the CPU references; see progress.h. gpu_progress_add
  * may be called by any thread; the others by the engine's caller only. */
 #include "gpu/progress.h"
 
 #include <stddef.h>
 
-void gpu__progress_begin(gpu__progress_count *c, const gpu_progress *p, double base, double span,
-                         long total)
+void gpu_progress_begin(gpu_progress_count *c, const gpu_progress *p, double base, double span,
+                        long total)
 {
     c->p = p && p->report ? p : NULL;
     c->caller = pthread_self();
@@ -15,7 +15,7 @@ void gpu__progress_begin(gpu__progress_count *c, const gpu_progress *p, double b
     c->done = 0;
 }
 
-void gpu__progress_add(gpu__progress_count *c, long n)
+void gpu_progress_add(gpu_progress_count *c, long n)
 {
     if (!c || !c->p)
         return;
@@ -26,13 +26,13 @@ void gpu__progress_add(gpu__progress_count *c, long n)
     c->p->report(c->p->ctx, c->base + c->span * (f < 1.0 ? f : 1.0));
 }
 
-void gpu__progress_end(const gpu__progress_count *c)
+void gpu_progress_end(const gpu_progress_count *c)
 {
     if (c->p)
         c->p->report(c->p->ctx, c->base + c->span);
 }
 
-void gpu__progress_at(const gpu_progress *p, double fraction)
+void gpu_progress_at(const gpu_progress *p, double fraction)
 {
     if (p && p->report)
         p->report(p->ctx, fraction < 0 ? 0 : fraction > 1 ? 1 : fraction);

@@ -21,26 +21,27 @@ typedef struct gpu_progress {
     void *ctx;
 } gpu_progress;
 
-/* Internal: work counted by any thread of an OpenMP team, reported by the
- * thread that called gpu__progress_begin (the engine's caller). The call's
- * share [base, base + span) of the whole is covered by `total` units. */
-typedef struct gpu__progress_count {
+/* Work counted by any thread of an OpenMP team, reported by the thread that
+ * called gpu_progress_begin (the engine's caller; the pipeline's file loops
+ * use it too). The call's share [base, base + span) of the whole is covered
+ * by `total` units. */
+typedef struct gpu_progress_count {
     const gpu_progress *p; /* NULL: counting is off */
     pthread_t caller;      /* the thread that reports */
     double base, span;
     long total;
     long done; /* atomic */
-} gpu__progress_count;
+} gpu_progress_count;
 
-void gpu__progress_begin(gpu__progress_count *c, const gpu_progress *p, double base, double span,
-                         long total);
+void gpu_progress_begin(gpu_progress_count *c, const gpu_progress *p, double base, double span,
+                        long total);
 /* Adds n units done (any thread). */
-void gpu__progress_add(gpu__progress_count *c, long n);
+void gpu_progress_add(gpu_progress_count *c, long n);
 /* Reports the end of the share, base + span (calling thread, after the
  * parallel region: thread 0 may have finished before the others). */
-void gpu__progress_end(const gpu__progress_count *c);
+void gpu_progress_end(const gpu_progress_count *c);
 /* Reports a fraction of the whole directly (calling thread only). */
-void gpu__progress_at(const gpu_progress *p, double fraction);
+void gpu_progress_at(const gpu_progress *p, double fraction);
 
 #ifdef __cplusplus
 }

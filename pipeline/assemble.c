@@ -53,13 +53,20 @@ typedef struct loader {
     frame_pos *fp;        /* nframes, sorted along the normal; for a 4D series
                            * t-major: fp[t * nz + z] */
     double normal[3], step;
-    int nz, nt, tkey; /* positions, time points, SCP_TIME_* key (-1: 3D) */
-    int slices;       /* asm_series_load_slices: a stack for a slice-by-slice filter */
-    int by_number;    /* slices sorted by instance number (no usable places) */
-    int geometry;     /* refused for the slices' place in space (asm_series_load_checked) */
+    int nz, nt, tkey;         /* positions, time points, SCP_TIME_* key (-1: 3D) */
+    int slices;               /* asm_series_load_slices: a stack for a slice-by-slice filter */
+    int by_number;            /* slices sorted by instance number (no usable places) */
+    int geometry;             /* refused for the slices' place in space (asm_series_load_checked) */
+    gpu_progress_count count; /* each file's header, then its pixels (4 times as long) */
     char *err;
     size_t err_len;
 } loader;
+
+/* Reading's progress: a header (read up to the pixels) against a file's
+ * pixels, as measured on a 300-slice 512x512 series: 20 against 106 ms
+ * cached, 68 against 198 ms from disk. */
+#define HEADER_UNITS 1L
+#define PIXEL_UNITS 4L
 
 /* The failure with the lowest file index among parallel reads. */
 typedef struct first_fail {
@@ -202,6 +209,7 @@ static int read_headers(loader *l)
         int rc = scp_slice_read_info(l->paths[i], &l->info[i], e, sizeof e);
         if (rc < 0)
             fail_record(&ff, i, rc, e[0] ? e : ldct_strerror(rc));
+        gpu_progress_add(&l->count, HEADER_UNITS);
     }
     pthread_mutex_destroy(&ff.lock);
     if (atomic_load(&ff.idx) < n)
@@ -251,6 +259,7 @@ static int read_pixels(loader *l, asm_series *s)
             snprintf(msg, sizeof msg, "%s: %s", name, e[0] ? e : ldct_strerror(rc));
             fail_record(&ff, i, rc, msg);
         }
+        gpu_progress_add(&l->count, PIXEL_UNITS);
     }
     pthread_mutex_destroy(&ff.lock);
     if (atomic_load(&ff.idx) < n)
@@ -989,15 +998,17 @@ static void loader_free(loader *l)
     free(l->fp);
 }
 
-static int load(const char *const *paths, int n, int slices, asm_series *out, int *geometry,
-                char *err, size_t err_len)
+static int load(const char *const *paths, int n, const asm_load_opts *o, asm_series *out, char *err,
+                size_t err_len)
 {
     if (err && err_len)
         err[0] = '\0';
     if (!out)
         return -EINVAL;
     memset(out, 0, sizeof *out);
-    loader l = {.paths = paths, .n = n, .slices = slices, .err = err, .err_len = err_len};
+    loader l = {.paths = paths, .n = n, .slices = o->slices, .err = err, .err_len = err_len};
+    gpu_progress_begin(&l.count, o->progress, 0.0, 1.0,
+                       (HEADER_UNITS + PIXEL_UNITS) * (long)(n > 0 ? n : 1));
     if (n <= 0)
         return fail(&l, LDCT_EINPUT, "the series has no files");
     if (!paths)
@@ -1005,8 +1016,8 @@ static int load(const char *const *paths, int n, int slices, asm_series *out, in
     l.info = calloc((size_t)n, sizeof *l.info);
     l.numbered = calloc((size_t)n, 1);
     int rc = l.info && l.numbered ? loader_run(&l, out) : fail(&l, -ENOMEM, "out of memory");
-    if (geometry)
-        *geometry = rc == LDCT_EINPUT && l.geometry;
+    if (o->geometry)
+        *o->geometry = rc == LDCT_EINPUT && l.geometry;
     loader_free(&l);
     if (rc < 0) {
         asm_series_close(out);
@@ -1017,24 +1028,31 @@ static int load(const char *const *paths, int n, int slices, asm_series *out, in
               "%.3g mm",
               out->series_uid, out->vol.nz, out->vol.nt, n, out->vol.nx, out->vol.ny,
               out->vol.spacing[0], out->vol.spacing[1], out->vol.spacing[2]);
+    gpu_progress_end(&l.count);
     return 0;
+}
+
+int asm_series_load_with(const char *const *paths, int n, const asm_load_opts *o, asm_series *out,
+                         char *err, size_t err_len)
+{
+    return load(paths, n, o ? o : &(asm_load_opts){0}, out, err, err_len);
 }
 
 int asm_series_load(const char *const *paths, int n, asm_series *out, char *err, size_t err_len)
 {
-    return load(paths, n, 0, out, NULL, err, err_len);
+    return load(paths, n, &(asm_load_opts){0}, out, err, err_len);
 }
 
 int asm_series_load_checked(const char *const *paths, int n, asm_series *out, int *geometry,
                             char *err, size_t err_len)
 {
-    return load(paths, n, 0, out, geometry, err, err_len);
+    return load(paths, n, &(asm_load_opts){.geometry = geometry}, out, err, err_len);
 }
 
 int asm_series_load_slices(const char *const *paths, int n, asm_series *out, char *err,
                            size_t err_len)
 {
-    return load(paths, n, 1, out, NULL, err, err_len);
+    return load(paths, n, &(asm_load_opts){.slices = 1}, out, err, err_len);
 }
 
 void asm_series_close(asm_series *s)

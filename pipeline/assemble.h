@@ -33,6 +33,7 @@
 #ifndef LDCT_PIPELINE_ASSEMBLE_H
 #define LDCT_PIPELINE_ASSEMBLE_H
 
+#include "gpu/progress.h"
 #include "gpu/volume.h"
 
 #include <stddef.h>
@@ -92,6 +93,18 @@ int asm_series_load_checked(const char *const *paths, int n, asm_series *out, in
  * (or the thickness) and only describes the stack. */
 int asm_series_load_slices(const char *const *paths, int n, asm_series *out, char *err,
                            size_t err_len);
+
+/* What asm_series_load_with takes beyond the files. */
+typedef struct asm_load_opts {
+    int slices;                   /* 1: as asm_series_load_slices, 0: as asm_series_load */
+    int *geometry;                /* optional: as asm_series_load_checked's */
+    const gpu_progress *progress; /* optional: reports as each file's header, then its
+                                   * pixels, are read (on the calling thread; 1 at success) */
+} asm_load_opts;
+
+/* asm_series_load or asm_series_load_slices as o says (o may be NULL). */
+int asm_series_load_with(const char *const *paths, int n, const asm_load_opts *o, asm_series *out,
+                         char *err, size_t err_len);
 
 /* Why a series whose first instance is s can never be processed as
  * images, or NULL when it may be: not an image (no rows or columns, e.g. a

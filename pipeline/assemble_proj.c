@@ -50,7 +50,15 @@ void asm_proj_close(asm_proj *p)
     memset(p, 0, sizeof *p);
 }
 
-static int read_headers(const char *const *paths, int n, view *v, char *err, size_t len)
+/* Reading's progress: a header (read up to the values) against a view's
+ * values (and its share of the rebinning after), as measured on 2304
+ * views of 736x64 (mkctpd --mayo): 84 against 1283 ms cached, 256 against
+ * 1501 ms from disk. */
+#define HEADER_UNITS 1L
+#define VIEW_UNITS 9L
+
+static int read_headers(const char *const *paths, int n, view *v, gpu_progress_count *count,
+                        char *err, size_t len)
 {
     int first = 0;
 #pragma omp parallel for schedule(dynamic, 4) if (n > 8)
@@ -63,6 +71,7 @@ static int read_headers(const char *const *paths, int n, view *v, char *err, siz
                      paths[i]);
             rc = LDCT_EINPUT;
         }
+        gpu_progress_add(count, HEADER_UNITS);
         if (rc) {
 #pragma omp critical(asm_proj_err)
             if (!first) {
@@ -269,7 +278,8 @@ static void detector(const scp_ctpd_info *a, int cylindrical, gpu_fdk_cylinder *
 }
 
 /* Reads view i's line integrals into plane i of raw (engine orientation). */
-static int read_views(const view *v, int n, gpu_volume *raw, char *err, size_t len)
+static int read_views(const view *v, int n, gpu_volume *raw, gpu_progress_count *count, char *err,
+                      size_t len)
 {
     const int nu = raw->nx, nv = raw->ny;
     int first = 0;
@@ -285,6 +295,7 @@ static int read_views(const view *v, int n, gpu_volume *raw, char *err, size_t l
                 dst[a] = buf[(size_t)b * nu + (nu - 1 - a)];
         }
         free(buf);
+        gpu_progress_add(count, VIEW_UNITS);
         if (rc) {
 #pragma omp critical(asm_proj_err)
             if (!first) {
@@ -296,8 +307,8 @@ static int read_views(const view *v, int n, gpu_volume *raw, char *err, size_t l
     return first;
 }
 
-static int build(const view *v, int nuse, double range, int cylindrical, asm_proj *o, char *err,
-                 size_t len)
+static int build(const view *v, int nuse, double range, int cylindrical, gpu_progress_count *count,
+                 asm_proj *o, char *err, size_t len)
 {
     const scp_ctpd_info *a = &v[0].info;
     gpu_fdk_cylinder c;
@@ -312,7 +323,7 @@ static int build(const view *v, int nuse, double range, int cylindrical, asm_pro
     if ((rc = gpu_volume_init(&o->proj, f.nu, f.nv, nuse, 1)) ||
         (cylindrical && (rc = gpu_volume_init(&raw, c.nu, c.nv, nuse, 1))))
         return fail(err, len, rc, "out of memory for %d views", nuse);
-    rc = read_views(v, nuse, cylindrical ? &raw : &o->proj, err, len);
+    rc = read_views(v, nuse, cylindrical ? &raw : &o->proj, count, err, len);
     if (!rc && cylindrical)
         rc = gpu_fdk_rebin_cylinder(&c, &f, &raw, &o->proj);
     gpu_volume_close(&raw);
@@ -340,6 +351,12 @@ static void describe(const view *v, int n, int nuse, int cylindrical, asm_proj *
 
 int asm_proj_load(const char *const *paths, int n, asm_proj *out, char *err, size_t err_len)
 {
+    return asm_proj_load_with(paths, n, NULL, out, err, err_len);
+}
+
+int asm_proj_load_with(const char *const *paths, int n, const gpu_progress *progress, asm_proj *out,
+                       char *err, size_t err_len)
+{
     if (!paths || !out || !err)
         return -EINVAL;
     memset(out, 0, sizeof *out);
@@ -351,7 +368,9 @@ int asm_proj_load(const char *const *paths, int n, asm_proj *out, char *err, siz
         return fail(err, err_len, -ENOMEM, "out of memory");
     int cylindrical = 0, nuse = 0;
     double range = 0;
-    int rc = read_headers(paths, n, v, err, err_len);
+    gpu_progress_count count; /* each header, then each view used (those left out at once) */
+    gpu_progress_begin(&count, progress, 0.0, 1.0, (HEADER_UNITS + VIEW_UNITS) * n);
+    int rc = read_headers(paths, n, v, &count, err, err_len);
     if (!rc)
         rc = check_consistent(v, n, err, err_len);
     if (!rc)
@@ -364,13 +383,15 @@ int asm_proj_load(const char *const *paths, int n, asm_proj *out, char *err, siz
         gpu_fdk_geometry probe = {.nu = f.nu, .du = f.du, .cu = f.cu, .dsd = c.dsd};
         rc = scan_extent(v, n, gpu_fdk_fan_half_angle(&probe), &nuse, &range, err, err_len);
     }
+    gpu_progress_add(&count, VIEW_UNITS * (n - nuse));
     if (!rc)
-        rc = build(v, nuse, range, cylindrical, out, err, err_len);
+        rc = build(v, nuse, range, cylindrical, &count, out, err, err_len);
     if (!rc) {
         describe(v, n, nuse, cylindrical, out);
         log_debug("projection series %s: %d of %d views, %s detector %dx%d, %s scan %.1f deg",
                   out->series_uid, nuse, n, cylindrical ? "cylindrical" : "flat", out->geo.nu,
                   out->geo.nv, out->short_scan ? "short" : "full", range * 180 / k_pi);
+        gpu_progress_end(&count);
     } else
         asm_proj_close(out);
     free(v);

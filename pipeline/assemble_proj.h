@@ -36,6 +36,7 @@
 #define LDCT_PIPELINE_ASSEMBLE_PROJ_H
 
 #include "gpu/fdk.h"
+#include "gpu/progress.h"
 
 #include <stddef.h>
 
@@ -65,6 +66,11 @@ int asm_proj_is_projection(const char *path);
  * or LDCT_EINPUT / LDCT_EUNSUPPORTED (see above), -ENOENT, -ENOMEM or
  * LDCT_EDICOM with one sentence in err, *out zeroed. */
 int asm_proj_load(const char *const *paths, int n, asm_proj *out, char *err, size_t err_len);
+
+/* asm_proj_load that reports to progress (optional) as each file's header,
+ * then each view's values, are read (on the calling thread; 1 at success). */
+int asm_proj_load_with(const char *const *paths, int n, const gpu_progress *progress, asm_proj *out,
+                       char *err, size_t err_len);
 
 /* Frees what asm_proj_load allocated; NULL and a zeroed struct are fine. */
 void asm_proj_close(asm_proj *p);

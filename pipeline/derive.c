@@ -73,10 +73,13 @@ int derive_series_write(const asm_series *s, const gpu_volume *values, const der
     int *fresh = calloc((size_t)s->nsrc, sizeof *fresh);
     if (!fresh)
         return snprintf(err, err_len, "out of memory"), -ENOMEM;
+    gpu_progress_count count;
+    gpu_progress_begin(&count, p->progress, 0.0, 1.0, s->nsrc);
 #pragma omp parallel for schedule(dynamic)
     for (int i = 0; i < s->nsrc; i++) {
         char e[256] = "";
         int r = write_one(&s->src[i], values, p, uids[i], paths[i], &fresh[i], e, sizeof e);
+        gpu_progress_add(&count, 1);
         if (r) {
 #pragma omp critical(derive_err)
             if (!first) {
@@ -93,5 +96,7 @@ int derive_series_write(const asm_series *s, const gpu_volume *values, const der
         if (fresh[i])
             unlink(paths[i]);
     free(fresh);
+    if (!first)
+        gpu_progress_end(&count);
     return first;
 }

@@ -31,6 +31,8 @@ typedef struct derive_params {
     int series_number_offset;       /* added to the source's SeriesNumber */
     const char *derivation;         /* DerivationDescription */
     const char *out_dir;            /* created if missing */
+    const gpu_progress *progress;   /* optional: reports as each file is written (on the
+                                     * calling thread; 1 at success) */
 } derive_params;
 
 /* Writes one derived instance per source of s with the values of `values`

@@ -302,6 +302,16 @@ static void filtering_progress(void *ctx, double fraction)
     process__progress(ctx, "filtering", fraction);
 }
 
+void process__reading_progress(void *ctx, double fraction)
+{
+    process__progress(ctx, "reading", fraction);
+}
+
+void process__writing_progress(void *ctx, double fraction)
+{
+    process__progress(ctx, "writing", fraction);
+}
+
 static int run_filter(int algo, const gpu_nlm_params *nlm, const process_opts *o,
                       const asm_series *s, gpu_volume *out, const gpu_device *dev)
 {
@@ -496,14 +506,16 @@ static int filter_and_write(const asm_series *s, const process_opts *o, process_
     if (!rc) {
         char derivation[512];
         derivation_text(r, o, algo, s->modality, derivation, sizeof derivation);
+        const gpu_progress writing = {process__writing_progress, (void *)o};
         derive_params dp = {.series_uid = r->series_uid,
                             .dated_ms = r->dated_ms,
                             .description_suffix = o->description_suffix,
                             .series_number_offset = o->series_number_offset,
                             .derivation = derivation,
-                            .out_dir = o->out_dir};
+                            .out_dir = o->out_dir,
+                            .progress = &writing};
         t0 = ldct_now_ms();
-        process__progress(o, "writing", -1.0);
+        process__progress(o, "writing", 0.0);
         rc = derive_series_write(s, &out, &dp, r->derived_sops, r->paths, err, err_len);
         r->write_s = seconds_since(t0);
     }
@@ -588,17 +600,21 @@ static uint64_t filtered_bytes(const asm_series *s, uint64_t sources)
  * volume (a gap, uneven or repeated positions, no positions). auto takes
  * such a stack too when its slices are thick enough for nlm2d (> 2 mm);
  * a thin one keeps the volume's error, since nlm3d needs the volume. */
-static int load_for(int algo, const char *const *paths, int n, asm_series *s, char *err,
-                    size_t err_len)
+static int load_for(const process_opts *o, const char *const *paths, int n, asm_series *s,
+                    char *err, size_t err_len)
 {
-    if (algo == ALGO_NLM2D)
-        return asm_series_load_slices(paths, n, s, err, err_len);
+    const gpu_progress progress = {process__reading_progress, (void *)o};
+    asm_load_opts lo = {.slices = o->algorithm == ALGO_NLM2D, .progress = &progress};
+    if (lo.slices)
+        return asm_series_load_with(paths, n, &lo, s, err, err_len);
     int geometry = 0;
-    int rc = asm_series_load_checked(paths, n, s, &geometry, err, err_len);
-    if (rc != LDCT_EINPUT || algo != ALGO_AUTO || !geometry)
+    lo.geometry = &geometry;
+    int rc = asm_series_load_with(paths, n, &lo, s, err, err_len);
+    if (rc != LDCT_EINPUT || o->algorithm != ALGO_AUTO || !geometry)
         return rc; /* only a refusal for the slices' places can go slice by slice */
     char err2[256];
-    if (asm_series_load_slices(paths, n, s, err2, sizeof err2) != 0)
+    lo = (asm_load_opts){.slices = 1, .progress = &progress};
+    if (asm_series_load_with(paths, n, &lo, s, err2, sizeof err2) != 0)
         return rc;
     if (rules_algorithm(&(cfg_rule){.algorithm = ALGO_AUTO}, s->slice_thickness) == ALGO_NLM2D) {
         log_notice("series %s is no regular volume (%s); auto filters it slice by slice (nlm2d)",
@@ -632,8 +648,8 @@ int process_series(const char *const *paths, int n, const process_opts *o, proce
         return rc;
     asm_series s;
     int64_t t0 = ldct_now_ms();
-    process__progress(o, "reading", -1.0);
-    rc = load_for(o->algorithm, paths, n, &s, err, err_len);
+    process__progress(o, "reading", 0.0);
+    rc = load_for(o, paths, n, &s, err, err_len);
     r->load_s = seconds_since(t0);
     if (!rc && (rc = process_check_room(o, filtered_bytes(&s, sources), (uint64_t)n, err, err_len)))
         asm_series_close(&s);

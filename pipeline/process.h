@@ -63,9 +63,10 @@ typedef struct process_a4d {
 
 /* Progress of a series while it is processed: stage "reading", "filtering",
  * "reconstructing" or "writing", and the fraction of that stage done (0 to
- * 1; < 0 where the stage is not counted: reading, writing, and the CUDA
- * versions, which run in seconds). A fallback to the CPU starts its stage
- * again from 0. Called on the thread that called process_series. */
+ * 1, counted per file when reading and writing; < 0 where the stage is not
+ * counted: the CUDA versions, which run in seconds). A fallback to the CPU,
+ * or a second reading of a stack (auto going slice by slice), starts its
+ * stage again from 0. Called on the thread that called process_series. */
 typedef void (*process_progress_fn)(void *ctx, const char *stage, double fraction);
 
 typedef struct process_opts {
@@ -88,6 +89,9 @@ typedef struct process_opts {
 
 /* Internal (process.c, recon.c): reports a stage to o->progress, if set. */
 void process__progress(const process_opts *o, const char *stage, double fraction);
+/* gpu_progress reporters of a stage's fraction; ctx is the process_opts. */
+void process__reading_progress(void *ctx, double fraction);
+void process__writing_progress(void *ctx, double fraction);
 
 /* Before any computing: LDCT_ENOSPACE, with a message in err, when about
  * `bytes` more in o->out_dir (or its nearest existing parent) would leave

@@ -233,10 +233,14 @@ static int write_series(const slice_job *j, process_result *r, char *err, size_t
     if (rc)
         return snprintf(err, len, "cannot create %s: %s", j->o->out_dir, ldct_strerror(rc)), rc;
     int first = 0;
+    const gpu_progress writing = {process__writing_progress, (void *)j->o};
+    gpu_progress_count count;
+    gpu_progress_begin(&count, &writing, 0.0, 1.0, r->n);
 #pragma omp parallel for schedule(dynamic)
     for (int k = 0; k < r->n; k++) {
         char e[256] = "";
         int w = write_slice(j, k, r->derived_sops[k], r->paths[k], e, sizeof e);
+        gpu_progress_add(&count, 1);
         if (w) {
 #pragma omp critical(recon_err)
             if (!first) {
@@ -249,6 +253,8 @@ static int write_series(const slice_job *j, process_result *r, char *err, size_t
         return first;
     if ((rc = fs_fsync_path(j->o->out_dir)))
         snprintf(err, len, "cannot sync %s: %s", j->o->out_dir, ldct_strerror(rc));
+    else
+        gpu_progress_end(&count);
     return rc;
 }
 
@@ -315,7 +321,7 @@ static int reconstruct_and_write(const asm_proj *p, const process_opts *o, proce
         frame_uid(p, uids[g.slices], frame, sizeof frame);
         slice_job j = {p, &g, &out, o, r->series_uid, frame, derivation};
         int64_t t0 = ldct_now_ms();
-        process__progress(o, "writing", -1.0);
+        process__progress(o, "writing", 0.0);
         rc = write_series(&j, r, err, len);
         r->write_s = seconds_since(t0);
     }
@@ -332,8 +338,9 @@ int recon_series(const char *const *paths, int n, const process_opts *o, process
     snprintf(r->algorithm, sizeof r->algorithm, "fdk");
     asm_proj p;
     int64_t t0 = ldct_now_ms();
-    process__progress(o, "reading", -1.0);
-    int rc = asm_proj_load(paths, n, &p, err, err_len);
+    process__progress(o, "reading", 0.0);
+    const gpu_progress progress = {process__reading_progress, (void *)o};
+    int rc = asm_proj_load_with(paths, n, &progress, &p, err, err_len);
     r->load_s = seconds_since(t0);
     if (rc)
         return rc;

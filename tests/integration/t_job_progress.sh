@@ -2,11 +2,16 @@
 # A job that runs for seconds on the CPU shows its progress while it runs:
 # ldct jobs names the stage (filtering) with a percentage that only goes
 # up, an estimate of the time left once it can tell, and the progress is
-# gone when the job is done (the worker removes its row).
+# gone when the job is done (the worker removes its row). GET /status
+# lists the running job with the same progress (by job id, no UID), and
+# ldct status prints a line for it; both are empty once it is done.
 . "$(dirname "$0")/lib.sh"
-write_config "stable_seconds = 1" "devices = cpu" "[rule all]" "algorithm = nlm3d" \
-    "search_radius = 7"
+HTTP=$(free_port)
+write_config "stable_seconds = 1" "devices = cpu" "http_port = $HTTP" "[rule all]" \
+    "algorithm = nlm3d" "search_radius = 7"
 start_daemon
+have_curl=0
+command -v curl > /dev/null && have_curl=1
 # About 8 s of nlm3d on the CPU here (384x384x64 at S 7); a slower build
 # (LDCT_TEST_SLOWDOWN) gets its area divided by the slowdown.
 side=$(awk -v s="$SLOWDOWN" 'BEGIN { printf "%d", 384 / sqrt(s) }')
@@ -25,6 +30,17 @@ print(j["state"], p.get("stage", "-"), p.get("fraction"), p.get("stage_remaining
 ' >> "$T/polls" || fail "ldct jobs --json: $(cat "$T/err")"
     "$LDCT" --state-dir "$STATE" jobs > "$T/text" 2>&1
     grep -q "progress filtering [0-9]*%" "$T/text" && cp "$T/text" "$T/text_filtering"
+    "$LDCT" --state-dir "$STATE" status > "$T/status_text" 2>&1
+    grep -q "^running: *job 1 nlm3d on .* filtering [0-9]*%" "$T/status_text" &&
+        cp "$T/status_text" "$T/status_filtering"
+    [ "$have_curl" = 1 ] && curl -s "http://127.0.0.1:$HTTP/status" > "$T/status.json" &&
+        python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))["running"]
+p = r[0]["progress"] if r else None
+if p and p["stage"] == "filtering" and p["fraction"] is not None and 0 < p["fraction"] < 1:
+    sys.exit(0)
+sys.exit(1)' "$T/status.json" && cp "$T/status.json" "$T/status_filtering.json"
     sleep 0.3
 done
 wait_until 30 "the job done" job_is 1 done
@@ -45,4 +61,22 @@ note "$(grep progress "$T/text_filtering")"
 import json, sys
 assert json.load(sys.stdin)[0]["progress"] is None' || fail "progress still shown after the job"
 [ "$(sql "SELECT count(*) FROM job_progress")" = 0 ] || fail "the job's progress row was left"
+[ -f "$T/status_filtering" ] || fail "ldct status never showed the running job filtering"
+note "$(grep running: "$T/status_filtering")"
+"$LDCT" --state-dir "$STATE" status | grep -q "^running:" && fail "ldct status: a job still running"
+if [ "$have_curl" = 1 ]; then
+    [ -f "$T/status_filtering.json" ] || fail "/status never showed the job filtering"
+    python3 - "$T/status_filtering.json" <<'PY' || fail "/status: $(cat "$T/status_filtering.json")"
+import json, sys
+j = json.load(open(sys.argv[1]))["running"][0]
+assert j["id"] == 1 and j["algorithm"] == "nlm3d" and j["rule"] == "all", j
+assert j["worker"] and j["attempts"] == 1 and j["started_ms"] > 0, j
+assert j["progress"]["updated_ms"] >= j["started_ms"], j
+PY
+    uid=$(sql "SELECT series_uid FROM series LIMIT 1")
+    ! grep -q "$uid" "$T/status_filtering.json" || fail "a UID in /status"
+    curl -s "http://127.0.0.1:$HTTP/status" | python3 -c '
+import json, sys
+assert json.load(sys.stdin)["running"] == []' || fail "/status: a job still running"
+fi
 exit 0

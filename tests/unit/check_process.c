@@ -16,6 +16,7 @@
 #include "pipeline/derive.h"
 #include "pipeline/process.h"
 #include "scp/scp.h"
+#include "tests/unit/progress_log.h"
 #include "tests/unit/testutil.h"
 
 #include <check.h>
@@ -602,6 +603,27 @@ START_TEST(denoising_reduces_noise_in_a_uniform_region)
 }
 END_TEST
 
+START_TEST(reading_filtering_and_writing_report_their_progress)
+{
+    write_series(32, 32, 12, 1, 0, 20);
+    process_opts o = opts();
+    progress_log *l = calloc(1, sizeof *l);
+    ck_assert_ptr_nonnull(l);
+    o.progress = pl_record;
+    o.progress_ctx = l;
+    process_result r;
+    process_ok(&o, &r);
+    /* 12 files: 24 steps of reading (headers, then pixels) and 12 of
+     * writing, some of them on the calling thread. */
+    int i = pl_expect_stage(l, 0, "reading", 1);
+    i = pl_expect_stage(l, i, "filtering", 1);
+    i = pl_expect_stage(l, i, "writing", 1);
+    ck_assert_int_eq(i, l->n);
+    process_result_free(&r);
+    free(l);
+}
+END_TEST
+
 /* DerivationDescription of the first derived file. */
 static void derivation_of(const process_result *r, char *d, size_t len)
 {
@@ -995,6 +1017,7 @@ int main(void)
     tcase_add_test(tc, room_counts_the_result_files_in_inodes);
     tcase_add_test(tc, room_is_the_result_plus_half_the_reserve);
     tcase_add_test(tc, denoising_reduces_noise_in_a_uniform_region);
+    tcase_add_test(tc, reading_filtering_and_writing_report_their_progress);
     tcase_add_test(tc, auto_picks_nlm2d_for_thick_slices);
     tcase_add_test(tc, process_params_roundtrip);
     tcase_add_test(tc, process_params_roundtrip_adaptive4d);

@@ -1176,6 +1176,43 @@ START_TEST(progress_shows_only_while_running_and_only_from_this_attempt)
 }
 END_TEST
 
+/* db_jobs_running (status): only running jobs, longest running first, with
+ * their progress, at most `limit`. */
+START_TEST(running_jobs_are_listed_longest_running_first)
+{
+    char p[128];
+    db *d = open_fresh(p, sizeof p);
+    int64_t a = job(d, stable_series(d, "1.1", 1), 0, "", 0);
+    int64_t b = job(d, stable_series(d, "1.2", 1), 0, "", 0);
+    job(d, stable_series(d, "1.3", 1), 0, "", 0); /* stays pending */
+    db_job j;
+    ck_assert_int_eq(db_job_claim(d, "w0", 3000, &j), 0);
+    ck_assert_int_eq(j.id, a);
+    ck_assert_int_eq(db_job_claim(d, "w1", 3500, &j), 0);
+    ck_assert_int_eq(j.id, b);
+    ck_assert_int_eq(db_job_progress_put(d, b, "filtering", 0.25, 4000, 3600), 0);
+    progress_rows r = {0};
+    ck_assert_int_eq(db_jobs_running(d, 0, on_progress_row, &r), 0);
+    ck_assert_int_eq(r.n, 2);
+    ck_assert_int_eq(r.id[0], a);
+    assert_no_progress(&r, 0);
+    ck_assert_int_eq(r.id[1], b);
+    ck_assert_str_eq(r.stage[1], "filtering");
+    ck_assert_double_eq_tol(r.fraction[1], 0.25, 1e-9);
+    ck_assert_int_eq(r.remaining[1], 4000);
+    r = (progress_rows){0};
+    ck_assert_int_eq(db_jobs_running(d, 1, on_progress_row, &r), 0);
+    ck_assert_int_eq(r.n, 1);
+    ck_assert_int_eq(r.id[0], a);
+    ck_assert_int_eq(db_job_failed(d, a, 4000, "bad input", 0), 0);
+    r = (progress_rows){0};
+    ck_assert_int_eq(db_jobs_running(d, 0, on_progress_row, &r), 0);
+    ck_assert_int_eq(r.n, 1);
+    ck_assert_int_eq(r.id[0], b);
+    db_close(d);
+}
+END_TEST
+
 /* clear(id) removes one job's progress, clear(-1) every job's, and so does
  * db_recover at the start: a job claimed again, even on a clock set back,
  * shows nothing from the last run. */
@@ -1278,6 +1315,7 @@ int main(void)
     tcase_add_test(tc, a_running_jobs_progress_is_listed_and_replaced);
     tcase_add_test(tc, progress_shows_only_while_running_and_only_from_this_attempt);
     tcase_add_test(tc, progress_is_cleared_per_job_for_all_and_at_recovery);
+    tcase_add_test(tc, running_jobs_are_listed_longest_running_first);
     tcase_add_test(tc, a_schema_8_database_lists_jobs_without_progress);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);

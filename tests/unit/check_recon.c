@@ -19,6 +19,7 @@
 #include "pipeline/process.h"
 #include "scp/scp.h"
 #include "tests/unit/ctpd_gen.h"
+#include "tests/unit/progress_log.h"
 #include "tests/unit/testutil.h"
 
 #define UID_ROOT "1.2.826.0.1.3680043.10.543.9"
@@ -222,11 +223,23 @@ START_TEST(gpu_failure_falls_back_to_the_cpu)
                       .uid_root = UID_ROOT,
                       .out_dir = out_dir};
     process_result r;
+    progress_log *l = calloc(1, sizeof *l);
+    ck_assert_ptr_nonnull(l);
+    o.progress = pl_record;
+    o.progress_ctx = l;
     ck_assert_msg(process_series(pv, n, &o, &r, err, sizeof err) == 0, "%s", err);
     ck_assert_int_eq(r.gpu_fallback, 1);
     ck_assert_str_eq(r.device, "cpu");
     ck_assert_int_eq(r.n, 2);
     process_result_free(&r);
+    /* 36 views read (72 steps, headers then values); the failed GPU run
+     * reports nothing, the CPU's from 0; 2 slices written. */
+    int i = pl_expect_stage(l, 0, "reading", 1);
+    ck_assert_msg(i < l->n && l->fraction[i] < 0, "the GPU's run is not counted");
+    i = pl_expect_stage(l, i + 1, "reconstructing", 0);
+    i = pl_expect_stage(l, i, "writing", 0);
+    ck_assert_int_eq(i, l->n);
+    free(l);
     remove_all();
 }
 END_TEST

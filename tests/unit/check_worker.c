@@ -14,6 +14,7 @@
 #include "tests/unit/testutil.h"
 
 #include <check.h>
+#include <sqlite3.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -125,8 +126,8 @@ static void settings(void *ctx, worker_settings *out)
 }
 
 typedef struct tally {
-    int done, other;
-    char workers[8][32]; /* of the jobs done, newest first */
+    int done, failed, other; /* other: not done (failed ones included) */
+    char workers[8][32];     /* of the jobs done, newest first */
 } tally;
 
 static void count_job(void *ctx, const db_job_row *j)
@@ -136,9 +137,10 @@ static void count_job(void *ctx, const db_job_row *j)
         snprintf(t->workers[t->done++], sizeof t->workers[0], "%s", j->worker);
     else if (strcmp(j->state, "done") != 0)
         t->other++;
+    t->failed += strcmp(j->state, "failed") == 0;
 }
 
-/* Runs a pool on devs until every one of n jobs is done (at most 60 s);
+/* Runs a pool on devs until every one of n jobs is done or failed (at most 60 s);
  * returns the tally and the pool's count of down GPUs. */
 static int run_pool(const gpu_device *devs, int ndev, int n, tally *t)
 {
@@ -153,7 +155,7 @@ static int run_pool(const gpu_device *devs, int ndev, int n, tally *t)
     for (int64_t end = ldct_mono_ms() + 60000; ldct_mono_ms() < end;) {
         memset(t, 0, sizeof *t);
         ck_assert_int_eq(db_jobs_list(d, 0, count_job, NULL, t), 0);
-        if (t->done == n)
+        if (t->done + t->failed == n)
             break;
         nanosleep(&(struct timespec){0, 20000000}, NULL);
     }
@@ -215,6 +217,62 @@ START_TEST(working_devices_are_not_counted_down)
 }
 END_TEST
 
+/* Records every progress row the workers write (a trigger on the test's
+ * database: REPLACE fires the insert trigger). */
+static void record_progress_writes(void)
+{
+    sqlite3 *h = NULL;
+    ck_assert_int_eq(sqlite3_open(db_path, &h), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(h,
+                                  "CREATE TABLE seen(job_id INTEGER, stage TEXT);"
+                                  "CREATE TRIGGER seen_progress AFTER INSERT ON job_progress"
+                                  " BEGIN INSERT INTO seen VALUES (new.job_id, new.stage); END;",
+                                  0, 0, 0),
+                     SQLITE_OK);
+    sqlite3_close(h);
+}
+
+/* One integer from the test's database. */
+static int sql_int(const char *sql)
+{
+    sqlite3 *h = NULL;
+    sqlite3_stmt *s = NULL;
+    ck_assert_int_eq(sqlite3_open(db_path, &h), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_prepare_v2(h, sql, -1, &s, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(s), SQLITE_ROW);
+    int v = sqlite3_column_int(s, 0);
+    sqlite3_finalize(s);
+    sqlite3_close(h);
+    return v;
+}
+
+/* A job that succeeds and one that fails while reading (a file that is no
+ * DICOM) both had progress written while they ran, and neither leaves a
+ * row behind. */
+START_TEST(finished_and_failed_jobs_leave_no_progress_behind)
+{
+    queue_jobs(2);
+    char path[160];
+    snprintf(path, sizeof path, "%s/%s.1.2.2.dcm", dir, STUDY);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("not a DICOM file\n", f);
+    fclose(f);
+    record_progress_writes();
+    tally t;
+    run_pool(&cpu, 1, 2, &t);
+    ck_assert_int_eq(t.done, 1);
+    ck_assert_int_eq(t.failed, 1);
+    ck_assert_int_eq(sql_int("SELECT count(DISTINCT stage) FROM seen WHERE job_id = 1 AND stage IN"
+                             " ('reading', 'filtering', 'writing')"),
+                     3);
+    ck_assert_int_eq(
+        sql_int("SELECT count(DISTINCT stage) FROM seen WHERE job_id = 2 AND stage = 'reading'"),
+        1);
+    ck_assert_int_eq(sql_int("SELECT count(*) FROM job_progress"), 0);
+}
+END_TEST
+
 START_TEST(a_cpu_device_always_checks_good)
 {
     char why[64] = "x";
@@ -236,6 +294,7 @@ int main(void)
     tcase_add_test(tc, when_every_gpu_is_down_the_jobs_still_run);
     tcase_add_test(tc, working_devices_are_not_counted_down);
     tcase_add_test(tc, a_cpu_device_always_checks_good);
+    tcase_add_test(tc, finished_and_failed_jobs_leave_no_progress_behind);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
