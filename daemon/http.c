@@ -3,6 +3,7 @@
 
 #include "common/err.h"
 #include "common/log.h"
+#include "daemon/http_guard.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -16,6 +17,7 @@
 
 struct http_server {
     struct MHD_Daemon *mhd;
+    http_guard *guard;
     db *db; /* used by the MHD thread only */
     http_live_fn live;
     void *ctx;
@@ -72,6 +74,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 {
     (void)version, (void)upload, (void)req;
     http_server *h = cls;
+    http_guard_request_started(c);
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
         return reply_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET and HEAD\n");
     if (*upload_size) { /* a GET with a body: ignore the body */
@@ -119,15 +122,19 @@ static int make_addr(const http_opts *o, struct sockaddr_storage *ss, unsigned *
 
 /* Monitoring polls often and briefly: idle connections are dropped after
  * k_idle_timeout_s so a few stuck clients cannot hold every slot for long.
- * The timeout counts from a connection's last byte, so a client that sends
- * its request a byte every few seconds (slowloris) keeps its slots: 100
- * such connections from one host locked /healthz out for as long as they
- * went on. One address holds at most k_per_address slots, half, so that
- * monitoring from another address still gets in; half and not fewer, as
- * a monitor may keep a pool of idle connections of its own. */
+ * That timeout counts from a connection's last byte, so a client that sends
+ * its request a byte every few seconds (slowloris) would keep its slots:
+ * 100 such connections from one host locked /healthz out for as long as
+ * they went on. The guard (http_guard.h) closes them at the request
+ * deadline. One address holds at most k_per_address slots, half, so that
+ * monitoring from another address still gets in meanwhile; half and not
+ * fewer, as a monitor may keep a pool of idle connections of its own. */
 static const unsigned k_max_connections = 64;
 static const unsigned k_per_address = 32;
 static const unsigned k_idle_timeout_s = 5;
+/* A request must arrive whole within this of its connection's start (or
+ * of the end of the request before on it): http_guard.h. */
+static const int k_request_deadline_ms = 10000;
 
 /* libmicrohttpd's own messages (a refused request line, a dropped
  * connection) into our log, at warning priority. */
@@ -161,14 +168,22 @@ int http_start(const http_opts *o, http_server **out)
         free(h);
         return rc;
     }
+    if ((rc = http_guard_start(k_request_deadline_ms, &h->guard)) != 0) {
+        db_close(h->db);
+        free(h);
+        return rc;
+    }
     /* The logger first: libmicrohttpd warns about options before it. */
-    h->mhd = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, h,
-                              MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_SOCK_ADDR,
-                              (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT,
-                              k_max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT, k_per_address,
-                              MHD_OPTION_CONNECTION_TIMEOUT, k_idle_timeout_s, MHD_OPTION_END);
+    h->mhd = MHD_start_daemon(
+        flags, (uint16_t)o->port, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
+        NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT,
+        k_max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT, k_per_address,
+        MHD_OPTION_CONNECTION_TIMEOUT, k_idle_timeout_s, MHD_OPTION_NOTIFY_CONNECTION,
+        http_guard_notify_connection, h->guard, MHD_OPTION_NOTIFY_COMPLETED,
+        http_guard_request_done, h->guard, MHD_OPTION_END);
     if (!h->mhd) {
         log_err("cannot listen for HTTP on %s port %d", o->bind, o->port);
+        http_guard_free(h->guard);
         db_close(h->db);
         free(h);
         return LDCT_ENET;
@@ -182,6 +197,7 @@ void http_stop(http_server *h)
     if (!h)
         return;
     MHD_stop_daemon(h->mhd);
+    http_guard_free(h->guard); /* after: the daemon reports its connections closed */
     db_close(h->db);
     free(h);
 }
