@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #define CHECK_EVERY_MS 250
@@ -18,6 +19,7 @@ typedef struct conn_rec {
     struct conn_rec *prev, *next;
     struct http_guard *g;
     int fd;
+    ino_t ino;        /* the socket's: fd is checked to name it still */
     int in_request;   /* its request arrived whole and runs now */
     int64_t since_ms; /* monotonic: start, or end of its last request */
     int shut;         /* shut down for its deadline */
@@ -37,7 +39,9 @@ static void shut_late(http_guard *g, int64_t now)
     for (conn_rec *r = g->head; r; r = r->next) {
         if (r->in_request || r->shut || now - r->since_ms < g->deadline_ms)
             continue;
-        shutdown(r->fd, SHUT_RDWR); /* libmicrohttpd sees the end and closes it */
+        struct stat st;
+        if (fstat(r->fd, &st) == 0 && st.st_ino == r->ino)
+            shutdown(r->fd, SHUT_RDWR); /* libmicrohttpd sees the end and closes it */
         r->shut = 1;
         n++;
     }
@@ -115,8 +119,10 @@ static void conn_opened(http_guard *g, struct MHD_Connection *c, void **socket_c
     *socket_context = r;
     if (!r)
         return; /* not guarded: the idle timeout still applies */
+    struct stat st;
     r->g = g;
     r->fd = ci->connect_fd;
+    r->ino = fstat(r->fd, &st) == 0 ? st.st_ino : 0;
     r->since_ms = ldct_mono_ms();
     pthread_mutex_lock(&g->lock);
     r->next = g->head;

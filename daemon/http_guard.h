@@ -13,7 +13,8 @@
  * guard as their closure), and call http_guard_request_started from the
  * access handler. libmicrohttpd reports a connection closed before it
  * closes its socket, and the guard shuts a socket down only while it holds
- * the connection's record, so it never touches a reused descriptor.
+ * the connection's record, so it never touches a reused descriptor (it
+ * also checks that the descriptor still names the same socket).
  *
  * Thread-safety: the callbacks may run on any thread; one thread of the
  * guard's own checks the deadlines every 250 ms.
