@@ -48,10 +48,10 @@ static enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status, con
 
 /* The snapshot written by `write` into a fresh buffer. */
 static enum MHD_Result reply_status(http_server *h, struct MHD_Connection *c, const char *type,
-                                    void (*write)(FILE *, const status_snapshot *))
+                                    int running, void (*write)(FILE *, const status_snapshot *))
 {
     status_snapshot s;
-    if (status_read(h->db, &s) != 0)
+    if (status_read(h->db, &s) != 0 || (running && status_read_running(h->db, &s) != 0))
         return reply_text(c, MHD_HTTP_SERVICE_UNAVAILABLE, "database unavailable\n");
     if (h->live)
         h->live(h->ctx, &s);
@@ -82,9 +82,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (strcmp(url, "/status") == 0)
-        return reply_status(h, c, "application/json", status_write_json);
+        return reply_status(h, c, "application/json", 1, status_write_json);
     if (strcmp(url, "/metrics") == 0)
-        return reply_status(h, c, "text/plain; version=0.0.4; charset=utf-8",
+        return reply_status(h, c, "text/plain; version=0.0.4; charset=utf-8", 0,
                             status_write_prometheus);
     if (strcmp(url, "/healthz") == 0) {
         status_snapshot s;

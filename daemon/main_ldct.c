@@ -45,7 +45,8 @@ static void usage(FILE *f)
            "  version                print the version\n");
 }
 
-/* One line per running job: "running:     job 12 nlm3d on gpu:0, filtering 45%, ...". */
+/* One line per running job, "running:     job 12 nlm3d on worker-0/gpu:0 for
+ * 3 min 5 s, filtering 45%, ...", and how many more run than are listed. */
 static void print_running(const status_snapshot *st)
 {
     int64_t now = ldct_now_ms();
@@ -58,6 +59,9 @@ static void print_running(const status_snapshot *st)
         printf("running:     job %lld %s on %s for %s%s%s\n", (long long)j->id, j->algorithm,
                j->worker, run, progress[0] ? ", " : "", progress);
     }
+    if (st->nrunning == STATUS_MAX_RUNNING && st->q.jobs_running > st->nrunning)
+        printf("running:     %lld more (ldct jobs lists them)\n",
+               (long long)(st->q.jobs_running - st->nrunning));
 }
 
 static int cmd_status(cli_opts *o)
@@ -67,6 +71,8 @@ static int cmd_status(cli_opts *o)
         return 1;
     status_snapshot st;
     int rc = status_read(d, &st);
+    if (!rc)
+        rc = status_read_running(d, &st);
     db_close(d);
     if (rc)
         return 1;

@@ -39,9 +39,13 @@ int status_read(db *d, status_snapshot *s)
     s->gpus_down = -1;
     s->nrunning = 0;
     int rc = db_totals_get(d, &s->t);
-    if (!rc)
-        rc = db_queue_totals_get(d, &s->q);
-    return rc ? rc : db_jobs_running(d, STATUS_MAX_RUNNING, add_running, s);
+    return rc ? rc : db_queue_totals_get(d, &s->q);
+}
+
+int status_read_running(db *d, status_snapshot *s)
+{
+    s->nrunning = 0;
+    return db_jobs_running(d, STATUS_MAX_RUNNING, add_running, s);
 }
 
 void status_write_progress_json(FILE *f, const char *stage, double fraction, int64_t remaining_ms,

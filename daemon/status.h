@@ -43,8 +43,13 @@ typedef struct status_snapshot {
     int gpus_down; /* workers whose GPU does not work */
 } status_snapshot;
 
-/* Reads the database part; sets the daemon part to -1. Returns 0 or an error. */
+/* Reads the database's totals; sets the daemon part to -1 and lists no
+ * running job. Returns 0 or an error. */
 int status_read(db *d, status_snapshot *s);
+
+/* Lists the running jobs (after status_read; GET /status and ldct status,
+ * not the probes). Returns 0 or an error. */
+int status_read_running(db *d, status_snapshot *s);
 
 /* One JSON object and a newline. */
 void status_write_json(FILE *f, const status_snapshot *s);

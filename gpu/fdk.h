@@ -250,8 +250,8 @@ void gpu_fdk_cylinder_flat(const gpu_fdk_cylinder *c, gpu_fdk_flat *f);
 
 /* Rebins cylindrical projections (in: c->nu x c->nv x nproj) onto the flat
  * detector f (out: f->nu x f->nv x nproj, caller-initialised) by bilinear
- * interpolation in (fan angle, height); see fdk_rebin.c. OpenMP. Returns 0
- * or LDCT_EINPUT (shapes). */
+ * interpolation in (fan angle, height); see fdk_rebin.c. OpenMP. Returns 0,
+ * LDCT_EINPUT (shapes) or -ENOMEM. */
 int gpu_fdk_rebin_cylinder(const gpu_fdk_cylinder *c, const gpu_fdk_flat *f, const gpu_volume *in,
                            gpu_volume *out);
 

@@ -25,7 +25,9 @@
  */
 #include "gpu/fdk.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 
 #include "common/err.h"
 
@@ -62,6 +64,21 @@ static float bilinear(const float *p, int nu, int nv, double col, double row)
     return (float)(top * (1 - fb) + bot * fb);
 }
 
+/* Where each flat pixel reads the cylinder, the same for every view: column
+ * col[a] (fan angle) and row row[b * nu + a] (height). */
+static void sample_points(const gpu_fdk_cylinder *c, const gpu_fdk_flat *f, double *col,
+                          double *row)
+{
+    for (int a = 0; a < f->nu; a++) {
+        double u = (a - f->cu) * f->du;
+        col[a] = atan(u / c->dsd) / c->dgamma + c->cu;
+        for (int b = 0; b < f->nv; b++) {
+            double v = (b - f->cv) * f->dv;
+            row[(size_t)b * f->nu + a] = v * c->dsd / sqrt(c->dsd * c->dsd + u * u) / c->dv + c->cv;
+        }
+    }
+}
+
 int gpu_fdk_rebin_cylinder(const gpu_fdk_cylinder *c, const gpu_fdk_flat *f, const gpu_volume *in,
                            gpu_volume *out)
 {
@@ -69,19 +86,26 @@ int gpu_fdk_rebin_cylinder(const gpu_fdk_cylinder *c, const gpu_fdk_flat *f, con
         in->nx != c->nu || in->ny != c->nv || out->nx != f->nu || out->ny != f->nv ||
         out->nz != in->nz || !(f->du > 0) || !(f->dv > 0))
         return LDCT_EINPUT;
+    double *col = malloc(sizeof *col * (size_t)f->nu),
+           *row = malloc(sizeof *row * (size_t)f->nu * (size_t)f->nv);
+    if (!col || !row) {
+        free(col);
+        free(row);
+        return -ENOMEM;
+    }
+    sample_points(c, f, col, row);
     const long rows = (long)in->nz * f->nv;
 #pragma omp parallel for schedule(static)
     for (long r = 0; r < rows; r++) {
         int i = (int)(r / f->nv), b = (int)(r % f->nv);
         const float *p = in->data + (size_t)i * c->nu * c->nv;
         float *o = out->data + (size_t)r * f->nu;
-        double v = (b - f->cv) * f->dv;
-        for (int a = 0; a < f->nu; a++) {
-            double u = (a - f->cu) * f->du;
-            double gamma = atan(u / c->dsd), z = v * c->dsd / sqrt(c->dsd * c->dsd + u * u);
-            o[a] = bilinear(p, c->nu, c->nv, gamma / c->dgamma + c->cu, z / c->dv + c->cv);
-        }
+        const double *rb = row + (size_t)b * f->nu;
+        for (int a = 0; a < f->nu; a++)
+            o[a] = bilinear(p, c->nu, c->nv, col[a], rb[a]);
     }
+    free(col);
+    free(row);
     return 0;
 }
 

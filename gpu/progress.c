@@ -4,6 +4,8 @@
 
 #include <stddef.h>
 
+#define PROGRESS_ADD_MAX 0.999
+
 void gpu_progress_begin(gpu_progress_count *c, const gpu_progress *p, double base, double span,
                         long total)
 {
@@ -22,8 +24,10 @@ void gpu_progress_add(gpu_progress_count *c, long n)
     long done = __atomic_add_fetch(&c->done, n, __ATOMIC_RELAXED);
     if (!pthread_equal(pthread_self(), c->caller))
         return; /* only the engine's caller reports */
+    /* The end of the share is gpu_progress_end's to report: work counted
+     * whole may still fail or have a last step (a sync) after it. */
     double f = (double)done / (double)c->total;
-    c->p->report(c->p->ctx, c->base + c->span * (f < 1.0 ? f : 1.0));
+    c->p->report(c->p->ctx, c->base + c->span * (f < PROGRESS_ADD_MAX ? f : PROGRESS_ADD_MAX));
 }
 
 void gpu_progress_end(const gpu_progress_count *c)

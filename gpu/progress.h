@@ -35,7 +35,8 @@ typedef struct gpu_progress_count {
 
 void gpu_progress_begin(gpu_progress_count *c, const gpu_progress *p, double base, double span,
                         long total);
-/* Adds n units done (any thread). */
+/* Adds n units done (any thread); reports at most 0.999 of the share, so
+ * that only gpu_progress_end reports its end. */
 void gpu_progress_add(gpu_progress_count *c, long n);
 /* Reports the end of the share, base + span (calling thread, after the
  * parallel region: thread 0 may have finished before the others). */

@@ -1009,6 +1009,7 @@ static int load(const char *const *paths, int n, const asm_load_opts *o, asm_ser
     loader l = {.paths = paths, .n = n, .slices = o->slices, .err = err, .err_len = err_len};
     gpu_progress_begin(&l.count, o->progress, 0.0, 1.0,
                        (HEADER_UNITS + PIXEL_UNITS) * (long)(n > 0 ? n : 1));
+    gpu_progress_at(o->progress, 0.0); /* a second load (auto) starts again */
     if (n <= 0)
         return fail(&l, LDCT_EINPUT, "the series has no files");
     if (!paths)

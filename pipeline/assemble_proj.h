@@ -68,7 +68,8 @@ int asm_proj_is_projection(const char *path);
 int asm_proj_load(const char *const *paths, int n, asm_proj *out, char *err, size_t err_len);
 
 /* asm_proj_load that reports to progress (optional) as each file's header,
- * then each view's values, are read (on the calling thread; 1 at success). */
+ * then each view's values, are read, and after the rebinning of a
+ * cylindrical detector (on the calling thread; 1 at success). */
 int asm_proj_load_with(const char *const *paths, int n, const gpu_progress *progress, asm_proj *out,
                        char *err, size_t err_len);
 

@@ -224,9 +224,10 @@ static void record_progress_writes(void)
     sqlite3 *h = NULL;
     ck_assert_int_eq(sqlite3_open(db_path, &h), SQLITE_OK);
     ck_assert_int_eq(sqlite3_exec(h,
-                                  "CREATE TABLE seen(job_id INTEGER, stage TEXT);"
+                                  "CREATE TABLE seen(job_id INTEGER, stage TEXT, fraction REAL);"
                                   "CREATE TRIGGER seen_progress AFTER INSERT ON job_progress"
-                                  " BEGIN INSERT INTO seen VALUES (new.job_id, new.stage); END;",
+                                  " BEGIN INSERT INTO seen VALUES (new.job_id, new.stage,"
+                                  " new.fraction); END;",
                                   0, 0, 0),
                      SQLITE_OK);
     sqlite3_close(h);
@@ -247,8 +248,9 @@ static int sql_int(const char *sql)
 }
 
 /* A job that succeeds and one that fails while reading (a file that is no
- * DICOM) both had progress written while they ran, and neither leaves a
- * row behind. */
+ * DICOM) both had progress written while they ran (reading and writing
+ * counted: a fraction from their start, not "unknown"), and neither leaves
+ * a row behind. */
 START_TEST(finished_and_failed_jobs_leave_no_progress_behind)
 {
     queue_jobs(2);
@@ -269,6 +271,9 @@ START_TEST(finished_and_failed_jobs_leave_no_progress_behind)
     ck_assert_int_eq(
         sql_int("SELECT count(DISTINCT stage) FROM seen WHERE job_id = 2 AND stage = 'reading'"),
         1);
+    ck_assert_int_eq(sql_int("SELECT count(*) FROM seen WHERE stage IN ('reading', 'writing')"
+                             " AND NOT fraction >= 0"),
+                     0);
     ck_assert_int_eq(sql_int("SELECT count(*) FROM job_progress"), 0);
 }
 END_TEST
