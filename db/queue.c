@@ -1204,6 +1204,14 @@ static void list_sends(db *d, int64_t job_id, void (*cb)(void *, const db_send_r
     " j.state = 'done' AND j.last_error = '" DB_JOB_SUPERSEDED "',"
 #define JOBS_LIST_FROM " FROM jobs j JOIN series s ON s.id = j.series_id"
 #define JOBS_LIST_ORDER " ORDER BY j.id DESC LIMIT ?1"
+/* Progress only of a running job, and only as written in this attempt: a
+ * row from an earlier one (a crash, a retry) is older than its start. */
+#define JOBS_PROGRESS                                                                              \
+    " coalesce(p.stage, ''), coalesce(p.fraction, -1),"                                            \
+    " coalesce(p.remaining_ms, -1), coalesce(p.updated_ms, 0)" JOBS_LIST_FROM                      \
+    " LEFT JOIN job_progress p ON p.job_id = j.id"                                                 \
+    " AND j.state = 'running' AND p.updated_ms >= j.started_ms"
+#define JOBS_RUNNING " WHERE j.state = 'running' ORDER BY j.started_ms, j.id LIMIT ?1"
 
 /* 1 when the database has job_progress (schema 9; a reader may open an
  * older one), 0 when not, or a db error. */
@@ -1226,14 +1234,6 @@ static sqlite3_stmt *jobs_list_stmt(db *d, int running)
     int has = has_progress(d);
     if (has < 0)
         return NULL;
-        /* Progress only of a running job, and only as written in this attempt:
-         * a row from an earlier one (a crash, a retry) is older than its start. */
-#define JOBS_PROGRESS                                                                              \
-    " coalesce(p.stage, ''), coalesce(p.fraction, -1),"                                            \
-    " coalesce(p.remaining_ms, -1), coalesce(p.updated_ms, 0)" JOBS_LIST_FROM                      \
-    " LEFT JOIN job_progress p ON p.job_id = j.id"                                                 \
-    " AND j.state = 'running' AND p.updated_ms >= j.started_ms"
-#define JOBS_RUNNING " WHERE j.state = 'running' ORDER BY j.started_ms, j.id LIMIT ?1"
     if (running)
         return has ? db__stmt(d, Q_JOBS_RUNNING, JOBS_LIST_COLUMNS JOBS_PROGRESS JOBS_RUNNING)
                    : db__stmt(d, Q_JOBS_RUNNING_V8,
@@ -1241,8 +1241,6 @@ static sqlite3_stmt *jobs_list_stmt(db *d, int running)
     return has ? db__stmt(d, Q_JOBS_LIST, JOBS_LIST_COLUMNS JOBS_PROGRESS JOBS_LIST_ORDER)
                : db__stmt(d, Q_JOBS_LIST_V8,
                           JOBS_LIST_COLUMNS " '', -1, -1, 0" JOBS_LIST_FROM JOBS_LIST_ORDER);
-#undef JOBS_PROGRESS
-#undef JOBS_RUNNING
 }
 
 static int jobs_rows(db *d, int running, int limit, void (*cb_job)(void *ctx, const db_job_row *j),
