@@ -51,7 +51,7 @@ static enum MHD_Result reply_status(http_server *h, struct MHD_Connection *c, co
                                     int running, void (*write)(FILE *, const status_snapshot *))
 {
     status_snapshot s;
-    if (status_read(h->db, &s) != 0 || (running && status_read_running(h->db, &s) != 0))
+    if (status_read(h->db, running, &s) != 0)
         return reply_text(c, MHD_HTTP_SERVICE_UNAVAILABLE, "database unavailable\n");
     if (h->live)
         h->live(h->ctx, &s);
@@ -88,7 +88,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                             status_write_prometheus);
     if (strcmp(url, "/healthz") == 0) {
         status_snapshot s;
-        return status_read(h->db, &s) == 0
+        return status_read(h->db, 0, &s) == 0
                    ? reply_text(c, MHD_HTTP_OK, "ok\n")
                    : reply_text(c, MHD_HTTP_SERVICE_UNAVAILABLE, "database unavailable\n");
     }

@@ -70,9 +70,7 @@ static int cmd_status(cli_opts *o)
     if (cli_open_db(o, 1, &d))
         return 1;
     status_snapshot st;
-    int rc = status_read(d, &st);
-    if (!rc)
-        rc = status_read_running(d, &st);
+    int rc = status_read(d, 1, &st);
     db_close(d);
     if (rc)
         return 1;

@@ -31,21 +31,20 @@ static void add_running(void *ctx, const db_job_row *j)
     r->updated_ms = j->progress_updated_ms;
 }
 
-int status_read(db *d, status_snapshot *s)
+int status_read(db *d, int with_running, status_snapshot *s)
 {
     s->uptime_s = -1;
     s->associations_active = -1;
     s->workers = -1;
     s->gpus_down = -1;
     s->nrunning = 0;
-    int rc = db_totals_get(d, &s->t);
-    return rc ? rc : db_queue_totals_get(d, &s->q);
-}
-
-int status_read_running(db *d, status_snapshot *s)
-{
-    s->nrunning = 0;
-    return db_jobs_running(d, STATUS_MAX_RUNNING, add_running, s);
+    int rc = db_read_begin(d);
+    if (rc)
+        return rc;
+    if (!(rc = db_totals_get(d, &s->t)) && !(rc = db_queue_totals_get(d, &s->q)) && with_running)
+        rc = db_jobs_running(d, STATUS_MAX_RUNNING, add_running, s);
+    db_read_end(d);
+    return rc;
 }
 
 void status_write_progress_json(FILE *f, const char *stage, double fraction, int64_t remaining_ms,

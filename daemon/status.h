@@ -43,13 +43,11 @@ typedef struct status_snapshot {
     int gpus_down; /* workers whose GPU does not work */
 } status_snapshot;
 
-/* Reads the database's totals; sets the daemon part to -1 and lists no
- * running job. Returns 0 or an error. */
-int status_read(db *d, status_snapshot *s);
-
-/* Lists the running jobs (after status_read; GET /status and ldct status,
- * not the probes). Returns 0 or an error. */
-int status_read_running(db *d, status_snapshot *s);
+/* Reads the database's totals and, when `with_running` (GET /status and
+ * ldct status, not the probes), the running jobs, all in one read
+ * transaction so that they agree; sets the daemon part to -1. Returns 0 or
+ * an error. */
+int status_read(db *d, int with_running, status_snapshot *s);
 
 /* One JSON object and a newline. */
 void status_write_json(FILE *f, const status_snapshot *s);

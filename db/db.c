@@ -132,6 +132,17 @@ void db__rollback(db *d)
         (void)db__exec(d, "ROLLBACK");
 }
 
+int db_read_begin(db *d)
+{
+    return db__exec(d, "BEGIN DEFERRED");
+}
+
+void db_read_end(db *d)
+{
+    if (!sqlite3_get_autocommit(d->h) && db__exec(d, "COMMIT"))
+        db__rollback(d);
+}
+
 int db_user_version(db *d, int *version)
 {
     sqlite3_stmt *st;

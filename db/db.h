@@ -36,6 +36,12 @@ void db_close(db *d);
 /* The schema version of the open file. */
 int db_user_version(db *d, int *version);
 
+/* A read transaction: every read between db_read_begin and db_read_end
+ * sees the same state of the file, whatever other connections write
+ * meanwhile (a status snapshot's totals and running jobs agree). */
+int db_read_begin(db *d);
+void db_read_end(db *d);
+
 /* One received instance, as ingest records it. */
 typedef struct db_instance_rec {
     const char *study_uid, *series_uid, *sop_instance_uid, *sop_class_uid;

@@ -1213,6 +1213,38 @@ START_TEST(running_jobs_are_listed_longest_running_first)
 }
 END_TEST
 
+/* A read transaction (a status snapshot) sees one state of the file: a
+ * claim by another connection between its totals and its running list
+ * shows in neither, and shows in both after it ends. */
+START_TEST(a_read_transaction_sees_one_state_of_the_queue)
+{
+    char p[128];
+    db *d = open_fresh(p, sizeof p);
+    job(d, stable_series(d, "1.1", 1), 0, "", 0);
+    job(d, stable_series(d, "1.2", 1), 0, "", 0);
+    db_job j;
+    ck_assert_int_eq(db_job_claim(d, "w0", 3000, &j), 0);
+    db *r;
+    ck_assert_int_eq(db_open(p, 1, &r), 0);
+    ck_assert_int_eq(db_read_begin(r), 0);
+    db_queue_totals q;
+    ck_assert_int_eq(db_queue_totals_get(r, &q), 0);
+    ck_assert_int_eq(q.jobs_running, 1);
+    ck_assert_int_eq(db_job_claim(d, "w1", 3500, &j), 0);
+    progress_rows rows = {0};
+    ck_assert_int_eq(db_jobs_running(r, 0, on_progress_row, &rows), 0);
+    ck_assert_int_eq(rows.n, 1);
+    db_read_end(r);
+    rows = (progress_rows){0};
+    ck_assert_int_eq(db_jobs_running(r, 0, on_progress_row, &rows), 0);
+    ck_assert_int_eq(rows.n, 2);
+    ck_assert_int_eq(db_queue_totals_get(r, &q), 0);
+    ck_assert_int_eq(q.jobs_running, 2);
+    db_close(r);
+    db_close(d);
+}
+END_TEST
+
 /* clear(id) removes one job's progress, clear(-1) every job's, and so does
  * db_recover at the start: a job claimed again, even on a clock set back,
  * shows nothing from the last run. */
@@ -1316,6 +1348,7 @@ int main(void)
     tcase_add_test(tc, progress_shows_only_while_running_and_only_from_this_attempt);
     tcase_add_test(tc, progress_is_cleared_per_job_for_all_and_at_recovery);
     tcase_add_test(tc, running_jobs_are_listed_longest_running_first);
+    tcase_add_test(tc, a_read_transaction_sees_one_state_of_the_queue);
     tcase_add_test(tc, a_schema_8_database_lists_jobs_without_progress);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
