@@ -112,6 +112,11 @@ static const opt_def OPTIONS[] = {
          " after delivery; 0 = at once"),
     NODE("job_max_attempts", T_INT, 1, 100, "3", job_max_attempts,
          "tries of a job that fails for a passing reason"),
+    NODE("gpu_check_seconds", T_INT, 5, 86400, "60", gpu_check_seconds,
+         "how often a worker whose GPU is down checks it again"),
+    NODE("gpu_down_wait_seconds", T_INT, 0, 86400, "300", gpu_down_wait_seconds,
+         "a worker whose GPU is down leaves the jobs to the workers whose device works; once"
+         " each of them has been on its job this long, it runs the next job on the CPU"),
     NODE("http_port", T_INT, 0, 65535, "0", http_port,
          "status and metrics over HTTP (GET /status, /metrics, /healthz); 0 = off"),
     NODE("http_bind", T_ADDR, 0, 0, "127.0.0.1", http_bind,

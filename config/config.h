@@ -57,6 +57,9 @@ typedef struct cfg_node {
     int retention_hours;              /* unmatched / discarded series are removed after this */
     int history_days;                 /* rows of removed series are deleted after this */
     int job_max_attempts;             /* a job failing for a passing reason is retried this often */
+    int gpu_check_seconds;            /* a down GPU is checked again this often */
+    int gpu_down_wait_seconds;        /* jobs wait this long for a busy working worker, then a down
+                                       * GPU's worker runs them on the CPU */
     int http_port;                    /* status / metrics HTTP listener; 0 = off */
     char http_bind[CFG_HOST_MAX + 1]; /* numeric address it binds to */
 } cfg_node;

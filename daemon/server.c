@@ -208,6 +208,8 @@ static void worker_settings_get(void *ctx, worker_settings *out)
     config_results_dir(s->cfg, out->results_dir, sizeof out->results_dir);
     out->job_max_attempts = s->cfg->node.job_max_attempts;
     out->min_free_mb = s->cfg->node.min_free_mb;
+    out->gpu_check_seconds = s->cfg->node.gpu_check_seconds;
+    out->gpu_down_wait_seconds = s->cfg->node.gpu_down_wait_seconds;
     pthread_mutex_unlock(&s->cfg_lock);
 }
 

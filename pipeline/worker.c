@@ -21,7 +21,7 @@
 #define RETRY_PAUSE_MS 5000 /* after a passing failure */
 #define SPACE_WAIT_MS 15000 /* between checks while a result has no room */
 #define SPACE_LOG_MS 600000 /* how often a worker repeats the waiting warning */
-#define GPU_CHECK_MS 60000  /* between checks of a GPU that does not work */
+#define GPU_CHECK_S 60      /* between checks of a GPU that does not work, when unset */
 
 typedef struct worker {
     struct worker_pool *pool;
@@ -35,6 +35,8 @@ typedef struct worker {
     int gpu_failed;          /* the last job's GPU call failed (the CPU did it) */
     int gpu_down;            /* the GPU failed its check (written under pool->lock) */
     int64_t gpu_check_ms;    /* monotonic: when to check a down GPU again */
+    int64_t job_since_ms;    /* monotonic: when the running job was claimed; 0 idle (pool->lock) */
+    int covering;            /* down, and running jobs because the working workers are all busy */
     int64_t job_id;          /* the job running now */
     job_progress progress;   /* its progress */
 } worker;
@@ -355,39 +357,74 @@ static void set_gpu_down(worker *w, int down)
 static void check_gpu(worker *w)
 {
     char why[256];
+    worker_settings st;
+    w->pool->o.settings(w->pool->o.ctx, &st);
+    int every_s = st.gpu_check_seconds > 0 ? st.gpu_check_seconds : GPU_CHECK_S;
     int rc = gpu_device_check(&w->dev, why, sizeof why);
-    w->gpu_check_ms = ldct_mono_ms() + GPU_CHECK_MS;
+    w->gpu_check_ms = ldct_mono_ms() + every_s * 1000LL;
     if (rc == 0 && w->gpu_down)
         log_notice("%s: the GPU works again", w->name);
     else if (rc == LDCT_ENOMEM_GPU && !w->gpu_down)
         log_err("%s: the GPU is taken (%s: another process holds its memory or the GPU); its "
                 "jobs go to the other workers, or run on the CPU here when none can take them. "
                 "Checked again every %d s",
-                w->name, why, GPU_CHECK_MS / 1000);
+                w->name, why, every_s);
     else if (rc && !w->gpu_down)
         log_err("%s: the GPU does not work (%s); its jobs go to the other workers, or run on the "
                 "CPU here when none can take them. Checked again every %d s; after an error that "
                 "CUDA cannot clear within a process (an illegal address, a hardware fault) only "
                 "a restart of ldctd makes it usable again",
-                w->name, why[0] ? why : ldct_strerror(rc), GPU_CHECK_MS / 1000);
+                w->name, why[0] ? why : ldct_strerror(rc), every_s);
     set_gpu_down(w, rc != 0);
 }
 
-/* A worker whose GPU is down leaves the jobs to any other worker whose
- * device works. */
+static void set_job_since(worker *w, int64_t mono_ms)
+{
+    pthread_mutex_lock(&w->pool->lock);
+    w->job_since_ms = mono_ms;
+    pthread_mutex_unlock(&w->pool->lock);
+}
+
+/* Of the other workers whose device works: how many there are, and how
+ * many of them are idle or on a job for less than wait_ms. */
+static void count_working(worker *w, int64_t wait_ms, int *working, int *ready)
+{
+    int64_t now = ldct_mono_ms();
+    *working = *ready = 0;
+    pthread_mutex_lock(&w->pool->lock);
+    for (int i = 0; i < w->pool->nworkers; i++) {
+        const worker *o = &w->pool->w[i];
+        if (o == w || o->gpu_down)
+            continue;
+        ++*working;
+        *ready += o->job_since_ms == 0 || now - o->job_since_ms < wait_ms;
+    }
+    pthread_mutex_unlock(&w->pool->lock);
+}
+
+/* A worker whose GPU is down leaves the jobs to the other workers whose
+ * device works, unless each of them has been on one job for longer than
+ * gpu_down_wait_seconds (a long or hung job): then it runs the next job on
+ * the CPU itself, as it does when no other device works. */
 static int standing_by(worker *w)
 {
     if (!w->gpu_down)
         return 0;
     if (ldct_mono_ms() >= w->gpu_check_ms)
         check_gpu(w);
-    int others = 0;
-    pthread_mutex_lock(&w->pool->lock);
-    for (int i = 0; i < w->pool->nworkers; i++)
-        others += &w->pool->w[i] != w && !w->pool->w[i].gpu_down;
-    int down = w->gpu_down;
-    pthread_mutex_unlock(&w->pool->lock);
-    return down && others > 0;
+    if (!w->gpu_down)
+        return 0;
+    worker_settings st;
+    w->pool->o.settings(w->pool->o.ctx, &st);
+    int working, ready;
+    count_working(w, st.gpu_down_wait_seconds * 1000LL, &working, &ready);
+    int cover = working > 0 && ready == 0;
+    if (cover && !w->covering)
+        log_notice("%s: every worker whose device works has been on one job for over %d s; "
+                   "jobs run on the CPU here meanwhile",
+                   w->name, st.gpu_down_wait_seconds);
+    w->covering = cover;
+    return ready > 0;
 }
 
 /* A GPU worker creates its context and staging before the first job
@@ -433,9 +470,13 @@ static void *worker_main(void *arg)
         }
         db_job j;
         int rc = db_job_claim(w->db, w->name, ldct_now_ms(), &j);
+        if (rc == 0)
+            set_job_since(w, ldct_mono_ms());
         int pause = rc == 0 ? run_job(w, &j) : 0;
         if (rc == 0 && w->gpu_failed)
             check_gpu(w); /* still busy: a stop waits for a check that hangs, up to its grace */
+        if (rc == 0)
+            set_job_since(w, 0);
         set_busy(p, -1);
         int failed = 0;
         if (rc && rc != LDCT_ENOTFOUND && fail_run_first(&w->claim_fails))

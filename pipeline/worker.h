@@ -31,7 +31,13 @@ typedef struct worker_settings {
     char uid_root[65];
     char results_dir[1024];
     int job_max_attempts;
-    int min_free_mb; /* a job waits until its result leaves this much free */
+    int min_free_mb;       /* a job waits until its result leaves this much free */
+    int gpu_check_seconds; /* a down GPU is checked again this often (<= 0: 60) */
+    /* A worker whose GPU is down leaves the jobs to the workers whose device
+     * works while one of them is idle or has been on its job for less than
+     * this; after that it runs the next job on the CPU (a long or hung job
+     * does not hold the queue). */
+    int gpu_down_wait_seconds;
 } worker_settings;
 
 typedef struct worker_pool_opts {

@@ -24,10 +24,12 @@
 #define SLICES 3
 
 static char dir[64], db_path[96], outbox[96], results[96];
+static int down_wait_s; /* the settings' gpu_down_wait_seconds */
 
 static void setup(void)
 {
     log_level = LOG_LVL_ERR - 1;
+    down_wait_s = 300;
     tu_tmpdir(dir, sizeof dir);
     snprintf(db_path, sizeof db_path, "%s/ldct.db", dir);
     snprintf(outbox, sizeof outbox, "%s/outbox", dir);
@@ -43,12 +45,14 @@ static void teardown(void)
     ck_assert_int_eq(system(cmd), 0);
 }
 
-/* Slice k of series `series` (16x16, 1 mm) written to dir and recorded as
- * received in d. */
-static void put_slice(db *d, const char *series, int k)
+#define SIDE_MAX 160
+
+/* Slice k of series `series` (side x side, 1 mm) written to dir and
+ * recorded as received in d. */
+static void put_slice(db *d, const char *series, int side, int k)
 {
-    static int16_t px[16 * 16];
-    for (int i = 0; i < 16 * 16; i++)
+    static int16_t px[SIDE_MAX * SIDE_MAX];
+    for (int i = 0; i < side * side; i++)
         px[i] = (int16_t)(1000 + (i * 37 + k * 11) % 50);
     char sop[96], path[160], old[8];
     snprintf(sop, sizeof sop, "%s.%d", series, k + 1);
@@ -62,8 +66,8 @@ static void put_slice(db *d, const char *series, int k)
                        .series_description = "CHEST",
                        .series_number = 3,
                        .instance_number = k + 1,
-                       .rows = 16,
-                       .cols = 16,
+                       .rows = side,
+                       .cols = side,
                        .pixel_spacing = {0.7, 0.7},
                        .slice_thickness = 1,
                        .position = {0, 0, k},
@@ -86,18 +90,16 @@ static void put_slice(db *d, const char *series, int k)
     ck_assert_int_eq(db_instance_put(d, &r, old, sizeof old), 0);
 }
 
-/* n stable series of SLICES slices, each with a pending nlm3d job whose
- * result goes to the results folder. */
-static void queue_jobs(int n)
+/* Stable series number s (side x side x slices) with a pending nlm3d job
+ * whose result goes to the results folder. */
+static void queue_job(db *d, int s, int side, int slices, const char *params)
 {
-    db *d = NULL;
-    ck_assert_int_eq(db_open(db_path, 0, &d), 0);
-    for (int s = 0; s < n; s++) {
+    {
         char series[64], derived[64];
         snprintf(series, sizeof series, STUDY ".1.%d", s + 1);
         snprintf(derived, sizeof derived, UID_ROOT ".1.%d", s + 1);
-        for (int k = 0; k < SLICES; k++)
-            put_slice(d, series, k);
+        for (int k = 0; k < slices; k++)
+            put_slice(d, series, side, k);
         ck_assert_int_ge(db_series_mark_stable(d, 10000, NULL, NULL), 1);
         db_series_info si;
         ck_assert_int_eq(db_series_get(d, series, &si), 0);
@@ -105,7 +107,7 @@ static void queue_jobs(int n)
                             .rule = "r",
                             .action = "process",
                             .algorithm = "nlm3d",
-                            .params = "",
+                            .params = params,
                             .description_suffix = " [DN]",
                             .derived_series_uid = derived,
                             .destinations = "",
@@ -113,6 +115,15 @@ static void queue_jobs(int n)
         int64_t id = 0;
         ck_assert_int_eq(db_job_create(d, &spec, 2000, &id), 0);
     }
+}
+
+/* n small series (16 x 16 x SLICES), each with a pending job. */
+static void queue_jobs(int n)
+{
+    db *d = NULL;
+    ck_assert_int_eq(db_open(db_path, 0, &d), 0);
+    for (int s = 0; s < n; s++)
+        queue_job(d, s, 16, SLICES, "");
     db_close(d);
 }
 
@@ -123,16 +134,20 @@ static void settings(void *ctx, worker_settings *out)
     snprintf(out->uid_root, sizeof out->uid_root, "%s", UID_ROOT);
     snprintf(out->results_dir, sizeof out->results_dir, "%s", results);
     out->job_max_attempts = 3;
+    out->gpu_down_wait_seconds = down_wait_s;
 }
 
 typedef struct tally {
     int done, failed, other; /* other: not done (failed ones included) */
     char workers[8][32];     /* of the jobs done, newest first */
+    char worker_of[9][32];   /* by job id (1-8) */
 } tally;
 
 static void count_job(void *ctx, const db_job_row *j)
 {
     tally *t = ctx;
+    if (j->id >= 1 && j->id <= 8)
+        snprintf(t->worker_of[j->id], sizeof t->worker_of[0], "%s", j->worker);
     if (strcmp(j->state, "done") == 0 && t->done < 8)
         snprintf(t->workers[t->done++], sizeof t->workers[0], "%s", j->worker);
     else if (strcmp(j->state, "done") != 0)
@@ -193,6 +208,46 @@ START_TEST(a_down_gpu_alone_runs_its_jobs_on_the_cpu)
              UID_ROOT);
     tu_command_output(cmd, out, sizeof out);
     ck_assert_int_eq(atoi(out), 2 * SLICES);
+}
+END_TEST
+
+/* A long job (160 x 160 x 64, search radius 12: about 5 s on 2 cores) on the working worker,
+ * then a small one: job 1 and job 2. */
+static void queue_long_then_short(void)
+{
+    db *d = NULL;
+    ck_assert_int_eq(db_open(db_path, 0, &d), 0);
+    queue_job(d, 0, SIDE_MAX, 64, "search_radius=12");
+    queue_job(d, 1, 16, SLICES, "");
+    db_close(d);
+}
+
+/* The working worker has been on job 1 for longer than the wait (1 s):
+ * the down GPU's worker runs job 2 on the CPU meanwhile. */
+START_TEST(a_down_gpu_runs_jobs_while_the_working_device_is_on_a_long_one)
+{
+    down_wait_s = 1;
+    queue_long_then_short();
+    const gpu_device devs[2] = {absent_gpu, cpu};
+    tally t;
+    ck_assert_int_eq(run_pool(devs, 2, 2, &t), 1);
+    ck_assert_int_eq(t.done, 2);
+    ck_assert_str_eq(t.worker_of[1], "worker-1/cpu");
+    ck_assert_str_eq(t.worker_of[2], "worker-0/gpu:99");
+}
+END_TEST
+
+/* The same jobs with the default wait (300 s): job 2 waits for the
+ * working worker. */
+START_TEST(a_down_gpu_leaves_jobs_to_a_working_device_busy_for_less_than_the_wait)
+{
+    queue_long_then_short();
+    const gpu_device devs[2] = {absent_gpu, cpu};
+    tally t;
+    ck_assert_int_eq(run_pool(devs, 2, 2, &t), 1);
+    ck_assert_int_eq(t.done, 2);
+    ck_assert_str_eq(t.worker_of[1], "worker-1/cpu");
+    ck_assert_str_eq(t.worker_of[2], "worker-1/cpu");
 }
 END_TEST
 
@@ -297,6 +352,8 @@ int main(void)
     tcase_add_test(tc, a_down_gpu_leaves_its_jobs_to_a_working_device);
     tcase_add_test(tc, a_down_gpu_alone_runs_its_jobs_on_the_cpu);
     tcase_add_test(tc, when_every_gpu_is_down_the_jobs_still_run);
+    tcase_add_test(tc, a_down_gpu_runs_jobs_while_the_working_device_is_on_a_long_one);
+    tcase_add_test(tc, a_down_gpu_leaves_jobs_to_a_working_device_busy_for_less_than_the_wait);
     tcase_add_test(tc, working_devices_are_not_counted_down);
     tcase_add_test(tc, a_cpu_device_always_checks_good);
     tcase_add_test(tc, finished_and_failed_jobs_leave_no_progress_behind);
