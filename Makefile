@@ -99,6 +99,7 @@ $(BUILD)/tests/check_gpu_%: $(BUILD)/obj/tests/unit/check_gpu_%.o $(GPU_LIBS_A)
 	$(call LINK_GPU,$(CHECK_LIBS))
 ifeq ($(WITH_CUDA),1)
 $(BUILD)/tests/check_gpu_device: $(BUILD)/obj/tests/unit/gpu_fault.cu.o
+$(BUILD)/tests/check_worker: $(BUILD)/obj/tests/unit/gpu_fault.cu.o
 endif
 $(BUILD)/tools/gpu_%: $(BUILD)/obj/tests/tools/gpu_%.o $(GPU_LIBS_A)
 	@mkdir -p $(@D)

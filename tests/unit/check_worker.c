@@ -3,12 +3,15 @@
  * works, runs them on the CPU itself when there is no such worker, and
  * the pool counts it (ldct_gpus_down). GPU 99 exists on no machine, so
  * these run anywhere; the check of a broken CUDA context is tested on a
- * GPU in check_gpu_device. Each test starts a real pool on a real
+ * GPU in check_gpu_device, and on a GPU (skipped without one) a context
+ * that breaks between jobs is found down by the check after the next job.
+ * Each test starts a real pool on a real
  * database with a real (tiny) series, processed by the CPU reference. */
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "db/queue.h"
+#include "gpu/device.h"
 #include "pipeline/worker.h"
 #include "scp/scp.h"
 #include "tests/unit/testutil.h"
@@ -18,6 +21,11 @@
 #include <stdint.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
+
+#if LDCT_WITH_CUDA
+int gpu_test_break_context(int index); /* tests/unit/gpu_fault.cu */
+#endif
 
 #define STUDY "1.2.826.0.1.3680043.9.7.12"
 #define UID_ROOT "1.2.826.0.1.3680043.9.7.99"
@@ -155,18 +163,9 @@ static void count_job(void *ctx, const db_job_row *j)
     t->failed += strcmp(j->state, "failed") == 0;
 }
 
-/* Runs a pool on devs until every one of n jobs is done or failed (at most 60 s);
- * returns the tally and the pool's count of down GPUs. */
-static int run_pool(const gpu_device *devs, int ndev, int n, tally *t)
+/* Waits until n jobs are done or failed (at most 60 s); their tally in t. */
+static void wait_jobs(db *d, int n, tally *t)
 {
-    worker_pool_opts o = {
-        .db_path = db_path, .outbox_dir = outbox, .ndev = ndev, .settings = settings};
-    for (int i = 0; i < ndev; i++)
-        o.dev[i] = devs[i];
-    worker_pool *p = NULL;
-    ck_assert_int_eq(worker_pool_start(&o, &p), 0);
-    db *d = NULL;
-    ck_assert_int_eq(db_open(db_path, 0, &d), 0);
     for (int64_t end = ldct_mono_ms() + 60000; ldct_mono_ms() < end;) {
         memset(t, 0, sizeof *t);
         ck_assert_int_eq(db_jobs_list(d, 0, count_job, NULL, t), 0);
@@ -174,10 +173,44 @@ static int run_pool(const gpu_device *devs, int ndev, int n, tally *t)
             break;
         nanosleep(&(struct timespec){0, 20000000}, NULL);
     }
-    int down = worker_pool_gpus_down(p);
+}
+
+static worker_pool *start_pool(const gpu_device *devs, int ndev)
+{
+    worker_pool_opts o = {
+        .db_path = db_path, .outbox_dir = outbox, .ndev = ndev, .settings = settings};
+    for (int i = 0; i < ndev; i++)
+        o.dev[i] = devs[i];
+    worker_pool *p = NULL;
+    ck_assert_int_eq(worker_pool_start(&o, &p), 0);
+    return p;
+}
+
+/* Asserts that the pool counts `want` GPUs down, waiting up to 10 s for
+ * the checks: a GPU's first check runs when its worker starts, and other
+ * workers may finish tiny jobs before that (CUDA's start takes a second or
+ * two on a GPU machine), or after a job, once the job is recorded. */
+static void assert_down(worker_pool *p, int want)
+{
+    for (int64_t end = ldct_mono_ms() + 10000; ldct_mono_ms() < end;)
+        if (worker_pool_gpus_down(p) == want)
+            break;
+        else
+            nanosleep(&(struct timespec){0, 20000000}, NULL);
+    ck_assert_int_eq(worker_pool_gpus_down(p), want);
+}
+
+/* Runs a pool on devs until every one of n jobs is done or failed; the
+ * tally in t, and the pool must count want_down GPUs down. */
+static void run_pool(const gpu_device *devs, int ndev, int n, int want_down, tally *t)
+{
+    worker_pool *p = start_pool(devs, ndev);
+    db *d = NULL;
+    ck_assert_int_eq(db_open(db_path, 0, &d), 0);
+    wait_jobs(d, n, t);
+    assert_down(p, want_down);
     db_close(d);
     ck_assert_int_eq(worker_pool_stop(p, 10), 0);
-    return down;
 }
 
 static const gpu_device absent_gpu = {.kind = GPU_DEVICE_CUDA, .index = 99};
@@ -188,7 +221,7 @@ START_TEST(a_down_gpu_leaves_its_jobs_to_a_working_device)
     queue_jobs(3);
     const gpu_device devs[2] = {absent_gpu, cpu};
     tally t;
-    ck_assert_int_eq(run_pool(devs, 2, 3, &t), 1);
+    run_pool(devs, 2, 3, 1, &t);
     ck_assert_int_eq(t.done, 3);
     for (int i = 0; i < t.done; i++)
         ck_assert_str_eq(t.workers[i], "worker-1/cpu");
@@ -199,7 +232,7 @@ START_TEST(a_down_gpu_alone_runs_its_jobs_on_the_cpu)
 {
     queue_jobs(2);
     tally t;
-    ck_assert_int_eq(run_pool(&absent_gpu, 1, 2, &t), 1);
+    run_pool(&absent_gpu, 1, 2, 1, &t);
     ck_assert_int_eq(t.done, 2);
     for (int i = 0; i < t.done; i++)
         ck_assert_str_eq(t.workers[i], "worker-0/gpu:99");
@@ -211,13 +244,14 @@ START_TEST(a_down_gpu_alone_runs_its_jobs_on_the_cpu)
 }
 END_TEST
 
-/* A long job (160 x 160 x 64, search radius 12: about 5 s on 2 cores) on the working worker,
+/* A long job (160 x 160 x 64, search radius 11, the filter on one thread
+ * so that its length does not depend on the machine's cores: about 6 s),
  * then a small one: job 1 and job 2. */
 static void queue_long_then_short(void)
 {
     db *d = NULL;
     ck_assert_int_eq(db_open(db_path, 0, &d), 0);
-    queue_job(d, 0, SIDE_MAX, 64, "search_radius=12");
+    queue_job(d, 0, SIDE_MAX, 64, "search_radius=11");
     queue_job(d, 1, 16, SLICES, "");
     db_close(d);
 }
@@ -230,7 +264,7 @@ START_TEST(a_down_gpu_runs_jobs_while_the_working_device_is_on_a_long_one)
     queue_long_then_short();
     const gpu_device devs[2] = {absent_gpu, cpu};
     tally t;
-    ck_assert_int_eq(run_pool(devs, 2, 2, &t), 1);
+    run_pool(devs, 2, 2, 1, &t);
     ck_assert_int_eq(t.done, 2);
     ck_assert_str_eq(t.worker_of[1], "worker-1/cpu");
     ck_assert_str_eq(t.worker_of[2], "worker-0/gpu:99");
@@ -244,10 +278,43 @@ START_TEST(a_down_gpu_leaves_jobs_to_a_working_device_busy_for_less_than_the_wai
     queue_long_then_short();
     const gpu_device devs[2] = {absent_gpu, cpu};
     tally t;
-    ck_assert_int_eq(run_pool(devs, 2, 2, &t), 1);
+    run_pool(devs, 2, 2, 1, &t);
     ck_assert_int_eq(t.done, 2);
     ck_assert_str_eq(t.worker_of[1], "worker-1/cpu");
     ck_assert_str_eq(t.worker_of[2], "worker-1/cpu");
+}
+END_TEST
+
+/* On a GPU (SKIP without one): job 1 runs on it; then its CUDA context
+ * breaks (a kernel writes to an invalid address, as a faulty kernel or a
+ * hardware fault does). Job 2's GPU call fails, the CPU does the job, and
+ * the check after it finds the GPU down; job 3 runs on the CPU in the same
+ * worker, which has no other to leave it to. */
+START_TEST(a_gpu_that_breaks_between_jobs_is_found_down_after_the_next)
+{
+    if (gpu_device_count() <= 0) {
+        puts("SKIP: no GPU (a_gpu_that_breaks_between_jobs_is_found_down_after_the_next)");
+        return;
+    }
+#if LDCT_WITH_CUDA
+    const gpu_device gpu0 = {.kind = GPU_DEVICE_CUDA, .index = 0};
+    worker_pool *p = start_pool(&gpu0, 1);
+    db *d = NULL;
+    ck_assert_int_eq(db_open(db_path, 0, &d), 0);
+    tally t;
+    for (int k = 0; k < 3; k++) {
+        if (k == 1)
+            ck_assert_int_eq(gpu_test_break_context(0), 700); /* cudaErrorIllegalAddress */
+        queue_job(d, k, 16, SLICES, "");
+        worker_pool_notify(p);
+        wait_jobs(d, k + 1, &t);
+        ck_assert_int_eq(t.done, k + 1);
+        ck_assert_str_eq(t.worker_of[k + 1], "worker-0/gpu:0");
+        assert_down(p, k > 0);
+    }
+    db_close(d);
+    ck_assert_int_eq(worker_pool_stop(p, 10), 0);
+#endif
 }
 END_TEST
 
@@ -256,7 +323,7 @@ START_TEST(when_every_gpu_is_down_the_jobs_still_run)
     queue_jobs(3);
     const gpu_device devs[2] = {absent_gpu, {.kind = GPU_DEVICE_CUDA, .index = 98}};
     tally t;
-    ck_assert_int_eq(run_pool(devs, 2, 3, &t), 2);
+    run_pool(devs, 2, 3, 2, &t);
     ck_assert_int_eq(t.done, 3);
     ck_assert_int_eq(t.other, 0);
 }
@@ -267,7 +334,7 @@ START_TEST(working_devices_are_not_counted_down)
     queue_jobs(1);
     const gpu_device devs[2] = {cpu, cpu};
     tally t;
-    ck_assert_int_eq(run_pool(devs, 2, 1, &t), 0);
+    run_pool(devs, 2, 1, 0, &t);
     ck_assert_int_eq(t.done, 1);
 }
 END_TEST
@@ -317,7 +384,7 @@ START_TEST(finished_and_failed_jobs_leave_no_progress_behind)
     fclose(f);
     record_progress_writes();
     tally t;
-    run_pool(&cpu, 1, 2, &t);
+    run_pool(&cpu, 1, 2, 0, &t);
     ck_assert_int_eq(t.done, 1);
     ck_assert_int_eq(t.failed, 1);
     ck_assert_int_eq(sql_int("SELECT count(DISTINCT stage) FROM seen WHERE job_id = 1 AND stage IN"
@@ -343,8 +410,18 @@ START_TEST(a_cpu_device_always_checks_good)
 }
 END_TEST
 
-int main(void)
+int main(int argc, char **argv)
 {
+    /* The long-job cases need a filter whose length does not depend on the
+     * machine's cores: one OpenMP thread in every worker. libgomp reads the
+     * variable when it loads, hence the new image. */
+    const char *threads = getenv("OMP_NUM_THREADS");
+    if (argc > 0 && (!threads || strcmp(threads, "1") != 0)) {
+        setenv("OMP_NUM_THREADS", "1", 1);
+        execv("/proc/self/exe", argv);
+        perror("check_worker: execv");
+        return 1;
+    }
     Suite *s = suite_create("worker");
     TCase *tc = tcase_create("gpu_down");
     tcase_add_checked_fixture(tc, setup, teardown);
@@ -353,6 +430,7 @@ int main(void)
     tcase_add_test(tc, a_down_gpu_alone_runs_its_jobs_on_the_cpu);
     tcase_add_test(tc, when_every_gpu_is_down_the_jobs_still_run);
     tcase_add_test(tc, a_down_gpu_runs_jobs_while_the_working_device_is_on_a_long_one);
+    tcase_add_test(tc, a_gpu_that_breaks_between_jobs_is_found_down_after_the_next);
     tcase_add_test(tc, a_down_gpu_leaves_jobs_to_a_working_device_busy_for_less_than_the_wait);
     tcase_add_test(tc, working_devices_are_not_counted_down);
     tcase_add_test(tc, a_cpu_device_always_checks_good);
