@@ -14,6 +14,7 @@
 #include "scp/scp.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 typedef struct filter_opts {
     const char *in, *out, *device, *suffix, *uid_root;
     int algorithm, number_offset;
+    int progress_s; /* --progress: seconds between progress lines; 0 = none */
     gpu_nlm_params nlm;
     process_fdk fdk;
     cfg_rule rule; /* numeric options, checked with a [rule]'s bounds */
@@ -60,6 +62,8 @@ static void filter_usage(FILE *f)
             "  --series-number-offset N  added to SeriesNumber (default 1000)\n"
             "  --uid-root ROOT     root of the new UIDs (default uid_root's,\n"
             "                      1.2.276.0.7230010.3.1.4)\n"
+            "  --progress SECONDS  a series that takes longer says how far it is on stderr\n"
+            "                      this often (0..3600, default 10; 0 = never)\n"
             "fdk (projection data; auto picks it for DICOM-CT-PD series):\n"
             "  --matrix N          image columns and rows (default 512)\n"
             "  --fov MM            field of view (default: what the fan covers)\n"
@@ -272,10 +276,6 @@ static int read_inputs(const char *dir, input_list *in)
     return 0;
 }
 
-/* A series that takes long (the CPU on a large one) says how far it is on
- * stderr every FILTER_PROGRESS_MS. */
-#define FILTER_PROGRESS_MS 10000
-
 static void on_progress(void *ctx, const char *stage, double fraction)
 {
     job_progress *p = ctx;
@@ -302,10 +302,14 @@ static int run_series(const filter_opts *fo, const gpu_device *dev, input_file *
                       .description_suffix = fo->suffix,
                       .series_number_offset = fo->number_offset,
                       .out_dir = fo->out};
+    /* A series that takes long (the CPU on a large one) says how far it
+     * is on stderr every --progress seconds. */
     job_progress progress;
-    job_progress_start(&progress, ldct_mono_ms(), FILTER_PROGRESS_MS);
-    o.progress = on_progress;
-    o.progress_ctx = &progress;
+    job_progress_start(&progress, ldct_mono_ms(), fo->progress_s * 1000LL);
+    if (fo->progress_s > 0) {
+        o.progress = on_progress;
+        o.progress_ctx = &progress;
+    }
     fprintf(stderr, "series %s: %d file(s)...\n", files[0].series_uid, n);
     process_result r;
     char err[512];
@@ -395,6 +399,18 @@ static int say_missing(const filter_opts *o)
     return -1;
 }
 
+/* 0 and *out for a whole number of seconds in 0..3600, else -1. */
+static int parse_seconds(const char *v, int *out)
+{
+    char *end;
+    errno = 0;
+    long s = strtol(v, &end, 10);
+    if (errno || end == v || *end || s < 0 || s > 3600)
+        return -1;
+    *out = (int)s;
+    return 0;
+}
+
 static int parse_filter(int argc, char **argv, filter_opts *o)
 {
     static const struct option longopts[] = {{"algo", 1, 0, 'a'},
@@ -416,6 +432,7 @@ static int parse_filter(int argc, char **argv, filter_opts *o)
                                              {"slices", 1, 0, 'Z'},
                                              {"kernel", 1, 0, 'K'},
                                              {"mu-water", 1, 0, 'W'},
+                                             {"progress", 1, 0, 'R'},
                                              {"help", 0, 0, 'h'},
                                              {0, 0, 0, 0}};
     int c;
@@ -453,6 +470,13 @@ static int parse_filter(int argc, char **argv, filter_opts *o)
             o->uid_root = optarg;
             break;
         }
+        case 'R':
+            if (parse_seconds(optarg, &o->progress_s))
+                return fprintf(stderr,
+                               "ldct filter: --progress %s: a whole number of seconds, 0..3600\n",
+                               optarg),
+                       -1;
+            break;
         case 'h':
             o->help = 1;
             return 0;
@@ -480,6 +504,7 @@ int cli_filter(int argc, char **argv)
                       .suffix = defaults->rule[0].series_description_suffix,
                       .uid_root = defaults->node.uid_root,
                       .algorithm = ALGO_AUTO,
+                      .progress_s = 10,
                       .rule = defaults->rule[0]};
     gpu_nlm_params_default(&fo.nlm);
     int rc = 1;
