@@ -13,6 +13,7 @@
 #include "pipeline/process.h"
 #include "scp/scp.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
@@ -402,6 +403,8 @@ static int say_missing(const filter_opts *o)
 /* 0 and *out for a whole number of seconds in 0..3600, else -1. */
 static int parse_seconds(const char *v, int *out)
 {
+    if (!isdigit((unsigned char)v[0])) /* strtol would take " 5" and "+5" */
+        return -1;
     char *end;
     errno = 0;
     long s = strtol(v, &end, 10);

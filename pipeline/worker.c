@@ -34,7 +34,7 @@ typedef struct worker {
     fail_run claim_fails;    /* claims failing in a row (a full database disk) */
     int gpu_failed;          /* the last job's GPU call failed (the CPU did it) */
     int gpu_down;            /* the GPU failed its check (written under pool->lock) */
-    int64_t gpu_check_ms;    /* monotonic: when to check a down GPU again */
+    int64_t gpu_checked_ms;  /* monotonic: when the GPU was last checked */
     int64_t job_since_ms;    /* monotonic: when the running job was claimed; 0 idle (pool->lock) */
     int covering;            /* down, and running jobs because the working workers are all busy */
     int64_t job_id;          /* the job running now */
@@ -349,7 +349,12 @@ static void set_gpu_down(worker *w, int down)
     pthread_mutex_unlock(&w->pool->lock);
 }
 
-/* After a GPU failure, and every GPU_CHECK_MS while the GPU is down:
+static int gpu_check_every_s(const worker_settings *st)
+{
+    return st->gpu_check_seconds > 0 ? st->gpu_check_seconds : GPU_CHECK_S;
+}
+
+/* After a GPU failure, and every gpu_check_seconds while the GPU is down:
  * checks the GPU and logs each change. A down GPU's jobs go to the other
  * workers (or, when no other can take them, run on the CPU in this one).
  * A sticky CUDA error never clears within the process (device.h), so the
@@ -359,9 +364,9 @@ static void check_gpu(worker *w)
     char why[256];
     worker_settings st;
     w->pool->o.settings(w->pool->o.ctx, &st);
-    int every_s = st.gpu_check_seconds > 0 ? st.gpu_check_seconds : GPU_CHECK_S;
+    int every_s = gpu_check_every_s(&st);
     int rc = gpu_device_check(&w->dev, why, sizeof why);
-    w->gpu_check_ms = ldct_mono_ms() + every_s * 1000LL;
+    w->gpu_checked_ms = ldct_mono_ms();
     if (rc == 0 && w->gpu_down)
         log_notice("%s: the GPU works again", w->name);
     else if (rc == LDCT_ENOMEM_GPU && !w->gpu_down)
@@ -386,7 +391,10 @@ static void set_job_since(worker *w, int64_t mono_ms)
 }
 
 /* Of the other workers whose device works: how many there are, and how
- * many of them are idle or on a job for less than wait_ms. */
+ * many of them are idle or on a job for less than wait_ms. A worker
+ * pausing after a failed job (RETRY_PAUSE_MS) counts as idle, and one that
+ * turns idle right after this count may find its job taken by a down
+ * worker: either costs one job run on the CPU, never a lost one. */
 static void count_working(worker *w, int64_t wait_ms, int *working, int *ready)
 {
     int64_t now = ldct_mono_ms();
@@ -408,14 +416,15 @@ static void count_working(worker *w, int64_t wait_ms, int *working, int *ready)
  * the CPU itself, as it does when no other device works. */
 static int standing_by(worker *w)
 {
-    if (!w->gpu_down)
-        return 0;
-    if (ldct_mono_ms() >= w->gpu_check_ms)
-        check_gpu(w);
+    w->covering = w->covering && w->gpu_down;
     if (!w->gpu_down)
         return 0;
     worker_settings st;
     w->pool->o.settings(w->pool->o.ctx, &st);
+    if (ldct_mono_ms() - w->gpu_checked_ms >= gpu_check_every_s(&st) * 1000LL)
+        check_gpu(w); /* the interval in effect now: a reload applies at once */
+    if (!w->gpu_down)
+        return w->covering = 0;
     int working, ready;
     count_working(w, st.gpu_down_wait_seconds * 1000LL, &working, &ready);
     int cover = working > 0 && ready == 0;

@@ -8,9 +8,10 @@
  * fails at once with its reason; passing trouble (disk full, database busy)
  * is retried up to job_max_attempts; a GPU failure falls back to the CPU
  * inside process_series, and the worker then checks its GPU. A GPU that
- * fails the check is down: its worker leaves the jobs to the others (or,
- * when no other can take them, runs them on the CPU) and checks it again
- * every minute. Crash safety comes from the database: a job left
+ * fails the check is down: its worker leaves the jobs to the workers
+ * whose device works (or, when there is none, or each has been on one job
+ * for over gpu_down_wait_seconds, runs them on the CPU) and checks it
+ * again every gpu_check_seconds. Crash safety comes from the database: a job left
  * running is put back to pending at the next start (db_recover).
  *
  * Threading: worker_pool_* are called from one thread (the daemon's loop),

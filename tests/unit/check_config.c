@@ -855,6 +855,28 @@ START_TEST(nan_and_infinity_are_out_of_range)
 }
 END_TEST
 
+/* The GPU keys: 60 and 300 by default, read from a file, bounded. */
+START_TEST(gpu_check_and_down_wait_have_defaults_and_bounds)
+{
+    ldct_config *cfg;
+    ck_assert_int_eq(config_new_defaults(&cfg), 0);
+    ck_assert_int_eq(cfg->node.gpu_check_seconds, 60);
+    ck_assert_int_eq(cfg->node.gpu_down_wait_seconds, 300);
+    config_free(cfg);
+    int rc;
+    cfg = load_text("[node]\ngpu_check_seconds = 5\ngpu_down_wait_seconds = 0\n", &rc);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_int_eq(cfg->node.gpu_check_seconds, 5);
+    ck_assert_int_eq(cfg->node.gpu_down_wait_seconds, 0);
+    config_free(cfg);
+    cfg = load_text("[node]\ngpu_check_seconds = 4\ngpu_down_wait_seconds = -1\n", &rc);
+    ck_assert_int_eq(rc, LDCT_EINVAL_CONFIG);
+    ck_assert(has_error(cfg, 2, "gpu_check_seconds = 4: out of range (5 to 86400)"));
+    ck_assert(has_error(cfg, 3, "gpu_down_wait_seconds = -1: out of range (0 to 86400)"));
+    config_free(cfg);
+}
+END_TEST
+
 /* The message names the bounds, so the admin need not look them up. */
 START_TEST(out_of_range_names_the_bounds)
 {
@@ -999,6 +1021,7 @@ int main(void)
     tcase_add_test(tc, uid_root_check_is_the_files);
     tcase_add_test(tc, nan_and_infinity_are_out_of_range);
     tcase_add_test(tc, out_of_range_names_the_bounds);
+    tcase_add_test(tc, gpu_check_and_down_wait_have_defaults_and_bounds);
     tcase_add_test(tc, adaptive4d_mapping_keys_parse_with_defaults_and_bounds);
     tcase_add_test(tc, rule_option_set_checks_like_a_file);
     suite_add_tcase(s, tc);

@@ -19,6 +19,7 @@
 #include <check.h>
 #include <sqlite3.h>
 #include <stdint.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -285,6 +286,33 @@ START_TEST(a_down_gpu_leaves_jobs_to_a_working_device_busy_for_less_than_the_wai
 }
 END_TEST
 
+/* Points stderr (the log) at a fresh file; returns the old descriptor. */
+static int capture_stderr(const char *path)
+{
+    fflush(stderr);
+    int saved = dup(2), fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ck_assert_int_ge(saved, 0);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(dup2(fd, 2), 2);
+    close(fd);
+    return saved;
+}
+
+static void restore_stderr(int saved)
+{
+    fflush(stderr);
+    ck_assert_int_eq(dup2(saved, 2), 2);
+    close(saved);
+}
+
+/* 1 when the file holds `text`. */
+static int file_has(const char *path, const char *text)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "grep -qF '%s' '%s'", text, path);
+    return system(cmd) == 0;
+}
+
 /* On a GPU (SKIP without one): job 1 runs on it; then its CUDA context
  * breaks (a kernel writes to an invalid address, as a faulty kernel or a
  * hardware fault does). Job 2's GPU call fails, the CPU does the job, and
@@ -298,19 +326,28 @@ START_TEST(a_gpu_that_breaks_between_jobs_is_found_down_after_the_next)
     }
 #if LDCT_WITH_CUDA
     const gpu_device gpu0 = {.kind = GPU_DEVICE_CUDA, .index = 0};
+    log_level = LOG_LVL_ERR; /* CUDA's failures are logged as errors */
     worker_pool *p = start_pool(&gpu0, 1);
     db *d = NULL;
     ck_assert_int_eq(db_open(db_path, 0, &d), 0);
     tally t;
+    char errs[128];
+    snprintf(errs, sizeof errs, "%s/errors.txt", dir);
     for (int k = 0; k < 3; k++) {
         if (k == 1)
             ck_assert_int_eq(gpu_test_break_context(0), 700); /* cudaErrorIllegalAddress */
+        int saved = capture_stderr(errs);
         queue_job(d, k, 16, SLICES, "");
         worker_pool_notify(p);
         wait_jobs(d, k + 1, &t);
         ck_assert_int_eq(t.done, k + 1);
         ck_assert_str_eq(t.worker_of[k + 1], "worker-0/gpu:0");
         assert_down(p, k > 0);
+        restore_stderr(saved);
+        /* job 2 tried the GPU and met the broken context; job 3, on a down
+         * GPU, went to the CPU without trying it */
+        ck_assert_msg(file_has(errs, "illegal memory access") == (k == 1),
+                      "job %d: CUDA's error %slogged", k + 1, k == 1 ? "not " : "");
     }
     db_close(d);
     ck_assert_int_eq(worker_pool_stop(p, 10), 0);
@@ -419,8 +456,7 @@ int main(int argc, char **argv)
     if (argc > 0 && (!threads || strcmp(threads, "1") != 0)) {
         setenv("OMP_NUM_THREADS", "1", 1);
         execv("/proc/self/exe", argv);
-        perror("check_worker: execv");
-        return 1;
+        perror("check_worker: execv (the long-job cases run on every core)");
     }
     Suite *s = suite_create("worker");
     TCase *tc = tcase_create("gpu_down");
