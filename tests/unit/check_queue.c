@@ -2,8 +2,10 @@
  * fixed once per job, finishing with sends, failures and retries, crash
  * recovery, send claiming (one in flight per destination) and backoff,
  * retention of unmatched series and of delivered ones, the progress of
- * running jobs. */
+ * running jobs, status_read taking one snapshot. */
 #include "common/err.h"
+#include "daemon/status.h"
+#include "db/internal.h"
 #include "db/queue.h"
 #include "pipeline/sender.h"
 #include "tests/unit/testutil.h"
@@ -1245,6 +1247,57 @@ START_TEST(a_read_transaction_sees_one_state_of_the_queue)
 }
 END_TEST
 
+/* A worker's claim committed by another connection at the moment
+ * status_read starts its list of running jobs (a SQLite trace hook on the
+ * reader's connection): rc of the claim, and whether it ran. */
+typedef struct claim_midway {
+    db *writer;
+    int ran, rc;
+} claim_midway;
+
+static int claim_before_the_list(unsigned type, void *ctx, void *stmt, void *sql)
+{
+    claim_midway *c = ctx;
+    (void)type;
+    (void)stmt;
+    if (!c->ran && strstr((const char *)sql, "j.state = 'running'")) {
+        db_job j;
+        c->ran = 1;
+        c->rc = db_job_claim(c->writer, "w1", 3500, &j);
+    }
+    return 0;
+}
+
+/* status_read takes its totals and its running jobs from one snapshot: a
+ * job that starts between the two reads is in neither, and the next read
+ * has it in both. */
+START_TEST(status_read_agrees_with_itself_when_a_job_starts_midway)
+{
+    char p[128];
+    db *d = open_fresh(p, sizeof p);
+    job(d, stable_series(d, "1.1", 1), 0, "", 0);
+    job(d, stable_series(d, "1.2", 1), 0, "", 0);
+    db_job j;
+    ck_assert_int_eq(db_job_claim(d, "w0", 3000, &j), 0);
+    db *r;
+    ck_assert_int_eq(db_open(p, 1, &r), 0);
+    claim_midway c = {.writer = d};
+    sqlite3_trace_v2(r->h, SQLITE_TRACE_STMT, claim_before_the_list, &c);
+    status_snapshot s;
+    ck_assert_int_eq(status_read(r, 1, &s), 0);
+    ck_assert_int_eq(c.ran, 1);
+    ck_assert_int_eq(c.rc, 0);
+    ck_assert_int_eq(s.q.jobs_running, 1);
+    ck_assert_int_eq(s.nrunning, 1);
+    sqlite3_trace_v2(r->h, 0, NULL, NULL);
+    ck_assert_int_eq(status_read(r, 1, &s), 0);
+    ck_assert_int_eq(s.q.jobs_running, 2);
+    ck_assert_int_eq(s.nrunning, 2);
+    db_close(r);
+    db_close(d);
+}
+END_TEST
+
 /* clear(id) removes one job's progress, clear(-1) every job's, and so does
  * db_recover at the start: a job claimed again, even on a clock set back,
  * shows nothing from the last run. */
@@ -1349,6 +1402,7 @@ int main(void)
     tcase_add_test(tc, progress_is_cleared_per_job_for_all_and_at_recovery);
     tcase_add_test(tc, running_jobs_are_listed_longest_running_first);
     tcase_add_test(tc, a_read_transaction_sees_one_state_of_the_queue);
+    tcase_add_test(tc, status_read_agrees_with_itself_when_a_job_starts_midway);
     tcase_add_test(tc, a_schema_8_database_lists_jobs_without_progress);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
