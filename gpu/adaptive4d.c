@@ -99,9 +99,14 @@ int gpu__a4d_caps_needed(const gpu_adaptive4d_params *p, const gpu_volume *in)
     return in->nt >= 4 && (p->m_norm == GPU_A4D_NORM_NOISE || p->static_sigma_t > 0);
 }
 
+int gpu__a4d_surrogate_nt(int nt)
+{
+    return nt / 2 < GPU_A4D_SURROGATE_T ? nt / 2 : GPU_A4D_SURROGATE_T;
+}
+
 int gpu__a4d_surrogate(const gpu_volume *in, gpu_volume *out, int threads)
 {
-    const int pairs = in->nt / 2, k = pairs < GPU_A4D_SURROGATE_T ? pairs : GPU_A4D_SURROGATE_T;
+    const int pairs = in->nt / 2, k = gpu__a4d_surrogate_nt(in->nt);
     if (gpu_volume_init(out, in->nx, in->ny, in->nz, k) != 0)
         return -ENOMEM;
     const size_t tp = (size_t)in->nx * in->ny * in->nz;

@@ -259,6 +259,7 @@ float gpu__a4d_norm_median(float *samples, size_t m);
 #define GPU_A4D_SURROGATE_T 8
 int gpu__a4d_caps_needed(const gpu_adaptive4d_params *p, const gpu_volume *in);
 int gpu__a4d_surrogate(const gpu_volume *in, gpu_volume *out, int threads);
+int gpu__a4d_surrogate_nt(int nt); /* K */
 double gpu__a4d_capped(const char *what, double median, double cap);
 
 /* Slabs along t. A region of time points [r0, r1) filtered as if it were
