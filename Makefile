@@ -19,7 +19,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 DEB_PKGS := dcmtk libdcmtk-dev libuv1-dev libsqlite3-dev check libinih-dev libsystemd-dev \
 	libmicrohttpd-dev libfftw3-dev libpng-dev pkg-config dicom3tools orthanc sqlite3 curl \
-	clang-format cppcheck socat systemd python3
+	clang-format cppcheck socat systemd python3 openssl libssl-dev
 
 WARN := -Wall -Wextra -Werror
 CPPFLAGS := -I. -D_GNU_SOURCE -DLDCT_WITH_CUDA=$(WITH_CUDA) -MMD -MP

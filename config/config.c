@@ -121,6 +121,19 @@ static const opt_def OPTIONS[] = {
          "status and metrics over HTTP (GET /status, /metrics, /healthz); 0 = off"),
     NODE("http_bind", T_ADDR, 0, 0, "127.0.0.1", http_bind,
          "numeric address of the HTTP listener (0.0.0.0 or :: for every interface)"),
+    NODE("tls_port", T_INT, 0, 65535, "0", tls_port,
+         "TCP port of the DICOM TLS listener (BCP 195 profile), beside port; 0 = off"),
+    NODE("tls_certificate", T_STR, 0, 0, "", tls_certificate,
+         "PEM file: this node's certificate (chain), for the TLS listener and TLS sends"),
+    NODE("tls_private_key", T_STR, 0, 0, "", tls_private_key,
+         "PEM file: its private key, unencrypted (readable by ldctd only)"),
+    NODE("tls_ca_certificates", T_STR, 0, 0, "", tls_ca_certificates,
+         "PEM file: the CA certificates that peers' certificates must chain to"),
+    NODE("tls_require_client_certificate", T_BOOL, 0, 0, "yes", tls_require_client_certificate,
+         "refuse TLS callers without a certificate from tls_ca_certificates"),
+    NODE("tls_profile", T_STR, 1, 0, "bcp195-nd", tls_profile,
+         "bcp195-nd (TLS 1.2 or later only) | bcp195 (also falls back to TLS 1.0 and the"
+         " retired AES and Basic profiles, for older peers)"),
     DEST("host", T_STR, 0, 0, "", host, "host name or address"),
     DEST("port", T_INT, 1, 65535, "104", port, "TCP port"),
     DEST("ae_title", T_AE, 0, 0, "", ae_title, "the destination's AE title"),
@@ -130,6 +143,9 @@ static const opt_def OPTIONS[] = {
     DEST("retry_max_seconds", T_INT, 1, 604800, "600", retry_max_seconds, ""),
     DEST("retry_max_attempts", T_INT, 1, 10000, "20", retry_max_attempts,
          "then the send is dead (ldct retry requeues it)"),
+    DEST("tls", T_BOOL, 0, 0, "no", tls,
+         "send over TLS: the peer's certificate must chain to the node's tls_ca_certificates;"
+         " the node's tls_certificate, when set, is ours"),
     RULE("match.modality", T_STR, 0, 0, "", modality, "wildcard on Modality"),
     RULE("match.calling_ae", T_STR, 0, 0, "", calling_ae, "wildcard on the sender's AE"),
     RULE("match.called_ae", T_STR, 0, 0, "", called_ae, "wildcard on the AE it was sent to"),
@@ -762,6 +778,8 @@ static int on_entry(void *user, const char *section, const char *name, const cha
         add_error(pc->cfg, pc->line, "%s = %s: %s", name, value, err);
     if (pc->kind == S_RULE && o->type == T_NAMELIST)
         ((cfg_rule *)base)->dest_line = pc->line;
+    if (pc->kind == S_NODE && strncmp(name, "tls_", 4) == 0 && !pc->cfg->node.tls_line)
+        pc->cfg->node.tls_line = pc->line;
     return 1;
 }
 
@@ -855,6 +873,24 @@ static void validate_rule(ldct_config *cfg, const cfg_rule *r)
                   ACTIONS[r->action]);
 }
 
+/* The TLS listener's keys belong together; the files themselves are read
+ * (and checked) by ldctd at start and by ldct check-config. */
+static void validate_tls(ldct_config *cfg)
+{
+    const cfg_node *n = &cfg->node;
+    if (strcmp(n->tls_profile, "bcp195-nd") != 0 && strcmp(n->tls_profile, "bcp195") != 0)
+        add_error(cfg, n->tls_line, "tls_profile = %s: use bcp195-nd or bcp195", n->tls_profile);
+    if (n->tls_port <= 0)
+        return;
+    if (n->tls_port == n->port)
+        add_error(cfg, n->tls_line, "tls_port %d is also port: give TLS its own port", n->tls_port);
+    if (!n->tls_certificate[0] || !n->tls_private_key[0])
+        add_error(cfg, n->tls_line, "tls_port needs tls_certificate and tls_private_key");
+    if (n->tls_require_client_certificate && !n->tls_ca_certificates[0])
+        add_error(cfg, n->tls_line,
+                  "tls_require_client_certificate needs tls_ca_certificates (or set it to no)");
+}
+
 static void validate(ldct_config *cfg)
 {
     for (int i = 0; i < cfg->ndest; i++) {
@@ -863,7 +899,12 @@ static void validate(ldct_config *cfg)
             add_error(cfg, d->line, "destination '%s' needs host", d->name);
         if (!d->ae_title[0])
             add_error(cfg, d->line, "destination '%s' needs ae_title", d->name);
+        if (d->tls && !cfg->node.tls_ca_certificates[0])
+            add_error(cfg, d->line,
+                      "destination '%s': tls needs the node's tls_ca_certificates to verify it",
+                      d->name);
     }
+    validate_tls(cfg);
     for (int i = 0; i < cfg->nrule; i++)
         validate_rule(cfg, &cfg->rule[i]);
 }

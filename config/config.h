@@ -62,6 +62,13 @@ typedef struct cfg_node {
                                        * GPU's worker runs them on the CPU */
     int http_port;                    /* status / metrics HTTP listener; 0 = off */
     char http_bind[CFG_HOST_MAX + 1]; /* numeric address it binds to */
+    int tls_port;                     /* DICOM TLS listener; 0 = off */
+    char tls_certificate[CFG_PATH_MAX];     /* PEM: this node's certificate (chain) */
+    char tls_private_key[CFG_PATH_MAX];     /* PEM, unencrypted */
+    char tls_ca_certificates[CFG_PATH_MAX]; /* PEM: CAs that peers' certificates chain to */
+    int tls_require_client_certificate;     /* a TLS caller without one is refused */
+    char tls_profile[16];                   /* "bcp195-nd" or "bcp195" (with fallback) */
+    int tls_line;                           /* line of the first tls_ key (0: none) */
 } cfg_node;
 
 typedef struct cfg_destination {
@@ -75,6 +82,7 @@ typedef struct cfg_destination {
     double retry_multiplier;   /* each further delay is this much longer */
     int retry_max_seconds;     /* cap on one delay */
     int retry_max_attempts;    /* then the send is dead */
+    int tls;                   /* send over TLS (the node's tls_ keys) */
 } cfg_destination;
 
 /* A numeric match: inclusive bounds; a side left open is +-infinity. */

@@ -9,6 +9,7 @@
 #include "config/config.h"
 #include "daemon/cli.h"
 #include "daemon/status.h"
+#include "daemon/tls.h"
 #include "daemon/version.h"
 #include "db/db.h"
 #include "db/queue.h"
@@ -182,18 +183,22 @@ static int cmd_check_config(cli_opts *o)
         fprintf(stderr, "%s: cannot read: %s\n", o->argv[0], ldct_strerror(rc));
         return 1;
     }
+    char tls[600] = "";
+    const int tls_bad = cfg->nerr == 0 && node_tls_check(cfg, tls, sizeof tls) != 0;
+    if (tls_bad)
+        fprintf(stderr, "%s: %s\n", o->argv[0], tls);
     for (int i = 0; i < cfg->nerr && i < CFG_ERR_MAX; i++)
         fprintf(stderr, "%s\n", cfg->err[i]);
     if (cfg->nerr > CFG_ERR_MAX)
         fprintf(stderr, "... and %d more error(s)\n", cfg->nerr - CFG_ERR_MAX);
-    if (cfg->nerr == 0) {
+    if (cfg->nerr == 0 && !tls_bad) {
         printf("%s: OK (%d destination(s), %d rule(s))\n", o->argv[0], cfg->ndest, cfg->nrule);
         config_node_print(cfg, stdout);
     } else {
-        fprintf(stderr, "%s: %d error(s)\n", o->argv[0], cfg->nerr);
+        fprintf(stderr, "%s: %d error(s)\n", o->argv[0], cfg->nerr + tls_bad);
     }
     config_free(cfg);
-    return rc ? 1 : 0;
+    return rc || tls_bad ? 1 : 0;
 }
 
 static int cmd_version(cli_opts *o)

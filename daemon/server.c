@@ -7,6 +7,7 @@
 #include "common/fsutil.h"
 #include "common/log.h"
 #include "daemon/http.h"
+#include "daemon/tls.h"
 #include "config/config.h"
 #include "db/db.h"
 #include "db/queue.h"
@@ -42,6 +43,7 @@ typedef struct server {
     ingest *ingest;
     db *db; /* the loop thread's own connection */
     scp_server *scp;
+    scp_server *scp_tls; /* the TLS port, when tls_port is set */
     worker_pool *workers;
     sender_pool *senders;
     http_server *http;
@@ -281,6 +283,12 @@ static void keep_restart_only(const cfg_node *run, cfg_node *next)
     KEEP_RUNNING_INT(sender_threads);
     KEEP_RUNNING_INT(http_port);
     KEEP_RUNNING_STR(http_bind);
+    KEEP_RUNNING_INT(tls_port);
+    KEEP_RUNNING_STR(tls_certificate);
+    KEEP_RUNNING_STR(tls_private_key);
+    KEEP_RUNNING_STR(tls_ca_certificates);
+    KEEP_RUNNING_INT(tls_require_client_certificate);
+    KEEP_RUNNING_STR(tls_profile);
 }
 #undef KEEP_RUNNING_INT
 #undef KEEP_RUNNING_STR
@@ -344,6 +352,27 @@ static int load_config(server *s)
     return rc;
 }
 
+/* The TLS port: a second server with the same handlers, counted against
+ * the same max_associations. */
+static int start_dicom_tls(server *s, const scp_server_options *plain, const scp_handlers *h)
+{
+    const cfg_node *n = &s->cfg->node;
+    scp_tls tls = node_tls(n);
+    scp_server_options opt = *plain;
+    opt.port = n->tls_port;
+    opt.tls = &tls;
+    scp_server *srv = NULL;
+    int rc = scp_server_new(&opt, h, &srv);
+    if (rc == 0)
+        scp_server_share_limit(srv, s->scp);
+    __atomic_store_n(&s->scp_tls, srv, __ATOMIC_RELEASE);
+    if (rc == 0)
+        rc = scp_server_start(srv);
+    if (rc)
+        log_err("cannot listen on tls_port %d: %s", n->tls_port, ldct_strerror(rc));
+    return rc;
+}
+
 static int start_dicom(server *s)
 {
     const cfg_node *n = &s->cfg->node;
@@ -368,6 +397,8 @@ static int start_dicom(server *s)
         rc = scp_server_start(s->scp);
     if (rc)
         log_err("cannot listen on port %d: %s", n->port, ldct_strerror(rc));
+    if (rc == 0 && n->tls_port > 0)
+        rc = start_dicom_tls(s, &opt, &h);
     return rc;
 }
 
@@ -376,8 +407,10 @@ static void live_status(void *ctx, status_snapshot *st)
 {
     const server *s = ctx;
     st->uptime_s = (ldct_now_ms() - s->started_ms) / 1000;
-    scp_server *srv = __atomic_load_n(&s->scp, __ATOMIC_ACQUIRE);
-    st->associations_active = srv ? scp_server_active(srv) : 0;
+    scp_server *srv = __atomic_load_n(&s->scp, __ATOMIC_ACQUIRE),
+               *tls = __atomic_load_n(&s->scp_tls, __ATOMIC_ACQUIRE);
+    st->associations_active =
+        (srv ? scp_server_active(srv) : 0) + (tls ? scp_server_active(tls) : 0);
     st->workers = s->nworkers;
     st->gpus_down = s->workers ? worker_pool_gpus_down(s->workers) : 0;
 }
@@ -492,11 +525,14 @@ static void shutdown_all(server *s)
     s->http = NULL;
     worker_pool_drain(s->workers); /* no job starts only to be cut off at the grace's end */
     if (s->scp) {
-        int active = scp_server_active(s->scp);
+        int active = scp_server_active(s->scp) + (s->scp_tls ? scp_server_active(s->scp_tls) : 0);
         if (active)
             log_notice("waiting up to %d s for %d association(s)",
                        s->cfg->node.shutdown_grace_seconds, active);
+        scp_server_refuse_new(s->scp_tls); /* both ports refuse from now on */
         scp_server_stop(s->scp, s->cfg->node.shutdown_grace_seconds);
+        scp_server_stop(s->scp_tls, grace_left(s, t0));
+        scp_server_free(s->scp_tls);
         scp_server_free(s->scp);
         mark_reception_stopped(s);
     } else if (!s->unclean_start || s->suspects_marked) {
@@ -651,9 +687,16 @@ static int start_pipeline(server *s)
     }
     w.ndev = rc;
     s->nworkers = rc;
+    scp_tls tls = node_tls(n);
+    char why[600];
+    if ((rc = node_tls_check(s->cfg, why, sizeof why))) {
+        log_err("%s", why); /* found now rather than at the first send */
+        return rc;
+    }
     sender_pool_opts so = {.db_path = db_path,
                            .threads = n->sender_threads,
                            .calling_ae = n->ae_title,
+                           .tls = &tls,
                            .destination = destination_get,
                            .ctx = s};
     if ((rc = sender_pool_start(&so, &s->senders)) || (rc = worker_pool_start(&w, &s->workers))) {
@@ -692,8 +735,12 @@ int server_run(const char *config_path)
     }
     start_loop_handles(&s);
     const cfg_node *n = &s.cfg->node;
-    log_notice("ldctd ready: AE %s on port %d, state in %s%s%s", n->ae_title, n->port, n->state_dir,
-               config_path ? ", config " : ", embedded defaults", config_path ? config_path : "");
+    char tls[32] = "";
+    if (n->tls_port > 0)
+        snprintf(tls, sizeof tls, " (TLS on %d)", n->tls_port);
+    log_notice("ldctd ready: AE %s on port %d%s, state in %s%s%s", n->ae_title, n->port, tls,
+               n->state_dir, config_path ? ", config " : ", embedded defaults",
+               config_path ? config_path : "");
     sd_notifyf(0, "READY=1\nSTATUS=listening as %s on port %d", n->ae_title, n->port);
     uv_run(&s.loop, UV_RUN_DEFAULT);
     shutdown_all(&s);

@@ -29,6 +29,8 @@ typedef struct sender {
 struct sender_pool {
     sender_pool_opts o;
     char calling_ae[17];
+    char tls_files[3][CFG_PATH_MAX]; /* certificate, key, CA file of tls */
+    scp_tls tls;
     pthread_mutex_t lock;
     pthread_cond_t wake;
     int stop, n;
@@ -36,6 +38,22 @@ struct sender_pool {
     int cancel; /* set (atomically) at stop: running associations end after their file */
     sender s[SENDER_MAX];
 };
+
+/* The pool's own copy of the TLS files (the configuration may be swapped
+ * by a reload; TLS keys change only with a restart). */
+static void copy_tls(sender_pool *p, const scp_tls *t)
+{
+    const char *src[3] = {t ? t->certificate : NULL, t ? t->private_key : NULL,
+                          t ? t->ca_file : NULL};
+    for (int i = 0; i < 3; i++)
+        snprintf(p->tls_files[i], sizeof p->tls_files[i], "%s", src[i] ? src[i] : "");
+    p->tls = (scp_tls){.certificate = p->tls_files[0],
+                       .private_key = p->tls_files[1],
+                       .ca_file = p->tls_files[2],
+                       .require_peer = 1,
+                       .legacy = t ? t->legacy : 0};
+    p->o.tls = &p->tls;
+}
 
 int64_t sender_backoff_ms(const cfg_destination *d, int attempts)
 {
@@ -97,7 +115,8 @@ static int deliver(sender *s, const db_send *snd, const cfg_destination *d, int 
                           .calling_ae = s->pool->calling_ae,
                           .connect_timeout_s = d->timeout,
                           .dimse_timeout_s = d->timeout,
-                          .cancel = &s->pool->cancel};
+                          .cancel = &s->pool->cancel,
+                          .tls = d->tls ? &s->pool->tls : NULL};
     rc = st ? scp_send_files(&o, (const char *const *)paths.v, paths.n, st, err, len) : -ENOMEM;
     char summary[128];
     if (rc == 0 && !statuses_ok(st, paths.n, summary, sizeof summary)) {
@@ -259,6 +278,7 @@ int sender_pool_start(const sender_pool_opts *o, sender_pool **out)
     p->o.db_path = NULL; /* used only while starting */
     p->o.calling_ae = p->calling_ae;
     snprintf(p->calling_ae, sizeof p->calling_ae, "%s", o->calling_ae);
+    copy_tls(p, o->tls);
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->wake, NULL);
     int rc = 0;

@@ -16,6 +16,7 @@
 #define LDCT_PIPELINE_SENDER_H
 
 #include "config/config.h"
+#include "scp/scp.h"
 
 #include <stdint.h>
 
@@ -28,6 +29,7 @@ typedef struct sender_pool_opts {
     const char *db_path;
     int threads;
     const char *calling_ae; /* our AE title */
+    const scp_tls *tls;     /* for destinations with tls = yes (NULL: none set up); copied */
     /* Copies the current configuration of a destination; 0, or LDCT_ENOTFOUND. */
     int (*destination)(void *ctx, const char *name, cfg_destination *out);
     void *ctx;

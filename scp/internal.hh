@@ -20,6 +20,7 @@ class DcmDataset;
 class DcmFileFormat;
 class DcmItem;
 class DcmTagKey;
+class DcmTLSTransportLayer;
 
 /* Maps a DCMTK condition to 0 (good) or a negative project error code, and
  * logs the condition text with `what` (no dataset content) when it is bad. */
@@ -50,6 +51,15 @@ int scp__check_nesting(const char *path, int limit, char *err, size_t len);
  * none of those rules applies (DCMTK may still refuse it). The reason is
  * a static string without request content. */
 const char *scp__assoc_rq_fault(const unsigned char *body, size_t len);
+
+/* Initialises OpenSSL once per process (tls.cc). */
+void scp__tls_init(void);
+
+/* Sets the BCP 195 profile, our certificate and key, the CA certificates and
+ * the peer verification of `l` (tls.cc; role_scp: listener or sender): 0,
+ * or LDCT_EINVAL_CONFIG / LDCT_EDICOM with the reason in err. */
+int scp__tls_configure(DcmTLSTransportLayer &l, const scp_tls *t, int role_scp, char *err,
+                       size_t len);
 
 /* Copies `src` into `dst` (size `len`, always terminated when len > 0). */
 void scp__strlcpy(char *dst, const char *src, size_t len);

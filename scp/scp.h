@@ -111,6 +111,21 @@ typedef struct scp_handlers {
                               const char *const *series_uids, int n, scp_cut why);
 } scp_handlers;
 
+/* DICOM TLS (PS3.15 B.9 and B.10): the non-downgrading BCP 195 profile
+ * (TLS 1.2 or later, four AES-GCM cipher suites), or with `legacy` the BCP
+ * 195 profile that also falls back to TLS 1.0 and the retired AES and Basic
+ * profiles' suites for older peers. PEM files; the private key unencrypted
+ * (readable by the daemon only). */
+typedef struct scp_tls {
+    const char *certificate; /* our certificate (chain) */
+    const char *private_key; /* its key */
+    const char *ca_file;     /* CA certificates that peers' certificates must chain to;
+                              * NULL or "": none (then peers cannot be verified) */
+    int require_peer;        /* SCP: a peer without a valid certificate is refused
+                              * (else one it sends is still verified); SCU: always */
+    int legacy;              /* the BCP 195 profile with fallback (see above) */
+} scp_tls;
+
 typedef struct scp_server_options {
     const char *ae_title; /* our AE title (1..16 chars); copied */
     int port;
@@ -120,6 +135,8 @@ typedef struct scp_server_options {
     int dimse_timeout_s;  /* <= 0: 60 s; idle time between and within messages */
     uint32_t max_pdu;     /* our maximum receive PDU length; 0: 131072;
                            * clamped to 4096..131072 */
+    const scp_tls *tls;   /* NULL: plain TCP; else every connection speaks TLS
+                           * (files read at scp_server_start; copied) */
 } scp_server_options;
 
 typedef struct scp_server scp_server;
@@ -153,8 +170,24 @@ int scp_server_start(scp_server *srv);
  * joins every thread. Takes at most about grace_s + 2 s. */
 void scp_server_stop(scp_server *srv, int grace_s);
 
+/* From now on every new association request gets the transient "local
+ * limit exceeded" rejection (scp_server_stop does this first; a node with
+ * two ports calls it on the second before stopping the first). NULL is a
+ * no-op. */
+void scp_server_refuse_new(scp_server *srv);
+
 /* Number of associations running now. */
 int scp_server_active(scp_server *srv);
+
+/* Makes srv count its associations against other's max_associations (the
+ * plain and the TLS port of one node share one limit). Call before
+ * scp_server_start of either; the two may be freed in any order. */
+void scp_server_share_limit(scp_server *srv, scp_server *other);
+
+/* Checks that the TLS files load (certificate, key that matches it, CA
+ * file) without listening: 0, or LDCT_EINVAL_CONFIG with the reason in
+ * err. `role_scp` 1 for a listener, 0 for a sender. */
+int scp_tls_check(const scp_tls *tls, int role_scp, char *err, size_t err_len);
 
 /* Frees the server (stops it first if needed). NULL is a no-op. */
 void scp_server_free(scp_server *srv);
@@ -213,6 +246,8 @@ typedef struct scp_send_options {
     uint32_t max_pdu;       /* our maximum receive PDU; 0: 131072 */
     const int *cancel;      /* may be NULL; read atomically before each file: nonzero
                              * aborts the association and returns LDCT_ECANCELED */
+    const scp_tls *tls;     /* NULL: plain TCP; else TLS, the peer's certificate
+                             * verified against tls->ca_file */
 } scp_send_options;
 
 /* Sends the n files in one association (C-STORE each). For every distinct

@@ -30,10 +30,12 @@ extern "C" {
 #include <dcmtk/dcmnet/dcmtrans.h>
 #include <dcmtk/dcmnet/dimse.h>
 #include <dcmtk/dcmnet/dul.h>
+#include <dcmtk/dcmtls/tlslayer.h>
 
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -172,6 +174,26 @@ void bound_writes(scu *s)
     (void)setsockopt(socket_of::get(tc), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
+/* With o->tls, a TLS transport layer on s->net (DCMTK owns it) and the
+ * request marked for it: 0, or an error with the reason in s->err. */
+int use_tls(scu *s, T_ASC_Parameters *params)
+{
+    const scp_send_options *o = s->o;
+    if (!o->tls)
+        return 0;
+    scp__tls_init();
+    std::unique_ptr<DcmTLSTransportLayer> l(
+        new DcmTLSTransportLayer(NET_REQUESTOR, nullptr, OFFalse));
+    int rc = scp__tls_configure(*l, o->tls, 0, s->err, s->err_len);
+    if (rc)
+        return rc;
+    OFCondition c = ASC_setTransportLayer(s->net, l.get(), 1);
+    if (c.bad())
+        return scp__cond_err(c, "SCU TLS layer");
+    l.release();
+    return scp__cond_err(ASC_setTransportLayerType(params, OFTrue), "SCU TLS");
+}
+
 int associate(scu *s)
 {
     const scp_send_options *o = s->o;
@@ -193,6 +215,8 @@ int associate(scu *s)
     if (c.good())
         c = ASC_setPresentationAddresses(params, "localhost", peer.c_str());
     int rc = c.good() ? propose(s, params) : scp__cond_err(c, "SCU parameters");
+    if (rc == 0)
+        rc = use_tls(s, params);
     if (rc < 0) {
         ASC_destroyAssociationParameters(&params);
         return rc;

@@ -58,6 +58,9 @@ extern "C" {
 #include <dcmtk/dcmnet/dcmtrans.h>
 #include <dcmtk/dcmnet/dimse.h>
 #include <dcmtk/dcmnet/dul.h>
+#include <dcmtk/dcmtls/tlslayer.h>
+#include <dcmtk/dcmtls/tlstrans.h>
+#include <openssl/ssl.h>
 
 #include <algorithm>
 #include <atomic>
@@ -134,6 +137,11 @@ struct assoc_ctx {
 struct scp_server {
     std::string ae_title;
     scp_server_options opt{};
+    std::string tls_certificate, tls_private_key, tls_ca; /* opt.tls points to tls */
+    scp_tls tls{};
+    /* Associations counted against max_associations: this server's, or
+     * shared with another port of the node (scp_server_share_limit). */
+    std::shared_ptr<std::atomic<int>> limit = std::make_shared<std::atomic<int>>(0);
     scp_handlers h{};
     T_ASC_Network *net = nullptr;
     std::thread listener;
@@ -662,6 +670,18 @@ void report_interrupted(scp_server *srv, const assoc_ctx &a, bool cut)
     }
 }
 
+/* Counts one more association against max_associations (shared with the
+ * node's other port), unless that would exceed it. */
+bool take_slot(scp_server *srv)
+{
+    int n = srv->limit->load();
+    do {
+        if (n >= srv->opt.max_associations)
+            return false;
+    } while (!srv->limit->compare_exchange_weak(n, n + 1));
+    return true;
+}
+
 /* Runs one received association request to its end: the busy check, the
  * caller's verdict, negotiation and the DIMSE loop. */
 void run_association(scp_server *srv, T_ASC_Association *assoc)
@@ -672,7 +692,7 @@ void run_association(scp_server *srv, T_ASC_Association *assoc)
     {
         std::lock_guard<std::mutex> lk(srv->mu);
         stopping = srv->stopping;
-        busy = stopping || srv->active >= srv->opt.max_associations;
+        busy = stopping || !take_slot(srv);
         if (!busy)
             srv->active++;
     }
@@ -689,10 +709,11 @@ void run_association(scp_server *srv, T_ASC_Association *assoc)
         reject(assoc, v, a,
                v == SCP_ASSOC_REJECT_CALLED_AE ? "this node is " + srv->ae_title : std::string());
     } else if (negotiate(srv, assoc) == 0) {
-        log_info("scp: association from %s (calling %s) accepted", a.peer.c_str(),
-                 a.calling.c_str());
+        log_info("scp: association from %s (calling %s) accepted%s", a.peer.c_str(),
+                 a.calling.c_str(), srv->opt.tls ? " over TLS" : "");
         report_interrupted(srv, a, !serve(srv, &a, assoc));
     }
+    srv->limit->fetch_sub(1);
     std::lock_guard<std::mutex> lk(srv->mu);
     srv->active--;
     srv->cv.notify_all();
@@ -873,21 +894,21 @@ bool pdu_guard::feed(const unsigned char *p, size_t n)
     return true;
 }
 
-/* A TCP connection whose reads pass through a pdu_guard: an oversized
- * command message or a refused A-ASSOCIATE-RQ fails the read and shuts the
- * socket, so DCMTK aborts the association (or drops the connection)
- * instead of parsing it. */
-class guarded_connection : public DcmTCPConnection
+/* A connection (TCP, or TLS: then what it decrypted) whose reads pass
+ * through a pdu_guard: an oversized command message or a refused
+ * A-ASSOCIATE-RQ fails the read and shuts the socket, so DCMTK aborts the
+ * association (or drops the connection) instead of parsing it. */
+template <class Base> class guarded_connection : public Base
 {
   public:
-    explicit guarded_connection(DcmNativeSocketType sock) : DcmTCPConnection(sock) {}
+    template <class... A> explicit guarded_connection(A... a) : Base(a...) {}
     ssize_t read(void *buf, size_t nbyte) override
     {
-        ssize_t r = DcmTCPConnection::read(buf, nbyte);
+        ssize_t r = Base::read(buf, nbyte);
         if (r > 0 && !guard_.feed(static_cast<const unsigned char *>(buf), (size_t)r)) {
             if (guard_.rq_fault()) {
                 char peer[INET6_ADDRSTRLEN] = "?";
-                peer_address((int)getSocket(), peer, sizeof peer);
+                peer_address((int)this->getSocket(), peer, sizeof peer);
                 log_warn("scp: association request from %s refused before DCMTK reads it: %s "
                          "(DCMTK refuses it too, after building lists it leaks); closing the "
                          "connection",
@@ -898,7 +919,7 @@ class guarded_connection : public DcmTCPConnection
                 log_warn("scp: a DIMSE command message over %zu bytes: closing the connection",
                          k_max_command);
             }
-            shutdown((int)getSocket(), SHUT_RDWR);
+            shutdown((int)this->getSocket(), SHUT_RDWR);
             errno = EPROTO;
             return -1;
         }
@@ -920,8 +941,33 @@ class accept_layer : public DcmTransportLayer
     {
         on_accepted(srv_, (int)sock);
         if (secure)
-            return DcmTransportLayer::createConnection(sock, secure);
-        return new guarded_connection(sock);
+            return nullptr; /* a plain listener */
+        return new guarded_connection<DcmTCPConnection>(sock);
+    }
+
+  private:
+    scp_server *srv_;
+};
+
+/* The TLS transport layer (scp__tls_configure) with the same hook
+ * and guard; DCMTK runs the handshake on the connection before it reads the
+ * A-ASSOCIATE-RQ, so a peer that fails it is dropped as an unreadable
+ * request. */
+class tls_accept_layer : public DcmTLSTransportLayer
+{
+  public:
+    explicit tls_accept_layer(scp_server *srv)
+        : DcmTLSTransportLayer(NET_ACCEPTOR, nullptr, OFFalse), srv_(srv)
+    {
+    }
+    DcmTransportConnection *createConnection(DcmNativeSocketType sock, OFBool secure) override
+    {
+        on_accepted(srv_, (int)sock);
+        SSL *ssl = secure ? SSL_new(getNativeHandle()) : nullptr;
+        if (!ssl)
+            return nullptr;
+        SSL_set_fd(ssl, (int)sock);
+        return new guarded_connection<DcmTLSConnection>(sock, ssl);
     }
 
   private:
@@ -934,8 +980,9 @@ T_ASC_Association *accept_one(scp_server *srv, assoc_slot *slot)
 {
     while (!srv->quit) {
         T_ASC_Association *assoc = nullptr;
-        OFCondition c = ASC_receiveAssociation(srv->net, &assoc, (long)srv->opt.max_pdu, nullptr,
-                                               nullptr, OFFalse, DUL_NOBLOCK, k_listen_poll_s);
+        OFCondition c =
+            ASC_receiveAssociation(srv->net, &assoc, (long)srv->opt.max_pdu, nullptr, nullptr,
+                                   srv->opt.tls ? OFTrue : OFFalse, DUL_NOBLOCK, k_listen_poll_s);
         if (c.good() && slot->accepted)
             return assoc;
         if (c != DUL_NOASSOCIATIONREQUEST && !slot->rq_refused) /* the guard said why */
@@ -1040,6 +1087,41 @@ void listener_main(scp_server *srv)
     }
 }
 
+void copy_tls(scp_server *srv, const scp_tls *t)
+{
+    srv->tls_certificate = t->certificate ? t->certificate : "";
+    srv->tls_private_key = t->private_key ? t->private_key : "";
+    srv->tls_ca = t->ca_file ? t->ca_file : "";
+    srv->tls.certificate = srv->tls_certificate.c_str();
+    srv->tls.private_key = srv->tls_private_key.c_str();
+    srv->tls.ca_file = srv->tls_ca.c_str();
+    srv->tls.require_peer = t->require_peer;
+    srv->tls.legacy = t->legacy;
+    srv->opt.tls = &srv->tls;
+}
+
+/* Our transport layer on srv->net (DCMTK owns it): plain, or TLS with the
+ * files loaded now (a file that does not load stops the start, logged). */
+int install_layer(scp_server *srv)
+{
+    DcmTransportLayer *layer;
+    if (srv->opt.tls) {
+        scp__tls_init();
+        std::unique_ptr<tls_accept_layer> t(new tls_accept_layer(srv));
+        char why[512] = "";
+        int rc = scp__tls_configure(*t, &srv->tls, 1, why, sizeof why);
+        if (rc) {
+            log_err("scp: port %d: %s", srv->opt.port, why);
+            return rc;
+        }
+        layer = t.release();
+    } else {
+        layer = new accept_layer(srv);
+    }
+    return scp__cond_err(ASC_setTransportLayer(srv->net, layer, 1),
+                         "cannot install the transport layer");
+}
+
 int check_options(const scp_server_options *o)
 {
     if (!o->ae_title || !o->ae_title[0] || strlen(o->ae_title) > 16)
@@ -1117,6 +1199,8 @@ extern "C" int scp_server_new(const scp_server_options *opt, const scp_handlers 
         srv->ae_title = opt->ae_title;
         srv->opt = *opt;
         srv->opt.ae_title = nullptr; /* use ae_title, our copy */
+        if (opt->tls)
+            copy_tls(srv.get(), opt->tls);
         srv->h = *h;
         if (srv->opt.acse_timeout_s <= 0)
             srv->opt.acse_timeout_s = k_default_acse_s;
@@ -1152,8 +1236,7 @@ extern "C" int scp_server_start(scp_server *srv)
             srv->net = nullptr;
             return err;
         }
-        c = ASC_setTransportLayer(srv->net, new accept_layer(srv), 1);
-        err = scp__cond_err(c, "cannot install the transport layer");
+        err = install_layer(srv);
         if (err < 0) {
             ASC_dropNetwork(&srv->net);
             return err;
@@ -1165,8 +1248,12 @@ extern "C" int scp_server_start(scp_server *srv)
             return -EAGAIN;
         }
         srv->started = true;
-        log_notice("scp: %s listening on port %d (at most %d associations)", srv->ae_title.c_str(),
-                   srv->opt.port, srv->opt.max_associations);
+        log_notice("scp: %s listening on port %d%s (at most %d associations)",
+                   srv->ae_title.c_str(), srv->opt.port,
+                   !srv->opt.tls           ? ""
+                   : srv->tls.require_peer ? " for TLS, client certificates required,"
+                                           : " for TLS",
+                   srv->opt.max_associations);
         return 0;
     } catch (const std::bad_alloc &) {
         return -ENOMEM;
@@ -1188,6 +1275,18 @@ extern "C" void scp_server_stop(scp_server *srv, int grace_s)
 extern "C" int scp_server_active(scp_server *srv)
 {
     return srv ? srv->active.load() : 0;
+}
+
+extern "C" void scp_server_refuse_new(scp_server *srv)
+{
+    if (srv)
+        srv->stopping = true;
+}
+
+extern "C" void scp_server_share_limit(scp_server *srv, scp_server *other)
+{
+    if (srv && other && srv != other && !srv->started)
+        srv->limit = other->limit;
 }
 
 extern "C" void scp_server_free(scp_server *srv)

@@ -877,6 +877,44 @@ START_TEST(gpu_check_and_down_wait_have_defaults_and_bounds)
 }
 END_TEST
 
+/* TLS: off by default; the listener's keys belong together (each missing
+ * one an error at the line of the first tls_ key), and a TLS destination
+ * needs the CA file that verifies it. */
+START_TEST(tls_keys_belong_together)
+{
+    ldct_config *cfg;
+    ck_assert_int_eq(config_new_defaults(&cfg), 0);
+    ck_assert_int_eq(cfg->node.tls_port, 0);
+    ck_assert_int_eq(cfg->node.tls_require_client_certificate, 1);
+    ck_assert_str_eq(cfg->node.tls_profile, "bcp195-nd");
+    config_free(cfg);
+    int rc;
+    cfg = load_text("[node]\nport = 104\ntls_port = 2762\ntls_certificate = /c\n"
+                    "tls_private_key = /k\ntls_ca_certificates = /ca\ntls_profile = bcp195\n"
+                    "[destination p]\nhost = h\nae_title = P\ntls = yes\n",
+                    &rc);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_int_eq(cfg->node.tls_port, 2762);
+    ck_assert_int_eq(cfg->dest[0].tls, 1);
+    config_free(cfg);
+    cfg = load_text("[node]\nport = 2762\ntls_port = 2762\ntls_profile = tls13\n"
+                    "[destination p]\nhost = h\nae_title = P\ntls = yes\n",
+                    &rc);
+    ck_assert_int_eq(rc, LDCT_EINVAL_CONFIG);
+    ck_assert(has_error(cfg, 3, "tls_port 2762 is also port: give TLS its own port"));
+    ck_assert(has_error(cfg, 3, "tls_port needs tls_certificate and tls_private_key"));
+    ck_assert(has_error(cfg, 3, "tls_require_client_certificate needs tls_ca_certificates"));
+    ck_assert(has_error(cfg, 3, "tls_profile = tls13: use bcp195-nd or bcp195"));
+    ck_assert(has_error(cfg, 5, "destination 'p': tls needs the node's tls_ca_certificates"));
+    config_free(cfg);
+    cfg = load_text("[node]\ntls_port = 2762\ntls_certificate = /c\ntls_private_key = /k\n"
+                    "tls_require_client_certificate = no\n",
+                    &rc);
+    ck_assert_int_eq(rc, 0); /* no client certificates asked: no CA needed */
+    config_free(cfg);
+}
+END_TEST
+
 /* The message names the bounds, so the admin need not look them up. */
 START_TEST(out_of_range_names_the_bounds)
 {
@@ -1022,6 +1060,7 @@ int main(void)
     tcase_add_test(tc, nan_and_infinity_are_out_of_range);
     tcase_add_test(tc, out_of_range_names_the_bounds);
     tcase_add_test(tc, gpu_check_and_down_wait_have_defaults_and_bounds);
+    tcase_add_test(tc, tls_keys_belong_together);
     tcase_add_test(tc, adaptive4d_mapping_keys_parse_with_defaults_and_bounds);
     tcase_add_test(tc, rule_option_set_checks_like_a_file);
     suite_add_tcase(s, tc);

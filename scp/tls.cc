@@ -1,0 +1,119 @@
+/* scp/tls.cc: DICOM TLS for the listener and the sender. The one place
+ * that turns an scp_tls into a configured DCMTK TLS transport layer, with
+ * a readable reason for each file that does not load.
+ *
+ * Profile: non-downgrading BCP 195 (DCMTK's TSP_Profile_BCP195_ND: TLS 1.2
+ * or later with the cipher suites RFC 7525 recommends, DCMTK's own default),
+ * or BCP 195 with fallback for older peers (scp_tls.legacy). OpenSSL is initialised once per
+ * process (std::call_once); any thread may call these functions.
+ */
+#include "scp/scp.h"
+#include "scp/internal.hh"
+
+/* common/ headers are plain C without linkage guards. */
+extern "C" {
+#include "common/err.h"
+}
+
+#include <dcmtk/config/osconfig.h>
+#include <dcmtk/dcmtls/tlslayer.h>
+
+#include <mutex>
+
+namespace
+{
+
+std::once_flag g_openssl;
+
+bool set(const char *s)
+{
+    return s && *s;
+}
+
+/* Our certificate and its key, for a listener (required) or a sender
+ * (optional: a peer that asks for one refuses us without it). */
+int load_identity(DcmTLSTransportLayer &l, const scp_tls *t, int role_scp, char *err, size_t len)
+{
+    if (!set(t->certificate) || !set(t->private_key)) {
+        if (!role_scp && !set(t->certificate) && !set(t->private_key))
+            return 0;
+        scp__set_err(err, len, "TLS needs both tls_certificate and tls_private_key");
+        return LDCT_EINVAL_CONFIG;
+    }
+    if (l.setPrivateKeyFile(t->private_key, DCF_Filetype_PEM).bad()) {
+        scp__set_err(err, len, "cannot read the TLS private key %s (PEM, unencrypted)",
+                     t->private_key);
+        return LDCT_EINVAL_CONFIG;
+    }
+    if (l.setCertificateFile(t->certificate, DCF_Filetype_PEM).bad()) {
+        scp__set_err(err, len, "cannot read the TLS certificate %s (PEM)", t->certificate);
+        return LDCT_EINVAL_CONFIG;
+    }
+    if (!l.checkPrivateKeyMatchesCertificate()) {
+        scp__set_err(err, len, "the TLS private key %s does not belong to the certificate %s",
+                     t->private_key, t->certificate);
+        return LDCT_EINVAL_CONFIG;
+    }
+    return 0;
+}
+
+/* The CA certificates peers must chain to, and how a peer's certificate is
+ * treated. */
+int load_trust(DcmTLSTransportLayer &l, const scp_tls *t, int role_scp, char *err, size_t len)
+{
+    const bool need = !role_scp || t->require_peer;
+    if (!set(t->ca_file)) {
+        if (!need) {
+            l.setCertificateVerification(DCV_ignoreCertificate);
+            return 0;
+        }
+        scp__set_err(err, len, "%s",
+                     role_scp ? "tls_require_client_certificate needs tls_ca_certificates"
+                              : "a TLS destination needs tls_ca_certificates to verify the peer");
+        return LDCT_EINVAL_CONFIG;
+    }
+    if (l.addTrustedCertificateFile(t->ca_file, DCF_Filetype_PEM).bad() ||
+        (role_scp && l.addTrustedClientCertificateFile(t->ca_file).bad())) {
+        scp__set_err(err, len, "cannot read the TLS CA certificates %s (PEM)", t->ca_file);
+        return LDCT_EINVAL_CONFIG;
+    }
+    l.setCertificateVerification(need ? DCV_requireCertificate : DCV_checkCertificate);
+    return 0;
+}
+
+} // namespace
+
+void scp__tls_init(void)
+{
+    std::call_once(g_openssl, [] { DcmTLSTransportLayer::initializeOpenSSL(); });
+}
+
+int scp__tls_configure(DcmTLSTransportLayer &l, const scp_tls *t, int role_scp, char *err,
+                       size_t len)
+{
+    if (!l) {
+        scp__set_err(err, len, "cannot create a TLS context (OpenSSL)");
+        return LDCT_EDICOM;
+    }
+    const DcmTLSSecurityProfile profile = t->legacy ? TSP_Profile_BCP195 : TSP_Profile_BCP195_ND;
+    if (l.setTLSProfile(profile).bad() || l.activateCipherSuites().bad()) {
+        scp__set_err(err, len, "OpenSSL does not offer the BCP 195 TLS profile");
+        return LDCT_EDICOM;
+    }
+    int rc = load_identity(l, t, role_scp, err, len);
+    return rc ? rc : load_trust(l, t, role_scp, err, len);
+}
+
+extern "C" int scp_tls_check(const scp_tls *tls, int role_scp, char *err, size_t err_len)
+{
+    try {
+        if (!tls)
+            return -EINVAL;
+        scp__tls_init();
+        DcmTLSTransportLayer l(role_scp ? NET_ACCEPTOR : NET_REQUESTOR, nullptr, OFFalse);
+        return scp__tls_configure(l, tls, role_scp, err, err_len);
+    } catch (...) {
+        scp__set_err(err, err_len, "TLS setup failed (exception)");
+        return LDCT_EDICOM;
+    }
+}

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# DICOM TLS: with tls_port set, ldctd listens for TLS beside its plain
+# port. A caller with a certificate from tls_ca_certificates is served (C-ECHO,
+# a series by C-STORE, processed); plain TCP, TLS without a certificate and a
+# certificate from another CA are refused at the handshake. The derived
+# series goes to a TLS destination (DCMTK's storescp with TLS, requiring our
+# certificate). The plain port shares max_associations with the TLS port.
+# Files that do not load (a missing key, a key of another certificate) stop
+# ldct check-config and the daemon's start with a message naming them.
+. "$(dirname "$0")/lib.sh"
+command -v openssl > /dev/null || skip "no openssl"
+
+# A CA, the node's, a caller's and a PACS's certificates, and a rogue CA
+# with a caller of its own.
+pki() {
+    local d=$T/pki
+    mkdir -p "$d"
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout "$d/ca.key" -out "$d/ca.crt" -days 2 \
+        -subj "/CN=ldct test CA" 2> /dev/null || fail "openssl CA"
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout "$d/rogue.key" -out "$d/rogue.crt" \
+        -days 2 -subj "/CN=rogue CA" 2> /dev/null || fail "openssl rogue CA"
+    local n ca
+    for n in node scanner pacs intruder; do
+        ca=ca
+        [ $n = intruder ] && ca=rogue
+        openssl req -newkey rsa:2048 -nodes -keyout "$d/$n.key" -out "$d/$n.csr" \
+            -subj "/CN=$n" 2> /dev/null &&
+            openssl x509 -req -in "$d/$n.csr" -CA "$d/$ca.crt" -CAkey "$d/$ca.key" \
+                -CAcreateserial -out "$d/$n.crt" -days 2 2> /dev/null || fail "openssl $n"
+    done
+}
+pki
+P=$T/pki
+TLS_PORT=$(free_port)
+PACS_PORT=$(free_port)
+mkdir -p "$T/pacs"
+storescp +tls "$P/pacs.key" "$P/pacs.crt" +cf "$P/ca.crt" -aet PACS -od "$T/pacs" "$PACS_PORT" \
+    > "$T/storescp.log" 2>&1 &
+TLS_KEYS=("tls_certificate = $P/node.crt" "tls_private_key = $P/node.key"
+    "tls_ca_certificates = $P/ca.crt")
+write_config "stable_seconds = 1" "devices = cpu" "max_associations = 1" "tls_port = $TLS_PORT" \
+    "${TLS_KEYS[@]}" \
+    "[destination pacs]" "host = 127.0.0.1" "port = $PACS_PORT" "ae_title = PACS" "tls = yes" \
+    "timeout = 10" "retry_initial_seconds = 1" "[rule r]" "action = process" "destinations = pacs"
+"$LDCT" check-config "$T/ldctd.conf" > "$T/check.out" 2>&1 || fail "check-config: $(cat "$T/check.out")"
+start_daemon
+grep -q "listening on port $TLS_PORT for TLS, client certificates required" "$T/ldctd.log" ||
+    fail "no TLS listener line"
+
+tls_echo() { echoscu -aec LDCTNODE "$@" 127.0.0.1 "$TLS_PORT"; }
+tls_echo +tls "$P/scanner.key" "$P/scanner.crt" +cf "$P/ca.crt" > "$T/e1" 2>&1 ||
+    fail "C-ECHO over TLS: $(cat "$T/e1")"
+echoscu -aec LDCTNODE 127.0.0.1 "$TLS_PORT" > "$T/e2" 2>&1 && fail "plain TCP served on the TLS port"
+tls_echo +tla +cf "$P/ca.crt" > "$T/e3" 2>&1 && fail "TLS without a certificate served"
+tls_echo +tls "$P/intruder.key" "$P/intruder.crt" +cf "$P/ca.crt" > "$T/e4" 2>&1 &&
+    fail "a certificate from another CA served"
+grep -q "TLS error: peer did not return a certificate" "$T/ldctd.log" ||
+    fail "the log does not say why the caller without a certificate was dropped"
+grep -Eq "TLS error: .*certificate" <(grep -v "did not return" "$T/ldctd.log") ||
+    fail "the log does not say why the rogue certificate was dropped"
+echoscu -aec LDCTNODE 127.0.0.1 "$PORT" || fail "the plain port stopped working"
+
+# A series over TLS, processed and delivered over TLS.
+"$MKSERIES" --out "$T/s" --rows 64 --cols 64 --slices 8 --noise 20 > /dev/null || fail "mkseries"
+storescu -aec LDCTNODE +tls "$P/scanner.key" "$P/scanner.crt" +cf "$P/ca.crt" 127.0.0.1 \
+    "$TLS_PORT" "$T"/s/*.dcm > "$T/storescu.log" 2>&1 || fail "storescu over TLS: $(cat "$T/storescu.log")"
+[ "$(db_instances)" = 8 ] || fail "$(db_instances) instances stored"
+grep -q "accepted over TLS" "$T/ldctd.log" || fail "no log line for the TLS association"
+assert_stored_identical "$T"/s/*.dcm
+wait_until 60 "the derived series delivered over TLS" all_sends_done
+[ "$(ls "$T/pacs" | wc -l)" = 8 ] || fail "the TLS PACS got $(ls "$T/pacs" | wc -l) files"
+
+# One max_associations for both ports: while a TLS association runs, a
+# plain one is refused as busy.
+"$MKSERIES" --out "$T/big" --rows 256 --cols 256 --slices 200 > /dev/null || fail "mkseries big"
+storescu -aec LDCTNODE +tls "$P/scanner.key" "$P/scanner.crt" +cf "$P/ca.crt" 127.0.0.1 \
+    "$TLS_PORT" "$T"/big/*.dcm > "$T/storescu2.log" 2>&1 &
+big=$!
+await_instances 12
+out=$(echoscu -aec LDCTNODE 127.0.0.1 "$PORT" 2>&1) && fail "plain association beside a TLS one"
+echo "$out" | grep -q "Local Limit Exceeded" || fail "wrong reason: $out"
+wait "$big" || fail "the TLS association failed: $(tail -3 "$T/storescu2.log")"
+stop_daemon || fail "exit code $? after SIGTERM"
+
+# Files that do not load: named by check-config and at start.
+write_config "tls_port = $TLS_PORT" "tls_certificate = $P/node.crt" \
+    "tls_private_key = $P/pacs.key" "tls_ca_certificates = $P/ca.crt"
+"$LDCT" check-config "$T/ldctd.conf" > "$T/check.out" 2>&1 && fail "check-config passed a wrong key"
+grep -q "tls_port: the TLS private key $P/pacs.key does not belong to the certificate" \
+    "$T/check.out" || fail "check-config: $(cat "$T/check.out")"
+"$LDCTD" --config "$T/ldctd.conf" > "$T/start.log" 2>&1 && fail "ldctd started with a wrong key"
+grep -q "does not belong to the certificate" "$T/start.log" || fail "start: $(cat "$T/start.log")"
+write_config "tls_port = $TLS_PORT" "tls_certificate = $P/node.crt" \
+    "tls_private_key = $T/missing.key" "tls_ca_certificates = $P/ca.crt"
+"$LDCT" check-config "$T/ldctd.conf" > "$T/check.out" 2>&1 && fail "check-config passed a missing key"
+grep -q "cannot read the TLS private key $T/missing.key" "$T/check.out" ||
+    fail "check-config: $(cat "$T/check.out")"
+write_config "tls_port = $TLS_PORT" "tls_certificate = $P/node.crt" "tls_private_key = $P/node.key"
+"$LDCT" check-config "$T/ldctd.conf" > "$T/check.out" 2>&1 && fail "check-config passed no CA"
+grep -q "tls_require_client_certificate needs tls_ca_certificates" "$T/check.out" ||
+    fail "check-config: $(cat "$T/check.out")"
