@@ -31,6 +31,8 @@ extern "C" {
 #include <dcmtk/dcmnet/dimse.h>
 #include <dcmtk/dcmnet/dul.h>
 #include <dcmtk/dcmtls/tlslayer.h>
+#include <dcmtk/dcmtls/tlstrans.h>
+#include <openssl/ssl.h>
 
 #include <cerrno>
 #include <cstring>
@@ -174,6 +176,48 @@ void bound_writes(scu *s)
     (void)setsockopt(socket_of::get(tc), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
+/* A TLS connection whose handshake waits at most timeout_s for the peer
+ * (a PACS that accepts the connection and stays silent would otherwise
+ * hold the sender for ever). */
+class bounded_tls_connection : public DcmTLSConnection
+{
+  public:
+    bounded_tls_connection(DcmNativeSocketType sock, SSL *ssl, int timeout_s)
+        : DcmTLSConnection(sock, ssl), timeout_s_(timeout_s)
+    {
+    }
+    OFCondition clientSideHandshake() override
+    {
+        scp__socket_timeouts((int)getSocket(), timeout_s_);
+        OFCondition c = DcmTLSConnection::clientSideHandshake();
+        scp__socket_timeouts((int)getSocket(), 0);
+        return c;
+    }
+
+  private:
+    int timeout_s_;
+};
+
+class bounded_tls_layer : public DcmTLSTransportLayer
+{
+  public:
+    explicit bounded_tls_layer(int timeout_s)
+        : DcmTLSTransportLayer(NET_REQUESTOR, nullptr, OFFalse), timeout_s_(timeout_s)
+    {
+    }
+    DcmTransportConnection *createConnection(DcmNativeSocketType sock, OFBool secure) override
+    {
+        SSL *ssl = secure ? SSL_new(getNativeHandle()) : nullptr;
+        if (!ssl)
+            return nullptr;
+        SSL_set_fd(ssl, (int)sock);
+        return new bounded_tls_connection(sock, ssl, timeout_s_);
+    }
+
+  private:
+    int timeout_s_;
+};
+
 /* With o->tls, a TLS transport layer on s->net (DCMTK owns it) and the
  * request marked for it: 0, or an error with the reason in s->err. */
 int use_tls(scu *s, T_ASC_Parameters *params)
@@ -182,8 +226,7 @@ int use_tls(scu *s, T_ASC_Parameters *params)
     if (!o->tls)
         return 0;
     scp__tls_init();
-    std::unique_ptr<DcmTLSTransportLayer> l(
-        new DcmTLSTransportLayer(NET_REQUESTOR, nullptr, OFFalse));
+    std::unique_ptr<DcmTLSTransportLayer> l(new bounded_tls_layer(s->dimse_s));
     int rc = scp__tls_configure(*l, o->tls, 0, s->err, s->err_len);
     if (rc)
         return rc;

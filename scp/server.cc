@@ -949,6 +949,27 @@ class accept_layer : public DcmTransportLayer
     scp_server *srv_;
 };
 
+/* A guarded TLS connection whose handshake waits at most the ACSE timeout,
+ * as a plain connection's A-ASSOCIATE-RQ does. */
+class tls_connection : public guarded_connection<DcmTLSConnection>
+{
+  public:
+    tls_connection(DcmNativeSocketType sock, SSL *ssl, int timeout_s)
+        : guarded_connection<DcmTLSConnection>(sock, ssl), timeout_s_(timeout_s)
+    {
+    }
+    OFCondition serverSideHandshake() override
+    {
+        scp__socket_timeouts((int)getSocket(), timeout_s_);
+        OFCondition c = DcmTLSConnection::serverSideHandshake();
+        scp__socket_timeouts((int)getSocket(), 0);
+        return c;
+    }
+
+  private:
+    int timeout_s_;
+};
+
 /* The TLS transport layer (scp__tls_configure) with the same hook
  * and guard; DCMTK runs the handshake on the connection before it reads the
  * A-ASSOCIATE-RQ, so a peer that fails it is dropped as an unreadable
@@ -967,7 +988,7 @@ class tls_accept_layer : public DcmTLSTransportLayer
         if (!ssl)
             return nullptr;
         SSL_set_fd(ssl, (int)sock);
-        return new guarded_connection<DcmTLSConnection>(sock, ssl);
+        return new tls_connection(sock, ssl, srv_->opt.acse_timeout_s);
     }
 
   private:
@@ -1251,7 +1272,7 @@ extern "C" int scp_server_start(scp_server *srv)
         log_notice("scp: %s listening on port %d%s (at most %d associations)",
                    srv->ae_title.c_str(), srv->opt.port,
                    !srv->opt.tls           ? ""
-                   : srv->tls.require_peer ? " for TLS, client certificates required,"
+                   : srv->tls.require_peer ? " for TLS with client certificates required"
                                            : " for TLS",
                    srv->opt.max_associations);
         return 0;

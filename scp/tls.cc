@@ -20,6 +20,9 @@ extern "C" {
 
 #include <mutex>
 
+#include <sys/socket.h>
+#include <sys/time.h>
+
 namespace
 {
 
@@ -82,6 +85,13 @@ int load_trust(DcmTLSTransportLayer &l, const scp_tls *t, int role_scp, char *er
 }
 
 } // namespace
+
+void scp__socket_timeouts(int fd, int seconds)
+{
+    struct timeval tv = {seconds, 0};
+    (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
 
 void scp__tls_init(void)
 {

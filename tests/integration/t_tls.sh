@@ -5,6 +5,9 @@
 # certificate from another CA are refused at the handshake. The derived
 # series goes to a TLS destination (DCMTK's storescp with TLS, requiring our
 # certificate). The plain port shares max_associations with the TLS port.
+# A caller or a destination that connects and stays silent cannot hold a
+# thread: the handshake waits acse_timeout (listener) or the destination's
+# timeout (sender).
 # Files that do not load (a missing key, a key of another certificate) stop
 # ldct check-config and the daemon's start with a message naming them.
 . "$(dirname "$0")/lib.sh"
@@ -33,19 +36,30 @@ pki
 P=$T/pki
 TLS_PORT=$(free_port)
 PACS_PORT=$(free_port)
+SILENT_PORT=$(free_port)
+socat TCP-LISTEN:"$SILENT_PORT",reuseaddr,fork SYSTEM:"sleep 120" 2> /dev/null &
 mkdir -p "$T/pacs"
 storescp +tls "$P/pacs.key" "$P/pacs.crt" +cf "$P/ca.crt" -aet PACS -od "$T/pacs" "$PACS_PORT" \
     > "$T/storescp.log" 2>&1 &
 TLS_KEYS=("tls_certificate = $P/node.crt" "tls_private_key = $P/node.key"
     "tls_ca_certificates = $P/ca.crt")
 write_config "stable_seconds = 1" "devices = cpu" "max_associations = 1" "tls_port = $TLS_PORT" \
-    "${TLS_KEYS[@]}" \
+    "acse_timeout = 2" "${TLS_KEYS[@]}" \
     "[destination pacs]" "host = 127.0.0.1" "port = $PACS_PORT" "ae_title = PACS" "tls = yes" \
-    "timeout = 10" "retry_initial_seconds = 1" "[rule r]" "action = process" "destinations = pacs"
+    "timeout = 10" "retry_initial_seconds = 1" \
+    "[destination silent]" "host = 127.0.0.1" "port = $SILENT_PORT" "ae_title = SILENT" \
+    "tls = yes" "timeout = 2" "retry_max_attempts = 1" \
+    "[rule r]" "action = process" "destinations = pacs, silent"
 "$LDCT" check-config "$T/ldctd.conf" > "$T/check.out" 2>&1 || fail "check-config: $(cat "$T/check.out")"
 start_daemon
-grep -q "listening on port $TLS_PORT for TLS, client certificates required" "$T/ldctd.log" ||
+grep -q "listening on port $TLS_PORT for TLS with client certificates required" "$T/ldctd.log" ||
     fail "no TLS listener line"
+# A caller that connects and says nothing is dropped after acse_timeout.
+start=$(date +%s)
+exec 3<> "/dev/tcp/127.0.0.1/$TLS_PORT"
+timeout 20 cat <&3 > /dev/null || fail "a silent TLS caller was held for 20 s"
+exec 3<&-
+[ $(($(date +%s) - start)) -le 8 ] || fail "a silent TLS caller was held $(($(date +%s) - start)) s"
 
 tls_echo() { echoscu -aec LDCTNODE "$@" 127.0.0.1 "$TLS_PORT"; }
 tls_echo +tls "$P/scanner.key" "$P/scanner.crt" +cf "$P/ca.crt" > "$T/e1" 2>&1 ||
@@ -67,8 +81,11 @@ storescu -aec LDCTNODE +tls "$P/scanner.key" "$P/scanner.crt" +cf "$P/ca.crt" 12
 [ "$(db_instances)" = 8 ] || fail "$(db_instances) instances stored"
 grep -q "accepted over TLS" "$T/ldctd.log" || fail "no log line for the TLS association"
 assert_stored_identical "$T"/s/*.dcm
-wait_until 60 "the derived series delivered over TLS" all_sends_done
+pacs_done() { [ "$(sql "SELECT state FROM sends WHERE destination = 'pacs'")" = done ]; }
+wait_until 60 "the derived series delivered over TLS" pacs_done
 [ "$(ls "$T/pacs" | wc -l)" = 8 ] || fail "the TLS PACS got $(ls "$T/pacs" | wc -l) files"
+silent_dead() { [ "$(sql "SELECT state FROM sends WHERE destination = 'silent'")" = dead ]; }
+wait_until 30 "the send to a silent TLS peer given up after its timeout" silent_dead
 
 # One max_associations for both ports: while a TLS association runs, a
 # plain one is refused as busy.
