@@ -780,6 +780,8 @@ static int on_entry(void *user, const char *section, const char *name, const cha
         ((cfg_rule *)base)->dest_line = pc->line;
     if (pc->kind == S_NODE && strncmp(name, "tls_", 4) == 0 && !pc->cfg->node.tls_line)
         pc->cfg->node.tls_line = pc->line;
+    if (pc->kind == S_NODE && strcmp(name, "tls_profile") == 0)
+        pc->cfg->node.tls_profile_line = pc->line;
     return 1;
 }
 
@@ -879,7 +881,8 @@ static void validate_tls(ldct_config *cfg)
 {
     const cfg_node *n = &cfg->node;
     if (strcmp(n->tls_profile, "bcp195-nd") != 0 && strcmp(n->tls_profile, "bcp195") != 0)
-        add_error(cfg, n->tls_line, "tls_profile = %s: use bcp195-nd or bcp195", n->tls_profile);
+        add_error(cfg, n->tls_profile_line, "tls_profile = %s: use bcp195-nd or bcp195",
+                  n->tls_profile);
     if (n->tls_port <= 0)
         return;
     if (n->tls_port == n->port)

@@ -69,6 +69,7 @@ typedef struct cfg_node {
     int tls_require_client_certificate;     /* a TLS caller without one is refused */
     char tls_profile[16];                   /* "bcp195-nd" or "bcp195" (with fallback) */
     int tls_line;                           /* line of the first tls_ key (0: none) */
+    int tls_profile_line;                   /* line of tls_profile (0: default) */
 } cfg_node;
 
 typedef struct cfg_destination {

@@ -311,6 +311,14 @@ static void reload(server *s)
         return;
     }
     keep_restart_only(&s->cfg->node, &cfg->node);
+    /* A destination with tls = yes sends with the running TLS keys. */
+    char why[600];
+    if (node_tls_check(cfg, why, sizeof why)) {
+        log_err("reload: %s (the tls_ keys change only with a restart)", why);
+        log_err("reload failed; keeping the running configuration");
+        config_free(cfg);
+        return;
+    }
     pthread_mutex_lock(&s->cfg_lock);
     ldct_config *old = s->cfg;
     s->cfg = cfg;

@@ -111,10 +111,10 @@ typedef struct scp_handlers {
                               const char *const *series_uids, int n, scp_cut why);
 } scp_handlers;
 
-/* DICOM TLS (PS3.15 B.9 and B.10): the non-downgrading BCP 195 profile
- * (TLS 1.2 or later, four AES-GCM cipher suites), or with `legacy` the BCP
- * 195 profile that also falls back to TLS 1.0 and the retired AES and Basic
- * profiles' suites for older peers. PEM files; the private key unencrypted
+/* DICOM TLS (PS3.15 B.10 and B.9): the non-downgrading BCP 195 profile
+ * (TLS 1.2 with four AES-GCM cipher suites, or TLS 1.3; OpenSSL security
+ * level 2), or with `legacy` the BCP 195 profile that also falls back to
+ * TLS 1.0 and AES128-SHA for older peers. PEM files; the private key unencrypted
  * (readable by the daemon only). */
 typedef struct scp_tls {
     const char *certificate; /* our certificate (chain) */

@@ -17,6 +17,7 @@ extern "C" {
 
 #include <dcmtk/config/osconfig.h>
 #include <dcmtk/dcmtls/tlslayer.h>
+#include <openssl/ssl.h>
 
 #include <mutex>
 
@@ -43,6 +44,7 @@ int load_identity(DcmTLSTransportLayer &l, const scp_tls *t, int role_scp, char 
         scp__set_err(err, len, "TLS needs both tls_certificate and tls_private_key");
         return LDCT_EINVAL_CONFIG;
     }
+    l.setPrivateKeyPasswd(nullptr); /* an encrypted key fails, never prompts */
     if (l.setPrivateKeyFile(t->private_key, DCF_Filetype_PEM).bad()) {
         scp__set_err(err, len, "cannot read the TLS private key %s (PEM, unencrypted)",
                      t->private_key);
@@ -110,6 +112,10 @@ int scp__tls_configure(DcmTLSTransportLayer &l, const scp_tls *t, int role_scp, 
         scp__set_err(err, len, "OpenSSL does not offer the BCP 195 TLS profile");
         return LDCT_EDICOM;
     }
+    /* DCMTK leaves OpenSSL's security level at 0; level 2 refuses keys under
+     * 2048 bits and SHA-1 signatures, as BCP 195 asks (not with fallback). */
+    if (!t->legacy)
+        SSL_CTX_set_security_level(l.getNativeHandle(), 2);
     int rc = load_identity(l, t, role_scp, err, len);
     return rc ? rc : load_trust(l, t, role_scp, err, len);
 }

@@ -8,8 +8,10 @@
 # A caller or a destination that connects and stays silent cannot hold a
 # thread: the handshake waits acse_timeout (listener) or the destination's
 # timeout (sender).
+# A destination whose certificate comes from another CA gets nothing.
 # Files that do not load (a missing key, a key of another certificate) stop
-# ldct check-config and the daemon's start with a message naming them.
+# ldct check-config and the daemon's start with a message naming them, and a
+# reload that needs TLS keys the running node lacks is refused.
 . "$(dirname "$0")/lib.sh"
 command -v openssl > /dev/null || skip "no openssl"
 
@@ -37,6 +39,10 @@ P=$T/pki
 TLS_PORT=$(free_port)
 PACS_PORT=$(free_port)
 SILENT_PORT=$(free_port)
+ROGUE_PORT=$(free_port)
+mkdir -p "$T/rogue"
+storescp +tls "$P/intruder.key" "$P/intruder.crt" +cf "$P/ca.crt" -aet ROGUE -od "$T/rogue" \
+    "$ROGUE_PORT" > "$T/rogue.log" 2>&1 &
 socat TCP-LISTEN:"$SILENT_PORT",reuseaddr,fork SYSTEM:"sleep 120" 2> /dev/null &
 mkdir -p "$T/pacs"
 storescp +tls "$P/pacs.key" "$P/pacs.crt" +cf "$P/ca.crt" -aet PACS -od "$T/pacs" "$PACS_PORT" \
@@ -49,7 +55,9 @@ write_config "stable_seconds = 1" "devices = cpu" "max_associations = 1" "tls_po
     "timeout = 10" "retry_initial_seconds = 1" \
     "[destination silent]" "host = 127.0.0.1" "port = $SILENT_PORT" "ae_title = SILENT" \
     "tls = yes" "timeout = 2" "retry_max_attempts = 1" \
-    "[rule r]" "action = process" "destinations = pacs, silent"
+    "[destination rogue]" "host = 127.0.0.1" "port = $ROGUE_PORT" "ae_title = ROGUE" \
+    "tls = yes" "timeout = 5" "retry_max_attempts = 1" \
+    "[rule r]" "action = process" "destinations = pacs, silent, rogue"
 "$LDCT" check-config "$T/ldctd.conf" > "$T/check.out" 2>&1 || fail "check-config: $(cat "$T/check.out")"
 start_daemon
 grep -q "listening on port $TLS_PORT for TLS with client certificates required" "$T/ldctd.log" ||
@@ -86,14 +94,18 @@ wait_until 60 "the derived series delivered over TLS" pacs_done
 [ "$(ls "$T/pacs" | wc -l)" = 8 ] || fail "the TLS PACS got $(ls "$T/pacs" | wc -l) files"
 silent_dead() { [ "$(sql "SELECT state FROM sends WHERE destination = 'silent'")" = dead ]; }
 wait_until 30 "the send to a silent TLS peer given up after its timeout" silent_dead
+# A destination whose certificate comes from another CA gets nothing.
+rogue_dead() { [ "$(sql "SELECT state FROM sends WHERE destination = 'rogue'")" = dead ]; }
+wait_until 30 "the send to a destination with a rogue certificate refused" rogue_dead
+[ "$(ls "$T/rogue" | wc -l)" = 0 ] || fail "a rogue destination got $(ls "$T/rogue" | wc -l) files"
 
 # One max_associations for both ports: while a TLS association runs, a
 # plain one is refused as busy.
-"$MKSERIES" --out "$T/big" --rows 256 --cols 256 --slices 200 > /dev/null || fail "mkseries big"
+"$MKSERIES" --out "$T/big" --rows 256 --cols 256 --slices 400 > /dev/null || fail "mkseries big"
 storescu -aec LDCTNODE +tls "$P/scanner.key" "$P/scanner.crt" +cf "$P/ca.crt" 127.0.0.1 \
     "$TLS_PORT" "$T"/big/*.dcm > "$T/storescu2.log" 2>&1 &
 big=$!
-await_instances 12
+await_instances 9
 out=$(echoscu -aec LDCTNODE 127.0.0.1 "$PORT" 2>&1) && fail "plain association beside a TLS one"
 echo "$out" | grep -q "Local Limit Exceeded" || fail "wrong reason: $out"
 wait "$big" || fail "the TLS association failed: $(tail -3 "$T/storescu2.log")"
@@ -116,3 +128,16 @@ write_config "tls_port = $TLS_PORT" "tls_certificate = $P/node.crt" "tls_private
 "$LDCT" check-config "$T/ldctd.conf" > "$T/check.out" 2>&1 && fail "check-config passed no CA"
 grep -q "tls_require_client_certificate needs tls_ca_certificates" "$T/check.out" ||
     fail "check-config: $(cat "$T/check.out")"
+
+# The tls_ keys change only with a restart: a reload that adds a TLS
+# destination with a CA file the running node lacks is refused.
+write_config
+start_daemon
+write_config "tls_ca_certificates = $P/ca.crt" \
+    "[destination late]" "host = 127.0.0.1" "port = $PACS_PORT" "ae_title = PACS" "tls = yes"
+kill -HUP "$DAEMON_PID"
+refused() { grep -q "reload failed; keeping the running configuration" "$T/ldctd.log"; }
+wait_until 10 "the reload refused" refused
+grep -q "reload: \[destination late\] tls: a TLS destination needs tls_ca_certificates" \
+    "$T/ldctd.log" || fail "the reload's reason: $(grep reload "$T/ldctd.log")"
+stop_daemon || fail "exit code $? after SIGTERM"

@@ -904,7 +904,7 @@ START_TEST(tls_keys_belong_together)
     ck_assert(has_error(cfg, 3, "tls_port 2762 is also port: give TLS its own port"));
     ck_assert(has_error(cfg, 3, "tls_port needs tls_certificate and tls_private_key"));
     ck_assert(has_error(cfg, 3, "tls_require_client_certificate needs tls_ca_certificates"));
-    ck_assert(has_error(cfg, 3, "tls_profile = tls13: use bcp195-nd or bcp195"));
+    ck_assert(has_error(cfg, 4, "tls_profile = tls13: use bcp195-nd or bcp195"));
     ck_assert(has_error(cfg, 5, "destination 'p': tls needs the node's tls_ca_certificates"));
     config_free(cfg);
     cfg = load_text("[node]\ntls_port = 2762\ntls_certificate = /c\ntls_private_key = /k\n"
