@@ -35,6 +35,7 @@ typedef enum {
     T_KERNEL,
     T_WEIGHTING,
     T_A4DREF,
+    T_TLSPROFILE,
     T_NAMELIST,
     T_UIDROOT,
     T_DEVICES
@@ -131,7 +132,7 @@ static const opt_def OPTIONS[] = {
          "PEM file: the CA certificates that peers' certificates must chain to"),
     NODE("tls_require_client_certificate", T_BOOL, 0, 0, "yes", tls_require_client_certificate,
          "refuse TLS callers without a certificate from tls_ca_certificates"),
-    NODE("tls_profile", T_STR, 1, 0, "bcp195-nd", tls_profile,
+    NODE("tls_profile", T_TLSPROFILE, 0, 0, "bcp195-nd", tls_profile,
          "bcp195-nd (TLS 1.2 or later only) | bcp195 (also falls back to TLS 1.0 and the"
          " retired AES and Basic profiles, for older peers)"),
     DEST("host", T_STR, 0, 0, "", host, "host name or address"),
@@ -291,6 +292,7 @@ static const char *const KERNELS[] = {"ram-lak", "shepp-logan", "cosine", "hammi
 static const char *const WEIGHTINGS[] = {"uniform", "gaussian", NULL};
 /* adaptive4d.m_reference: index 0 keeps the engine's default */
 static const char *const A4D_REFS[] = {"default", "noise", "max", NULL};
+static const char *const TLS_PROFILES[] = {"bcp195-nd", "bcp195", NULL}; /* CFG_TLS_* */
 static const char *const ALGORITHMS[] = {"auto",       "nlm2d", "nlm3d", "anlm",
                                          "adaptive4d", "fdk",   NULL};
 
@@ -604,6 +606,8 @@ static const char *set_option(const opt_def *o, void *base, const char *raw)
         return parse_enum(v, WEIGHTINGS, (int *)field, "expected uniform or gaussian");
     case T_A4DREF:
         return parse_enum(v, A4D_REFS, (int *)field, "expected default, noise or max");
+    case T_TLSPROFILE:
+        return parse_enum(v, TLS_PROFILES, (int *)field, "use bcp195-nd or bcp195");
     case T_NAMELIST: {
         cfg_rule *r = (cfg_rule *)((char *)base);
         return parse_list(v, &r->destinations[0][0], sizeof r->destinations[0], &r->ndest,
@@ -780,8 +784,6 @@ static int on_entry(void *user, const char *section, const char *name, const cha
         ((cfg_rule *)base)->dest_line = pc->line;
     if (pc->kind == S_NODE && strncmp(name, "tls_", 4) == 0 && !pc->cfg->node.tls_line)
         pc->cfg->node.tls_line = pc->line;
-    if (pc->kind == S_NODE && strcmp(name, "tls_profile") == 0)
-        pc->cfg->node.tls_profile_line = pc->line;
     return 1;
 }
 
@@ -880,9 +882,6 @@ static void validate_rule(ldct_config *cfg, const cfg_rule *r)
 static void validate_tls(ldct_config *cfg)
 {
     const cfg_node *n = &cfg->node;
-    if (strcmp(n->tls_profile, "bcp195-nd") != 0 && strcmp(n->tls_profile, "bcp195") != 0)
-        add_error(cfg, n->tls_profile_line, "tls_profile = %s: use bcp195-nd or bcp195",
-                  n->tls_profile);
     if (n->tls_port <= 0)
         return;
     if (n->tls_port == n->port)
@@ -1111,6 +1110,9 @@ static void print_value(FILE *f, const opt_def *o, const void *base)
         break;
     case T_LOGLEVEL:
         fprintf(f, "%s", lvl[*(const int *)field - LOG_LVL_ERR]);
+        break;
+    case T_TLSPROFILE:
+        fprintf(f, "%s", TLS_PROFILES[*(const int *)field]);
         break;
     case T_DOUBLE:
     case T_RANGE:

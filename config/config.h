@@ -34,6 +34,8 @@ typedef struct cfg_host_list {
     char v[CFG_LIST_MAX][CFG_HOST_MAX + 1];
 } cfg_host_list;
 
+enum { CFG_TLS_BCP195_ND, CFG_TLS_BCP195 }; /* tls_profile */
+
 typedef struct cfg_node {
     char ae_title[CFG_AE_MAX + 1];
     int port;
@@ -67,9 +69,8 @@ typedef struct cfg_node {
     char tls_private_key[CFG_PATH_MAX];     /* PEM, unencrypted */
     char tls_ca_certificates[CFG_PATH_MAX]; /* PEM: CAs that peers' certificates chain to */
     int tls_require_client_certificate;     /* a TLS caller without one is refused */
-    char tls_profile[16];                   /* "bcp195-nd" or "bcp195" (with fallback) */
+    int tls_profile;                        /* CFG_TLS_BCP195_ND or CFG_TLS_BCP195 (fallback) */
     int tls_line;                           /* line of the first tls_ key (0: none) */
-    int tls_profile_line;                   /* line of tls_profile (0: default) */
 } cfg_node;
 
 typedef struct cfg_destination {

@@ -288,7 +288,7 @@ static void keep_restart_only(const cfg_node *run, cfg_node *next)
     KEEP_RUNNING_STR(tls_private_key);
     KEEP_RUNNING_STR(tls_ca_certificates);
     KEEP_RUNNING_INT(tls_require_client_certificate);
-    KEEP_RUNNING_STR(tls_profile);
+    KEEP_RUNNING_INT(tls_profile);
 }
 #undef KEEP_RUNNING_INT
 #undef KEEP_RUNNING_STR

@@ -3,7 +3,6 @@
 #include "daemon/tls.h"
 
 #include <stdio.h>
-#include <string.h>
 
 scp_tls node_tls(const cfg_node *n)
 {
@@ -11,7 +10,7 @@ scp_tls node_tls(const cfg_node *n)
                      .private_key = n->tls_private_key,
                      .ca_file = n->tls_ca_certificates,
                      .require_peer = n->tls_require_client_certificate,
-                     .legacy = strcmp(n->tls_profile, "bcp195") == 0};
+                     .legacy = n->tls_profile == CFG_TLS_BCP195};
 }
 
 int node_tls_check(const ldct_config *cfg, char *err, size_t len)

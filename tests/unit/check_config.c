@@ -886,7 +886,7 @@ START_TEST(tls_keys_belong_together)
     ck_assert_int_eq(config_new_defaults(&cfg), 0);
     ck_assert_int_eq(cfg->node.tls_port, 0);
     ck_assert_int_eq(cfg->node.tls_require_client_certificate, 1);
-    ck_assert_str_eq(cfg->node.tls_profile, "bcp195-nd");
+    ck_assert_int_eq(cfg->node.tls_profile, CFG_TLS_BCP195_ND);
     config_free(cfg);
     int rc;
     cfg = load_text("[node]\nport = 104\ntls_port = 2762\ntls_certificate = /c\n"
@@ -895,6 +895,7 @@ START_TEST(tls_keys_belong_together)
                     &rc);
     ck_assert_int_eq(rc, 0);
     ck_assert_int_eq(cfg->node.tls_port, 2762);
+    ck_assert_int_eq(cfg->node.tls_profile, CFG_TLS_BCP195);
     ck_assert_int_eq(cfg->dest[0].tls, 1);
     config_free(cfg);
     cfg = load_text("[node]\nport = 2762\ntls_port = 2762\ntls_profile = tls13\n"
