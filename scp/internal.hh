@@ -52,10 +52,8 @@ int scp__check_nesting(const char *path, int limit, char *err, size_t len);
  * a static string without request content. */
 const char *scp__assoc_rq_fault(const unsigned char *body, size_t len);
 
-/* Sets SO_RCVTIMEO and SO_SNDTIMEO of socket fd to `seconds` (0: none).
- * DCMTK runs a TLS handshake as one blocking SSL_accept / SSL_connect, so a
- * peer that connects and stays silent would hold the thread for ever; the
- * handshakes are bounded with this (tls.cc). */
+/* Sets SO_RCVTIMEO and SO_SNDTIMEO of socket fd to `seconds` (0: none);
+ * bounds TLS handshakes (tls.hh, tls.cc). */
 void scp__socket_timeouts(int fd, int seconds);
 
 /* Initialises OpenSSL once per process (tls.cc). */

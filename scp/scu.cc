@@ -14,6 +14,7 @@
  */
 #include "scp/scp.h"
 #include "scp/internal.hh"
+#include "scp/tls.hh"
 
 /* common/ headers are plain C without linkage guards. */
 extern "C" {
@@ -30,9 +31,6 @@ extern "C" {
 #include <dcmtk/dcmnet/dcmtrans.h>
 #include <dcmtk/dcmnet/dimse.h>
 #include <dcmtk/dcmnet/dul.h>
-#include <dcmtk/dcmtls/tlslayer.h>
-#include <dcmtk/dcmtls/tlstrans.h>
-#include <openssl/ssl.h>
 
 #include <cerrno>
 #include <cstring>
@@ -176,28 +174,9 @@ void bound_writes(scu *s)
     (void)setsockopt(socket_of::get(tc), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
-/* A TLS connection whose handshake waits at most timeout_s for the peer
- * (a PACS that accepts the connection and stays silent would otherwise
- * hold the sender for ever). */
-class bounded_tls_connection : public DcmTLSConnection
-{
-  public:
-    bounded_tls_connection(DcmNativeSocketType sock, SSL *ssl, int timeout_s)
-        : DcmTLSConnection(sock, ssl), timeout_s_(timeout_s)
-    {
-    }
-    OFCondition clientSideHandshake() override
-    {
-        scp__socket_timeouts((int)getSocket(), timeout_s_);
-        OFCondition c = DcmTLSConnection::clientSideHandshake();
-        scp__socket_timeouts((int)getSocket(), 0);
-        return c;
-    }
-
-  private:
-    int timeout_s_;
-};
-
+/* The sender's TLS layer: its handshake waits at most timeout_s (a PACS
+ * that accepts the connection and stays silent would otherwise hold the
+ * sender for ever). */
 class bounded_tls_layer : public DcmTLSTransportLayer
 {
   public:
@@ -207,11 +186,7 @@ class bounded_tls_layer : public DcmTLSTransportLayer
     }
     DcmTransportConnection *createConnection(DcmNativeSocketType sock, OFBool secure) override
     {
-        SSL *ssl = secure ? SSL_new(getNativeHandle()) : nullptr;
-        if (!ssl)
-            return nullptr;
-        SSL_set_fd(ssl, (int)sock);
-        return new bounded_tls_connection(sock, ssl, timeout_s_);
+        return secure ? scp__tls_connection<DcmTLSConnection>(*this, sock, timeout_s_) : nullptr;
     }
 
   private:

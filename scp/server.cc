@@ -39,6 +39,7 @@
  */
 #include "scp/scp.h"
 #include "scp/internal.hh"
+#include "scp/tls.hh"
 
 /* common/ headers are plain C without linkage guards. */
 extern "C" {
@@ -58,9 +59,6 @@ extern "C" {
 #include <dcmtk/dcmnet/dcmtrans.h>
 #include <dcmtk/dcmnet/dimse.h>
 #include <dcmtk/dcmnet/dul.h>
-#include <dcmtk/dcmtls/tlslayer.h>
-#include <dcmtk/dcmtls/tlstrans.h>
-#include <openssl/ssl.h>
 
 #include <algorithm>
 #include <atomic>
@@ -949,31 +947,11 @@ class accept_layer : public DcmTransportLayer
     scp_server *srv_;
 };
 
-/* A guarded TLS connection whose handshake waits at most the ACSE timeout,
- * as a plain connection's A-ASSOCIATE-RQ does. */
-class tls_connection : public guarded_connection<DcmTLSConnection>
-{
-  public:
-    tls_connection(DcmNativeSocketType sock, SSL *ssl, int timeout_s)
-        : guarded_connection<DcmTLSConnection>(sock, ssl), timeout_s_(timeout_s)
-    {
-    }
-    OFCondition serverSideHandshake() override
-    {
-        scp__socket_timeouts((int)getSocket(), timeout_s_);
-        OFCondition c = DcmTLSConnection::serverSideHandshake();
-        scp__socket_timeouts((int)getSocket(), 0);
-        return c;
-    }
-
-  private:
-    int timeout_s_;
-};
-
 /* The TLS transport layer (scp__tls_configure) with the same hook
  * and guard; DCMTK runs the handshake on the connection before it reads the
  * A-ASSOCIATE-RQ, so a peer that fails it is dropped as an unreadable
- * request. */
+ * request. The handshake waits at most the ACSE timeout, as a plain
+ * connection's A-ASSOCIATE-RQ does. */
 class tls_accept_layer : public DcmTLSTransportLayer
 {
   public:
@@ -984,11 +962,10 @@ class tls_accept_layer : public DcmTLSTransportLayer
     DcmTransportConnection *createConnection(DcmNativeSocketType sock, OFBool secure) override
     {
         on_accepted(srv_, (int)sock);
-        SSL *ssl = secure ? SSL_new(getNativeHandle()) : nullptr;
-        if (!ssl)
-            return nullptr;
-        SSL_set_fd(ssl, (int)sock);
-        return new tls_connection(sock, ssl, srv_->opt.acse_timeout_s);
+        if (!secure)
+            return nullptr; /* a TLS listener */
+        return scp__tls_connection<guarded_connection<DcmTLSConnection>>(*this, sock,
+                                                                         srv_->opt.acse_timeout_s);
     }
 
   private:

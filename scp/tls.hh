@@ -1,0 +1,62 @@
+/* scp/tls.hh: TLS connections whose handshake is bounded, shared by the
+ * listener (server.cc) and the sender (scu.cc). Private to scp/.
+ *
+ * DCMTK runs a TLS handshake as one blocking SSL_accept / SSL_connect, so
+ * a peer that connects and stays silent would hold the thread for ever;
+ * these connections give the socket a receive and send timeout for the
+ * handshake only. Any thread may use them (one connection per thread).
+ */
+#ifndef LDCT_SCP_TLS_HH
+#define LDCT_SCP_TLS_HH
+
+#include "scp/internal.hh"
+
+#include <dcmtk/config/osconfig.h>
+#include <dcmtk/dcmtls/tlslayer.h>
+#include <dcmtk/dcmtls/tlstrans.h>
+#include <openssl/ssl.h>
+
+/* Conn (DcmTLSConnection or a class built on it with the same
+ * constructor) whose handshakes wait at most timeout_s for the peer. */
+template <class Conn> class bounded_tls : public Conn
+{
+  public:
+    bounded_tls(DcmNativeSocketType sock, SSL *ssl, int timeout_s)
+        : Conn(sock, ssl), timeout_s_(timeout_s)
+    {
+    }
+    OFCondition serverSideHandshake() override
+    {
+        return bounded([this] { return Conn::serverSideHandshake(); });
+    }
+    OFCondition clientSideHandshake() override
+    {
+        return bounded([this] { return Conn::clientSideHandshake(); });
+    }
+
+  private:
+    template <class F> OFCondition bounded(F handshake)
+    {
+        scp__socket_timeouts((int)this->getSocket(), timeout_s_);
+        OFCondition c = handshake();
+        scp__socket_timeouts((int)this->getSocket(), 0);
+        return c;
+    }
+    int timeout_s_;
+};
+
+/* A connection of layer l on the accepted or connected socket: Conn with
+ * its handshake bounded by timeout_s; nullptr when OpenSSL cannot make the
+ * connection's object (DCMTK then closes the socket). */
+template <class Conn>
+DcmTransportConnection *scp__tls_connection(DcmTLSTransportLayer &l, DcmNativeSocketType sock,
+                                            int timeout_s)
+{
+    SSL *ssl = SSL_new(l.getNativeHandle());
+    if (!ssl)
+        return nullptr;
+    SSL_set_fd(ssl, (int)sock);
+    return new bounded_tls<Conn>(sock, ssl, timeout_s);
+}
+
+#endif
