@@ -97,6 +97,7 @@ $(BUILD)/tools/%: $(BUILD)/obj/tests/tools/%.o $(LIBS_A)
 $(BUILD)/tests/check_gpu_%: $(BUILD)/obj/tests/unit/check_gpu_%.o $(GPU_LIBS_A)
 	@mkdir -p $(@D)
 	$(call LINK_GPU,$(CHECK_LIBS))
+$(BUILD)/tests/check_scp: $(BUILD)/obj/tests/unit/throwing_handler.o
 ifeq ($(WITH_CUDA),1)
 $(BUILD)/tests/check_gpu_device: $(BUILD)/obj/tests/unit/gpu_fault.cu.o
 $(BUILD)/tests/check_worker: $(BUILD)/obj/tests/unit/gpu_fault.cu.o

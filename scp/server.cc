@@ -66,6 +66,7 @@ extern "C" {
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <exception>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -680,21 +681,50 @@ bool take_slot(scp_server *srv)
     return true;
 }
 
+/* One association counted in max_associations and in srv->active, given
+ * back however its thread leaves (an exception included), so that neither a
+ * slot of the shared limit nor stop's wait for active associations leaks. */
+class counted_association
+{
+  public:
+    explicit counted_association(scp_server *srv) : srv_(srv) {}
+    counted_association(const counted_association &) = delete;
+    counted_association &operator=(const counted_association &) = delete;
+
+    /* Takes a slot unless stopping or full; sets *stopping. */
+    bool take(bool *stopping)
+    {
+        std::lock_guard<std::mutex> lk(srv_->mu);
+        *stopping = srv_->stopping;
+        held_ = !*stopping && take_slot(srv_);
+        srv_->active += held_;
+        return held_;
+    }
+
+    ~counted_association()
+    {
+        if (!held_)
+            return;
+        srv_->limit->fetch_sub(1);
+        std::lock_guard<std::mutex> lk(srv_->mu);
+        srv_->active--;
+        srv_->cv.notify_all();
+    }
+
+  private:
+    scp_server *srv_;
+    bool held_ = false;
+};
+
 /* Runs one received association request to its end: the busy check, the
  * caller's verdict, negotiation and the DIMSE loop. */
 void run_association(scp_server *srv, T_ASC_Association *assoc)
 {
     assoc_ctx a;
     fill_assoc_ctx(assoc, &a);
-    bool busy, stopping;
-    {
-        std::lock_guard<std::mutex> lk(srv->mu);
-        stopping = srv->stopping;
-        busy = stopping || !take_slot(srv);
-        if (!busy)
-            srv->active++;
-    }
-    if (busy) {
+    bool stopping;
+    counted_association counted(srv);
+    if (!counted.take(&stopping)) {
         reject(assoc, SCP_ASSOC_REJECT_BUSY, a,
                stopping ? std::string("the node is shutting down")
                         : "all max_associations = " + std::to_string(srv->opt.max_associations) +
@@ -711,10 +741,6 @@ void run_association(scp_server *srv, T_ASC_Association *assoc)
                  a.calling.c_str(), srv->opt.tls ? " over TLS" : "");
         report_interrupted(srv, a, !serve(srv, &a, assoc));
     }
-    srv->limit->fetch_sub(1);
-    std::lock_guard<std::mutex> lk(srv->mu);
-    srv->active--;
-    srv->cv.notify_all();
 }
 
 /* Drops an association after waiting up to acse_timeout for the peer to
@@ -995,6 +1021,23 @@ T_ASC_Association *accept_one(scp_server *srv, assoc_slot *slot)
     return nullptr;
 }
 
+/* run_association, where an exception (an allocation that failed) aborts
+ * the association with an A-ABORT: its slot is given back and its socket
+ * dropped below like any other, and the peer learns at once. */
+void run_association_or_abort(scp_server *srv, T_ASC_Association *assoc)
+{
+    const char *peer = assoc->params->DULparams.callingPresentationAddress;
+    try {
+        run_association(srv, assoc);
+        return;
+    } catch (const std::exception &e) {
+        log_err("scp: association from %s aborted: %s", peer, e.what());
+    } catch (...) {
+        log_err("scp: association from %s aborted: an exception", peer);
+    }
+    ASC_abortAssociation(assoc);
+}
+
 void acceptor_run(scp_server *srv, assoc_slot *slot)
 {
     T_ASC_Association *assoc = accept_one(srv, slot);
@@ -1011,7 +1054,7 @@ void acceptor_run(scp_server *srv, assoc_slot *slot)
         log_debug("scp: connection from %s closed without an association request",
                   assoc->params->DULparams.callingPresentationAddress);
     else
-        run_association(srv, assoc);
+        run_association_or_abort(srv, assoc);
     std::unique_lock<std::mutex> lk(srv->mu);
     slot->fd = -1; /* before DCMTK closes it: stop must not shut a reused fd */
     lk.unlock();

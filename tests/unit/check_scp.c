@@ -772,6 +772,41 @@ START_TEST(send_files_rejected_is_epeer_with_the_reason)
 }
 END_TEST
 
+scp_assoc_verdict tu_verdict_throwing_once(void *ctx, const scp_assoc_info *info);
+
+/* echoscu's exit status against the server on port (called PACS). */
+static int echo_status(int port)
+{
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "echoscu -q -to 5 -ta 5 -td 5 -aec PACS 127.0.0.1 %d 2>/dev/null",
+             port);
+    return system(cmd);
+}
+
+/* An exception in one association's thread (here its verdict handler; in
+ * the node an allocation that fails) aborts that association and gives its
+ * slot back: with max_associations = 1 the next caller is served, and the
+ * server stops at once. */
+START_TEST(an_exception_in_an_association_gives_its_slot_back)
+{
+    int port = free_port(), calls = 0;
+    scp_server_options so = {.ae_title = "PACS", .port = port, .max_associations = 1};
+    scp_handlers h = {.ctx = &calls,
+                      .check_association = tu_verdict_throwing_once,
+                      .store_begin = never_begin,
+                      .store_end = never_end};
+    scp_server *srv;
+    ck_assert_int_eq(scp_server_new(&so, &h, &srv), 0);
+    ck_assert_int_eq(scp_server_start(srv), 0);
+    ck_assert_int_ne(echo_status(port), 0); /* aborted */
+    ck_assert_int_eq(echo_status(port), 0); /* the slot came back */
+    ck_assert_int_eq(calls, 2);
+    double t0 = now_s();
+    scp_server_free(srv);
+    ck_assert_double_lt(now_s() - t0, 3.0);
+}
+END_TEST
+
 /* The value of tag (as "gggg,eeee") in path, by dcmdump. */
 static void tag_value(const char *path, const char *tag, char *out, size_t len)
 {
@@ -1024,6 +1059,7 @@ int main(void)
     tcase_add_test(tc, send_files_to_a_closed_port_is_enet_quickly);
     tcase_add_test(tc, send_files_to_a_silent_peer_ends_within_the_timeout);
     tcase_add_test(tc, send_files_rejected_is_epeer_with_the_reason);
+    tcase_add_test(tc, an_exception_in_an_association_gives_its_slot_back);
     tcase_add_test(tc, series_description_keeps_the_suffix_and_whole_characters);
     tcase_add_test(tc, series_description_suffix_is_written_in_the_source_charset);
     tcase_add_test(tc, japanese_rule_fields_are_converted_without_an_error_line);
