@@ -537,9 +537,8 @@ static void shutdown_all(server *s)
         if (active)
             log_notice("waiting up to %d s for %d association(s)",
                        s->cfg->node.shutdown_grace_seconds, active);
-        scp_server_refuse_new(s->scp_tls); /* both ports refuse from now on */
-        scp_server_stop(s->scp, s->cfg->node.shutdown_grace_seconds);
-        scp_server_stop(s->scp_tls, grace_left(s, t0));
+        scp_server *const ports[] = {s->scp, s->scp_tls};
+        scp_servers_stop(ports, 2, s->cfg->node.shutdown_grace_seconds);
         scp_server_free(s->scp_tls);
         scp_server_free(s->scp);
         mark_reception_stopped(s);

@@ -170,11 +170,11 @@ int scp_server_start(scp_server *srv);
  * joins every thread. Takes at most about grace_s + 2 s. */
 void scp_server_stop(scp_server *srv, int grace_s);
 
-/* From now on every new association request gets the transient "local
- * limit exceeded" rejection (scp_server_stop does this first; a node with
- * two ports calls it on the second before stopping the first). NULL is a
- * no-op. */
-void scp_server_refuse_new(scp_server *srv);
+/* scp_server_stop for the n servers of one node (its plain and TLS ports;
+ * NULL entries are skipped) at once: all refuse new requests from the
+ * start, share the one grace period and are aborted together, so the whole
+ * stop still takes at most about grace_s + 2 s. */
+void scp_servers_stop(scp_server *const *srvs, int n, int grace_s);
 
 /* Number of associations running now. */
 int scp_server_active(scp_server *srv);

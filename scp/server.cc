@@ -1173,11 +1173,9 @@ int check_options(const scp_server_options *o)
 }
 
 /* Waits until no association runs or the deadline passes. */
-void wait_idle(scp_server *srv, int grace_s)
+void wait_idle(scp_server *srv, std::chrono::steady_clock::time_point deadline)
 {
     std::unique_lock<std::mutex> lk(srv->mu);
-    auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::seconds(grace_s > 0 ? grace_s : 0);
     srv->cv.wait_until(lk, deadline, [srv] { return srv->active == 0; });
 }
 
@@ -1213,18 +1211,29 @@ void join_all(scp_server *srv)
         s->thread.join();
 }
 
-void stop_impl(scp_server *srv, int grace_s)
+/* Stops every started server of srvs: each phase for all of them before
+ * the next, so that one grace period and one abort cover them all. */
+void stop_all(scp_server *const *srvs, int n, int grace_s)
 {
-    if (!srv->started || srv->stopped)
-        return;
-    srv->stopping = true; /* from now on every request gets a transient reject */
-    wait_idle(srv, grace_s);
-    abort_remaining(srv);
-    srv->listener.join(); /* starts no thread from now on */
-    join_all(srv);
-    ASC_dropNetwork(&srv->net);
-    srv->stopped = true;
-    log_info("scp: server stopped");
+    std::vector<scp_server *> live;
+    for (int i = 0; i < n; i++)
+        if (srvs[i] && srvs[i]->started && !srvs[i]->stopped)
+            live.push_back(srvs[i]);
+    for (scp_server *srv : live)
+        srv->stopping = true; /* from now on every request gets a transient reject */
+    auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(grace_s > 0 ? grace_s : 0);
+    for (scp_server *srv : live)
+        wait_idle(srv, deadline);
+    for (scp_server *srv : live)
+        abort_remaining(srv);
+    for (scp_server *srv : live) {
+        srv->listener.join(); /* starts no thread from now on */
+        join_all(srv);
+        ASC_dropNetwork(&srv->net);
+        srv->stopped = true;
+        log_info("scp: server on port %d stopped", srv->opt.port);
+    }
 }
 
 } // namespace
@@ -1303,25 +1312,23 @@ extern "C" int scp_server_start(scp_server *srv)
     }
 }
 
-extern "C" void scp_server_stop(scp_server *srv, int grace_s)
+extern "C" void scp_servers_stop(scp_server *const *srvs, int n, int grace_s)
 {
     try {
-        if (srv)
-            stop_impl(srv, grace_s);
+        stop_all(srvs, n, grace_s);
     } catch (...) {
         log_err("scp: server stop failed (exception)");
     }
 }
 
+extern "C" void scp_server_stop(scp_server *srv, int grace_s)
+{
+    scp_servers_stop(&srv, 1, grace_s);
+}
+
 extern "C" int scp_server_active(scp_server *srv)
 {
     return srv ? srv->active.load() : 0;
-}
-
-extern "C" void scp_server_refuse_new(scp_server *srv)
-{
-    if (srv)
-        srv->stopping = true;
 }
 
 extern "C" void scp_server_share_limit(scp_server *srv, scp_server *other)

@@ -41,12 +41,17 @@ Modes:
                      then wait (up to --wait seconds) for the peer to give up;
                      prints "closed after S s" or "still open after S s"
 
+With --tls CA CERT KEY every connection is TLS (the peer's certificate is
+checked against CA, host names are not; CERT and KEY identify this caller):
+the same misbehaviour, behind a completed handshake.
+
 Exit status 0 when the exchange went as described (whatever the status), 1 on
 a protocol surprise or a connection error. Single-threaded; no state.
 """
 import argparse
 import os
 import socket
+import ssl
 import struct
 import sys
 import time
@@ -178,8 +183,19 @@ def status_of(command):
     raise ValueError("no status in the response")
 
 
-def associate(a):
+def connect(a):
     s = socket.create_connection((a.host, a.port), timeout=a.wait)
+    if not a.tls:
+        return s
+    ca, cert, key = a.tls
+    ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=ca)
+    ctx.check_hostname = False
+    ctx.load_cert_chain(cert, key)
+    return ctx.wrap_socket(s)
+
+
+def associate(a):
+    s = connect(a)
     s.sendall(associate_rq(a.called, a.calling, a.ts))
     kind, body = recv_pdu(s)
     if kind != 0x02:
@@ -212,12 +228,12 @@ def wait_closed(s, limit):
         return time.monotonic() - start, True
     except socket.timeout:
         return time.monotonic() - start, False
-    except (ConnectionResetError, BrokenPipeError):
+    except (ConnectionResetError, BrokenPipeError, ssl.SSLError):
         return time.monotonic() - start, True
 
 
 def mode_garbage(a):
-    s = socket.create_connection((a.host, a.port), timeout=a.wait)
+    s = connect(a)
     s.sendall(os.urandom(4096))
     secs, closed = wait_closed(s, a.wait)
     print("%s after %.1f s" % ("closed" if closed else "still open", secs))
@@ -225,7 +241,7 @@ def mode_garbage(a):
 
 
 def mode_bad_associate(a):
-    s = socket.create_connection((a.host, a.port), timeout=a.wait)
+    s = connect(a)
     s.sendall(bad_associate_rq(a.called, a.calling, a.ts))
     secs, closed = wait_closed(s, a.wait)
     print("%s after %.1f s" % ("closed" if closed else "still open", secs))
@@ -235,11 +251,11 @@ def mode_bad_associate(a):
 def mode_leaky_associate(a):
     unanswered = 0
     for i in range(a.count):
-        s = socket.create_connection((a.host, a.port), timeout=a.wait)
+        s = connect(a)
         try:
             s.sendall(leaky_associate_rq(a.called, a.calling, a.ts, i % 3))
             unanswered += s.recv(1) == b""
-        except (ConnectionResetError, BrokenPipeError):
+        except (ConnectionResetError, BrokenPipeError, ssl.SSLError):
             unanswered += 1
         finally:
             s.close()
@@ -297,6 +313,7 @@ def main():
     p.add_argument("--ts", default=EXPLICIT_LE.decode())
     p.add_argument("--called", default="LDCTNODE")
     p.add_argument("--calling", default="RAWSCU")
+    p.add_argument("--tls", nargs=3, metavar=("CA", "CERT", "KEY"))
     a = p.parse_args()
     try:
         modes = {"garbage": mode_garbage, "store": mode_store, "bad-associate": mode_bad_associate,

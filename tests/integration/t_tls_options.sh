@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# DICOM TLS beyond t_tls's defaults:
+# - tls_require_client_certificate = no: a caller without a certificate is
+#   served; one that sends a certificate from another CA is still refused.
+# - The default profile (bcp195-nd) refuses a caller's 1024-bit key
+#   (OpenSSL security level 2) and TLS 1.2 with AES128-SHA; tls_profile =
+#   bcp195 serves both (fallback for older peers).
+# - The command guard and the association parser read the decrypted data:
+#   a nested command set and an unparsable A-ASSOCIATE-RQ sent over TLS
+#   end their connection, and the daemon lives on.
+# - A SIGTERM with a stalled association on each port: both ports share one
+#   grace period and are aborted together, exit 0.
+. "$(dirname "$0")/lib.sh"
+command -v openssl > /dev/null || skip "no openssl"
+
+# A CA and the node's, a caller's and a 1024-bit caller's certificates; a
+# rogue CA with a caller of its own.
+pki() {
+    local d=$T/pki n ca bits
+    mkdir -p "$d"
+    for ca in ca rogue; do
+        openssl req -x509 -newkey rsa:2048 -nodes -keyout "$d/$ca.key" -out "$d/$ca.crt" \
+            -days 2 -subj "/CN=ldct test $ca" 2> /dev/null || fail "openssl $ca"
+    done
+    for n in node scanner weak intruder; do
+        ca=ca bits=2048
+        [ $n = intruder ] && ca=rogue
+        [ $n = weak ] && bits=1024
+        openssl req -newkey rsa:$bits -nodes -keyout "$d/$n.key" -out "$d/$n.csr" \
+            -subj "/CN=$n" 2> /dev/null &&
+            openssl x509 -req -in "$d/$n.csr" -CA "$d/$ca.crt" -CAkey "$d/$ca.key" \
+                -CAcreateserial -out "$d/$n.crt" -days 2 2> /dev/null || fail "openssl $n"
+    done
+}
+pki
+P=$T/pki
+TLS_PORT=$(free_port)
+TLS_KEYS=("tls_port = $TLS_PORT" "tls_certificate = $P/node.crt" "tls_private_key = $P/node.key"
+    "tls_ca_certificates = $P/ca.crt")
+tls_echo() { echoscu -aec LDCTNODE "$@" 127.0.0.1 "$TLS_PORT"; }
+# 0 when a TLS 1.2 handshake offering only AES128-SHA completes (s_client
+# reports the suite it agreed on).
+old_peer_served() {
+    openssl s_client -connect "127.0.0.1:$TLS_PORT" -tls1_2 -cipher 'AES128-SHA:@SECLEVEL=0' \
+        -cert "$P/scanner.crt" -key "$P/scanner.key" -CAfile "$P/ca.crt" < /dev/null \
+        > "$T/s_client.out" 2>&1
+    grep -q "Cipher is AES128-SHA" "$T/s_client.out"
+}
+rawscu() { python3 "$ROOT/tests/tools/rawscu.py" "$@"; }
+RAW_TLS=(--tls "$P/ca.crt" "$P/scanner.crt" "$P/scanner.key")
+
+write_config "stable_seconds = 60" "max_associations = 4" "acse_timeout = 5" \
+    "shutdown_grace_seconds = 3" "tls_require_client_certificate = no" "${TLS_KEYS[@]}"
+start_daemon
+grep -q "listening on port $TLS_PORT for TLS" "$T/ldctd.log" || fail "no TLS listener line"
+grep "listening on port $TLS_PORT" "$T/ldctd.log" | grep -q "client certificates required" &&
+    fail "the listener line claims client certificates are required"
+tls_echo +tla +cf "$P/ca.crt" > "$T/e1" 2>&1 || fail "a caller without certificate: $(cat "$T/e1")"
+tls_echo +tls "$P/intruder.key" "$P/intruder.crt" +cf "$P/ca.crt" > "$T/e2" 2>&1 &&
+    fail "a certificate from another CA served"
+tls_echo +tls "$P/weak.key" "$P/weak.crt" +cf "$P/ca.crt" > "$T/e3" 2>&1 &&
+    fail "a 1024-bit key served under bcp195-nd"
+old_peer_served && fail "TLS 1.2 with AES128-SHA served under bcp195-nd"
+tls_echo +tls "$P/scanner.key" "$P/scanner.crt" +cf "$P/ca.crt" > "$T/e4" 2>&1 ||
+    fail "a good caller: $(cat "$T/e4")"
+
+# The guards behind the handshake.
+"$MKSERIES" --out "$T/s" --rows 16 --cols 16 --slices 2 > /dev/null || fail "mkseries"
+one=$(ls "$T"/s/*.dcm | head -n1)
+rawscu 127.0.0.1 "$TLS_PORT" store "$one" --nest-command 100000 --wait 10 "${RAW_TLS[@]}" \
+    > "$T/raw1.out" 2>&1
+grep -q "^0x0000" "$T/raw1.out" && fail "the nested command was answered with success"
+grep -q "DIMSE command message over 65536 bytes" "$T/ldctd.log" ||
+    fail "no guard line for the nested command over TLS: $(cat "$T/raw1.out")"
+rawscu 127.0.0.1 "$TLS_PORT" bad-associate --wait 10 "${RAW_TLS[@]}" > "$T/raw2.out" 2>&1 ||
+    fail "rawscu bad-associate over TLS: $(cat "$T/raw2.out")"
+grep -q "^closed after" "$T/raw2.out" || fail "an unparsable request held open: $(cat "$T/raw2.out")"
+kill -0 "$DAEMON_PID" || fail "the daemon died"
+storescu -aec LDCTNODE +tls "$P/scanner.key" "$P/scanner.crt" +cf "$P/ca.crt" 127.0.0.1 \
+    "$TLS_PORT" "$T"/s/*.dcm > "$T/storescu.log" 2>&1 || fail "storescu after the attacks"
+[ "$(db_instances)" = 2 ] || fail "$(db_instances) instances stored"
+
+# One grace for both ports: a stalled association on each, aborted together.
+rawscu 127.0.0.1 "$PORT" store "$one" --stall 1000 --wait 30 > "$T/stall1.out" 2>&1 &
+rawscu 127.0.0.1 "$TLS_PORT" store "$one" --stall 1000 --wait 30 "${RAW_TLS[@]}" \
+    > "$T/stall2.out" 2>&1 &
+two_open() { [ "$(grep -c "calling RAWSCU) accepted" "$T/ldctd.log")" = 3 ]; }
+wait_until 10 "both stalled associations accepted" two_open
+stop_daemon || fail "exit code $? after SIGTERM"
+wait
+grep -q "waiting up to 3 s for 2 association(s)" "$T/ldctd.log" || fail "no grace line for both"
+first_stop=$(grep -n "scp: server on port" "$T/ldctd.log" | head -n1 | cut -d: -f1)
+aborts=$(head -n "${first_stop:-0}" "$T/ldctd.log" | grep -c "aborted 1 connection(s)")
+[ "$aborts" = 2 ] || fail "$aborts port(s) aborted before the first port stopped"
+grep -q "^closed after" "$T/stall1.out" || fail "plain stall: $(cat "$T/stall1.out")"
+grep -q "^closed after" "$T/stall2.out" || fail "TLS stall: $(cat "$T/stall2.out")"
+
+# tls_profile = bcp195 falls back for older peers.
+write_config "tls_profile = bcp195" "${TLS_KEYS[@]}"
+start_daemon
+tls_echo +tls "$P/weak.key" "$P/weak.crt" +cf "$P/ca.crt" > "$T/e5" 2>&1 ||
+    fail "a 1024-bit key refused under bcp195: $(cat "$T/e5")"
+old_peer_served || fail "TLS 1.2 with AES128-SHA refused under bcp195: $(tail -5 "$T/s_client.out")"
+tls_echo +tls "$P/intruder.key" "$P/intruder.crt" +cf "$P/ca.crt" > "$T/e6" 2>&1 &&
+    fail "a certificate from another CA served under bcp195"
+stop_daemon || fail "exit code $? after SIGTERM"
