@@ -147,6 +147,9 @@ static const opt_def OPTIONS[] = {
     DEST("tls", T_BOOL, 0, 0, "no", tls,
          "send over TLS: the peer's certificate must chain to the node's tls_ca_certificates;"
          " the node's tls_certificate, when set, is ours"),
+    DEST("tls_peer_name", T_STR, 0, 0, "", tls_peer_name,
+         "with tls: the host name or IP address the destination's certificate must carry"
+         " (subjectAltName, else its common name); empty: any certificate of the CA"),
     RULE("match.modality", T_STR, 0, 0, "", modality, "wildcard on Modality"),
     RULE("match.calling_ae", T_STR, 0, 0, "", calling_ae, "wildcard on the sender's AE"),
     RULE("match.called_ae", T_STR, 0, 0, "", called_ae, "wildcard on the AE it was sent to"),
@@ -905,6 +908,8 @@ static void validate(ldct_config *cfg)
             add_error(cfg, d->line,
                       "destination '%s': tls needs the node's tls_ca_certificates to verify it",
                       d->name);
+        if (d->tls_peer_name[0] && !d->tls)
+            add_error(cfg, d->line, "destination '%s': tls_peer_name needs tls = yes", d->name);
     }
     validate_tls(cfg);
     for (int i = 0; i < cfg->nrule; i++)

@@ -79,12 +79,14 @@ typedef struct cfg_destination {
     char host[CFG_HOST_MAX + 1];
     int port;
     char ae_title[CFG_AE_MAX + 1];
-    int timeout;               /* seconds: TCP connect, then each DIMSE step */
-    int retry_initial_seconds; /* first retry delay */
-    double retry_multiplier;   /* each further delay is this much longer */
-    int retry_max_seconds;     /* cap on one delay */
-    int retry_max_attempts;    /* then the send is dead */
-    int tls;                   /* send over TLS (the node's tls_ keys) */
+    int timeout;                          /* seconds: TCP connect, then each DIMSE step */
+    int retry_initial_seconds;            /* first retry delay */
+    double retry_multiplier;              /* each further delay is this much longer */
+    int retry_max_seconds;                /* cap on one delay */
+    int retry_max_attempts;               /* then the send is dead */
+    int tls;                              /* send over TLS (the node's tls_ keys) */
+    char tls_peer_name[CFG_HOST_MAX + 1]; /* "" or the name (DNS or IP) its certificate
+                                           * must carry */
 } cfg_destination;
 
 /* A numeric match: inclusive bounds; a side left open is +-infinity. */

@@ -109,6 +109,8 @@ static int deliver(sender *s, const db_send *snd, const cfg_destination *d, int 
         return snprintf(err, len, "nothing to send"), LDCT_ENOTFOUND;
     }
     unsigned *st = calloc((size_t)paths.n, sizeof *st);
+    scp_tls tls = s->pool->tls;
+    tls.peer_name = d->tls_peer_name;
     scp_send_options o = {.host = d->host,
                           .port = d->port,
                           .called_ae = d->ae_title,
@@ -116,7 +118,7 @@ static int deliver(sender *s, const db_send *snd, const cfg_destination *d, int 
                           .connect_timeout_s = d->timeout,
                           .dimse_timeout_s = d->timeout,
                           .cancel = &s->pool->cancel,
-                          .tls = d->tls ? &s->pool->tls : NULL};
+                          .tls = d->tls ? &tls : NULL};
     rc = st ? scp_send_files(&o, (const char *const *)paths.v, paths.n, st, err, len) : -ENOMEM;
     char summary[128];
     if (rc == 0 && !statuses_ok(st, paths.n, summary, sizeof summary)) {

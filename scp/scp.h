@@ -124,6 +124,9 @@ typedef struct scp_tls {
     int require_peer;        /* SCP: a peer without a valid certificate is refused
                               * (else one it sends is still verified); SCU: always */
     int legacy;              /* the BCP 195 profile with fallback (see above) */
+    const char *peer_name;   /* SCU: NULL or "", or the host name or IP address the
+                              * peer's certificate must carry (subjectAltName, else
+                              * its common name; OpenSSL's host check) */
 } scp_tls;
 
 typedef struct scp_server_options {

@@ -18,9 +18,12 @@ extern "C" {
 #include <dcmtk/config/osconfig.h>
 #include <dcmtk/dcmtls/tlslayer.h>
 #include <openssl/ssl.h>
+#include <openssl/x509_vfy.h>
 
 #include <mutex>
+#include <string>
 
+#include <arpa/inet.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 
@@ -86,6 +89,26 @@ int load_trust(DcmTLSTransportLayer &l, const scp_tls *t, int role_scp, char *er
     return 0;
 }
 
+/* A sender's check that the peer's certificate names peer_name, made by
+ * OpenSSL during the handshake's verification (the handshake then fails
+ * with "hostname mismatch" or "IP address mismatch"). */
+int load_peer_name(DcmTLSTransportLayer &l, const scp_tls *t, char *err, size_t len)
+{
+    if (!set(t->peer_name))
+        return 0;
+    X509_VERIFY_PARAM *p = SSL_CTX_get0_param(l.getNativeHandle());
+    unsigned char ip[16];
+    const bool is_ip =
+        inet_pton(AF_INET, t->peer_name, ip) == 1 || inet_pton(AF_INET6, t->peer_name, ip) == 1;
+    const int ok = is_ip ? X509_VERIFY_PARAM_set1_ip_asc(p, t->peer_name)
+                         : X509_VERIFY_PARAM_set1_host(p, t->peer_name, 0);
+    if (ok != 1) {
+        scp__set_err(err, len, "tls_peer_name %s cannot be checked (OpenSSL)", t->peer_name);
+        return LDCT_EINVAL_CONFIG;
+    }
+    return 0;
+}
+
 } // namespace
 
 void scp__socket_timeouts(int fd, int seconds)
@@ -117,7 +140,18 @@ int scp__tls_configure(DcmTLSTransportLayer &l, const scp_tls *t, int role_scp, 
     if (!t->legacy)
         SSL_CTX_set_security_level(l.getNativeHandle(), 2);
     int rc = load_identity(l, t, role_scp, err, len);
-    return rc ? rc : load_trust(l, t, role_scp, err, len);
+    if (!rc)
+        rc = load_trust(l, t, role_scp, err, len);
+    return rc || role_scp ? rc : load_peer_name(l, t, err, len);
+}
+
+OFCondition scp__tls_verify_reason(const OFCondition &c, SSL *ssl)
+{
+    const long v = SSL_get_verify_result(ssl);
+    if (v == X509_V_OK)
+        return c;
+    const std::string text = std::string(c.text()) + " (" + X509_verify_cert_error_string(v) + ")";
+    return makeOFCondition(c.module(), c.code(), c.status(), text.c_str());
 }
 
 extern "C" int scp_tls_check(const scp_tls *tls, int role_scp, char *err, size_t err_len)

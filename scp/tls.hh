@@ -16,13 +16,18 @@
 #include <dcmtk/dcmtls/tlstrans.h>
 #include <openssl/ssl.h>
 
+/* c, or when the peer's certificate failed verification a condition that
+ * also says why (OpenSSL's reason: "hostname mismatch", "certificate has
+ * expired", ...), which OpenSSL's error queue alone does not. */
+OFCondition scp__tls_verify_reason(const OFCondition &c, SSL *ssl);
+
 /* Conn (DcmTLSConnection or a class built on it with the same
  * constructor) whose handshakes wait at most timeout_s for the peer. */
 template <class Conn> class bounded_tls : public Conn
 {
   public:
     bounded_tls(DcmNativeSocketType sock, SSL *ssl, int timeout_s)
-        : Conn(sock, ssl), timeout_s_(timeout_s)
+        : Conn(sock, ssl), ssl_(ssl), timeout_s_(timeout_s)
     {
     }
     OFCondition serverSideHandshake() override
@@ -40,8 +45,9 @@ template <class Conn> class bounded_tls : public Conn
         scp__socket_timeouts((int)this->getSocket(), timeout_s_);
         OFCondition c = handshake();
         scp__socket_timeouts((int)this->getSocket(), 0);
-        return c;
+        return c.bad() ? scp__tls_verify_reason(c, ssl_) : c;
     }
+    SSL *ssl_; /* owned by Conn */
     int timeout_s_;
 };
 

@@ -10,6 +10,10 @@
 #   end their connection, and the daemon lives on.
 # - A SIGTERM with a stalled association on each port: both ports share one
 #   grace period and are aborted together, exit 0.
+# - tls_peer_name: a destination whose certificate carries the name (DNS or
+#   IP address in subjectAltName) gets the derived series; one that names
+#   another host is refused at the handshake ("hostname mismatch") and its
+#   send ends dead, though its certificate chains to the CA.
 . "$(dirname "$0")/lib.sh"
 command -v openssl > /dev/null || skip "no openssl"
 
@@ -22,14 +26,16 @@ pki() {
         openssl req -x509 -newkey rsa:2048 -nodes -keyout "$d/$ca.key" -out "$d/$ca.crt" \
             -days 2 -subj "/CN=ldct test $ca" 2> /dev/null || fail "openssl $ca"
     done
-    for n in node scanner weak intruder; do
-        ca=ca bits=2048
+    for n in node scanner weak intruder pacs; do
+        ca=ca bits=2048 san=()
         [ $n = intruder ] && ca=rogue
         [ $n = weak ] && bits=1024
+        [ $n = pacs ] && san=(-addext "subjectAltName=DNS:pacs.hospital.test,IP:127.0.0.1")
         openssl req -newkey rsa:$bits -nodes -keyout "$d/$n.key" -out "$d/$n.csr" \
-            -subj "/CN=$n" 2> /dev/null &&
+            -subj "/CN=$n" "${san[@]}" 2> /dev/null &&
             openssl x509 -req -in "$d/$n.csr" -CA "$d/$ca.crt" -CAkey "$d/$ca.key" \
-                -CAcreateserial -out "$d/$n.crt" -days 2 2> /dev/null || fail "openssl $n"
+                -CAcreateserial -copy_extensions copy -out "$d/$n.crt" -days 2 2> /dev/null ||
+            fail "openssl $n"
     done
 }
 pki
@@ -49,8 +55,20 @@ old_peer_served() {
 rawscu() { python3 "$ROOT/tests/tools/rawscu.py" "$@"; }
 RAW_TLS=(--tls "$P/ca.crt" "$P/scanner.crt" "$P/scanner.key")
 
-write_config "stable_seconds = 60" "max_associations = 4" "acse_timeout = 5" \
-    "shutdown_grace_seconds = 3" "tls_require_client_certificate = no" "${TLS_KEYS[@]}"
+PACS_PORT=$(free_port)
+mkdir -p "$T/pacs"
+storescp +tls "$P/pacs.key" "$P/pacs.crt" +cf "$P/ca.crt" -aet PACS -od "$T/pacs" "$PACS_PORT" \
+    > "$T/storescp.log" 2>&1 &
+# name: the destination's tls_peer_name.
+dest() {
+    printf '%s\n' "[destination $1]" "host = 127.0.0.1" "port = $PACS_PORT" "ae_title = PACS" "tls = yes" \
+        "tls_peer_name = $2" "timeout = 5" "retry_max_attempts = 1"
+}
+mapfile -t DESTS < <(dest byname pacs.hospital.test; dest byip 127.0.0.1
+    dest impostor records.hospital.test)
+write_config "stable_seconds = 1" "devices = cpu" "max_associations = 4" "acse_timeout = 5" \
+    "shutdown_grace_seconds = 3" "tls_require_client_certificate = no" "${TLS_KEYS[@]}" \
+    "${DESTS[@]}" "[rule r]" "action = route" "destinations = byname, byip, impostor"
 start_daemon
 grep -q "listening on port $TLS_PORT for TLS" "$T/ldctd.log" || fail "no TLS listener line"
 grep "listening on port $TLS_PORT" "$T/ldctd.log" | grep -q "client certificates required" &&
@@ -60,6 +78,8 @@ tls_echo +tls "$P/intruder.key" "$P/intruder.crt" +cf "$P/ca.crt" > "$T/e2" 2>&1
     fail "a certificate from another CA served"
 tls_echo +tls "$P/weak.key" "$P/weak.crt" +cf "$P/ca.crt" > "$T/e3" 2>&1 &&
     fail "a 1024-bit key served under bcp195-nd"
+grep -q "TLS error: certificate verify failed (EE certificate key too weak)" "$T/ldctd.log" ||
+    fail "the log does not say the caller's key is too weak"
 old_peer_served && fail "TLS 1.2 with AES128-SHA served under bcp195-nd"
 tls_echo +tls "$P/scanner.key" "$P/scanner.crt" +cf "$P/ca.crt" > "$T/e4" 2>&1 ||
     fail "a good caller: $(cat "$T/e4")"
@@ -80,14 +100,28 @@ storescu -aec LDCTNODE +tls "$P/scanner.key" "$P/scanner.crt" +cf "$P/ca.crt" 12
     "$TLS_PORT" "$T"/s/*.dcm > "$T/storescu.log" 2>&1 || fail "storescu after the attacks"
 [ "$(db_instances)" = 2 ] || fail "$(db_instances) instances stored"
 
+# tls_peer_name, by DNS name and by IP address; another name is refused.
+send_state() { sql "SELECT state FROM sends WHERE destination = '$1'"; }
+sends_ended() {
+    [ "$(send_state byname)" = done ] && [ "$(send_state byip)" = done ] &&
+        [ "$(send_state impostor)" = dead ]
+}
+wait_until 60 "the sends by name and by IP done, the one to another name dead" sends_ended
+# (storescp keeps one file per SOP instance: both sends wrote the same two.)
+[ "$(ls "$T/pacs" | wc -l)" = 2 ] || fail "the PACS holds $(ls "$T/pacs" | wc -l) files, not 2"
+sql "SELECT last_error FROM sends WHERE destination = 'impostor'" | grep -q "hostname mismatch" ||
+    fail "impostor: $(sql "SELECT last_error FROM sends WHERE destination = 'impostor'")"
+
 # One grace for both ports: a stalled association on each, aborted together.
 rawscu 127.0.0.1 "$PORT" store "$one" --stall 1000 --wait 30 > "$T/stall1.out" 2>&1 &
+stall1=$!
 rawscu 127.0.0.1 "$TLS_PORT" store "$one" --stall 1000 --wait 30 "${RAW_TLS[@]}" \
     > "$T/stall2.out" 2>&1 &
+stall2=$!
 two_open() { [ "$(grep -c "calling RAWSCU) accepted" "$T/ldctd.log")" = 3 ]; }
 wait_until 10 "both stalled associations accepted" two_open
 stop_daemon || fail "exit code $? after SIGTERM"
-wait
+wait "$stall1" "$stall2"
 grep -q "waiting up to 3 s for 2 association(s)" "$T/ldctd.log" || fail "no grace line for both"
 first_stop=$(grep -n "scp: server on port" "$T/ldctd.log" | head -n1 | cut -d: -f1)
 aborts=$(head -n "${first_stop:-0}" "$T/ldctd.log" | grep -c "aborted 1 connection(s)")

@@ -908,6 +908,15 @@ START_TEST(tls_keys_belong_together)
     ck_assert(has_error(cfg, 4, "tls_profile = tls13: use bcp195-nd or bcp195"));
     ck_assert(has_error(cfg, 5, "destination 'p': tls needs the node's tls_ca_certificates"));
     config_free(cfg);
+    cfg = load_text("[node]\ntls_ca_certificates = /ca\n[destination p]\nhost = h\nae_title = P\n"
+                    "tls = yes\ntls_peer_name = pacs.example.org\n[destination q]\nhost = h\n"
+                    "ae_title = Q\ntls_peer_name = q.example.org\n",
+                    &rc);
+    ck_assert_int_eq(rc, LDCT_EINVAL_CONFIG);
+    ck_assert_str_eq(cfg->dest[0].tls_peer_name, "pacs.example.org");
+    ck_assert(has_error(cfg, 8, "destination 'q': tls_peer_name needs tls = yes"));
+    ck_assert_int_eq(cfg->nerr, 1);
+    config_free(cfg);
     cfg = load_text("[node]\ntls_port = 2762\ntls_certificate = /c\ntls_private_key = /k\n"
                     "tls_require_client_certificate = no\n",
                     &rc);
