@@ -120,6 +120,7 @@ struct assoc_slot {
     bool accepted = false;   /* written by its own thread only (accept hook) */
     bool rq_refused = false; /* its request was refused unparsed (own thread only) */
     int fd = -1;             /* guarded by scp_server::mu; -1 once the thread drops it */
+    char peer[64] = "?";     /* the connection's numeric address (own thread only) */
 };
 
 /* The per-association facts handlers see. */
@@ -767,23 +768,6 @@ void drop_when_closed(scp_server *srv, T_ASC_Association **assoc)
 
 /* ---- acceptance --------------------------------------------------------- */
 
-/* Called by DCMTK (in the acceptor thread) right after accept() and before it
- * reads the A-ASSOCIATE-RQ: records the socket for stop, lets the listener
- * start the next acceptor, and shuts the socket down at once when stopping. */
-void on_accepted(scp_server *srv, int fd)
-{
-    std::lock_guard<std::mutex> lk(srv->mu);
-    if (t_slot) {
-        t_slot->accepted = true;
-        t_slot->fd = fd;
-    }
-    srv->acceptor_waiting = false;
-    srv->pending++;
-    if (srv->aborting)
-        shutdown(fd, SHUT_RDWR);
-    srv->cv.notify_all();
-}
-
 /* The numeric address of a connection's peer into buf ("?" when unknown). */
 void peer_address(int fd, char *buf, size_t len)
 {
@@ -798,6 +782,25 @@ void peer_address(int fd, char *buf, size_t len)
     }
     if (!addr || !inet_ntop(sa.ss_family, addr, buf, (socklen_t)len))
         scp__strlcpy(buf, "?", len);
+}
+
+/* Called by DCMTK (in the acceptor thread) right after accept() and before it
+ * reads the A-ASSOCIATE-RQ: records the socket for stop, lets the listener
+ * start the next acceptor, and shuts the socket down at once when stopping. */
+void on_accepted(scp_server *srv, int fd)
+{
+    if (t_slot)
+        peer_address(fd, t_slot->peer, sizeof t_slot->peer);
+    std::lock_guard<std::mutex> lk(srv->mu);
+    if (t_slot) {
+        t_slot->accepted = true;
+        t_slot->fd = fd;
+    }
+    srv->acceptor_waiting = false;
+    srv->pending++;
+    if (srv->aborting)
+        shutdown(fd, SHUT_RDWR);
+    srv->cv.notify_all();
 }
 
 /* Follows the PDU and PDV headers of what a peer sends and says when a DIMSE
@@ -998,6 +1001,17 @@ class tls_accept_layer : public DcmTLSTransportLayer
     scp_server *srv_;
 };
 
+/* Logs why a connection brought no association request, naming its peer. */
+void log_accept_error(const OFCondition &c, const assoc_slot *slot)
+{
+    if (!slot->accepted) {
+        scp__cond_err(c, "accepting a connection");
+        return;
+    }
+    const std::string what = std::string("receiving an association request from ") + slot->peer;
+    scp__cond_err(c, what.c_str());
+}
+
 /* Waits for one connection and reads its association request; returns the
  * association (nullptr when quitting or when the connection brought none). */
 T_ASC_Association *accept_one(scp_server *srv, assoc_slot *slot)
@@ -1010,8 +1024,7 @@ T_ASC_Association *accept_one(scp_server *srv, assoc_slot *slot)
         if (c.good() && slot->accepted)
             return assoc;
         if (c != DUL_NOASSOCIATIONREQUEST && !slot->rq_refused) /* the guard said why */
-            scp__cond_err(c, slot->accepted ? "receiving an association request"
-                                            : "accepting a connection");
+            log_accept_error(c, slot);
         drop(&assoc, 0); /* an unreadable request: nothing to wait for */
         if (slot->accepted)
             return nullptr;

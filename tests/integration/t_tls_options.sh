@@ -78,8 +78,9 @@ tls_echo +tls "$P/intruder.key" "$P/intruder.crt" +cf "$P/ca.crt" > "$T/e2" 2>&1
     fail "a certificate from another CA served"
 tls_echo +tls "$P/weak.key" "$P/weak.crt" +cf "$P/ca.crt" > "$T/e3" 2>&1 &&
     fail "a 1024-bit key served under bcp195-nd"
-grep -q "TLS error: certificate verify failed (EE certificate key too weak)" "$T/ldctd.log" ||
-    fail "the log does not say the caller's key is too weak"
+grep -q "request from 127.0.0.1: TLS error: certificate verify failed (EE certificate key too weak)" \
+    "$T/ldctd.log" ||
+    fail "the log does not name the caller and say its key is too weak"
 old_peer_served && fail "TLS 1.2 with AES128-SHA served under bcp195-nd"
 tls_echo +tls "$P/scanner.key" "$P/scanner.crt" +cf "$P/ca.crt" > "$T/e4" 2>&1 ||
     fail "a good caller: $(cat "$T/e4")"
