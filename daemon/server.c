@@ -419,6 +419,12 @@ static void live_status(void *ctx, status_snapshot *st)
                *tls = __atomic_load_n(&s->scp_tls, __ATOMIC_ACQUIRE);
     st->associations_active =
         (srv ? scp_server_active(srv) : 0) + (tls ? scp_server_active(tls) : 0);
+    scp_server_counts c = {0, 0, 0};
+    scp_server_add_counts(srv, &c);
+    scp_server_add_counts(tls, &c);
+    st->conn_accepted = c.accepted;
+    st->conn_rejected = c.rejected;
+    st->conn_failed = c.failed;
     st->workers = s->nworkers;
     st->gpus_down = s->workers ? worker_pool_gpus_down(s->workers) : 0;
 }

@@ -98,6 +98,8 @@ static void json_daemon_part(FILE *f, const status_snapshot *s)
             ",\"version\":\"%s\",\"uptime_s\":%lld,\"associations_active\":%d,\"workers\":%d,"
             "\"gpus_down\":%d",
             LDCT_VERSION, (long long)s->uptime_s, s->associations_active, s->workers, s->gpus_down);
+    fprintf(f, ",\"connections\":{\"accepted\":%lld,\"rejected\":%lld,\"failed\":%lld}",
+            (long long)s->conn_accepted, (long long)s->conn_rejected, (long long)s->conn_failed);
 }
 
 /* ,"running":[{...}]: the running jobs with their progress. */
@@ -183,6 +185,13 @@ void status_write_prometheus(FILE *f, const status_snapshot *s)
     fprintf(f, "ldct_uptime_seconds %lld\n", (long long)s->uptime_s);
     metric(f, "ldct_associations_active", "gauge", "DICOM associations running now.");
     fprintf(f, "ldct_associations_active %d\n", s->associations_active);
+    metric(f, "ldct_connections_total", "counter",
+           "DICOM connections since ldctd started: accepted (an association), rejected"
+           " (A-ASSOCIATE-RJ), failed (no usable request: a TLS handshake refused, an"
+           " unreadable request).");
+    fprintf(f, "ldct_connections_total{outcome=\"accepted\"} %lld\n", (long long)s->conn_accepted);
+    fprintf(f, "ldct_connections_total{outcome=\"rejected\"} %lld\n", (long long)s->conn_rejected);
+    fprintf(f, "ldct_connections_total{outcome=\"failed\"} %lld\n", (long long)s->conn_failed);
     metric(f, "ldct_workers", "gauge", "Processing workers (one per device).");
     fprintf(f, "ldct_workers %d\n", s->workers);
     metric(f, "ldct_gpus_down", "gauge",

@@ -41,6 +41,10 @@ typedef struct status_snapshot {
     int associations_active;
     int workers;
     int gpus_down; /* workers whose GPU does not work */
+    /* DICOM connections since ldctd started (both ports), by outcome:
+     * an association accepted, rejected (A-ASSOCIATE-RJ), or failed (no
+     * usable request: a TLS handshake refused, an unreadable request). */
+    int64_t conn_accepted, conn_rejected, conn_failed;
 } status_snapshot;
 
 /* Reads the database's totals and, when `with_running` (GET /status and

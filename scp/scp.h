@@ -182,6 +182,17 @@ void scp_servers_stop(scp_server *const *srvs, int n, int grace_s);
 /* Number of associations running now. */
 int scp_server_active(scp_server *srv);
 
+/* What became of the connections a server took since it started. */
+typedef struct scp_server_counts {
+    long long accepted; /* associations accepted */
+    long long rejected; /* A-ASSOCIATE-RJ: busy, stopping, or the caller's verdict */
+    long long failed;   /* connections that brought no usable request: a failed TLS
+                         * handshake, an unreadable or refused A-ASSOCIATE-RQ */
+} scp_server_counts;
+
+/* Adds srv's counts to *c (NULL srv: nothing). */
+void scp_server_add_counts(scp_server *srv, scp_server_counts *c);
+
 /* Makes srv count its associations against other's max_associations (the
  * plain and the TLS port of one node share one limit). Call before
  * scp_server_start of either; the two may be freed in any order. */

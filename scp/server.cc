@@ -148,6 +148,7 @@ struct scp_server {
     std::atomic<bool> stopping{false}; /* reject every new association */
     std::atomic<bool> quit{false};     /* the listener leaves its loop */
     std::atomic<int> active{0};
+    std::atomic<long long> accepted{0}, rejected{0}, failed{0}; /* scp_server_counts */
     std::mutex mu; /* guards slots, their fds and the three fields below */
     std::condition_variable cv;
     std::list<std::unique_ptr<assoc_slot>> slots;
@@ -726,6 +727,7 @@ void run_association(scp_server *srv, T_ASC_Association *assoc)
     bool stopping;
     counted_association counted(srv);
     if (!counted.take(&stopping)) {
+        srv->rejected++;
         reject(assoc, SCP_ASSOC_REJECT_BUSY, a,
                stopping ? std::string("the node is shutting down")
                         : "all max_associations = " + std::to_string(srv->opt.max_associations) +
@@ -735,9 +737,11 @@ void run_association(scp_server *srv, T_ASC_Association *assoc)
     scp_assoc_verdict v =
         srv->h.check_association ? srv->h.check_association(srv->h.ctx, &a.info) : SCP_ASSOC_ACCEPT;
     if (v != SCP_ASSOC_ACCEPT) {
+        srv->rejected++;
         reject(assoc, v, a,
                v == SCP_ASSOC_REJECT_CALLED_AE ? "this node is " + srv->ae_title : std::string());
     } else if (negotiate(srv, assoc) == 0) {
+        srv->accepted++;
         log_info("scp: association from %s (calling %s) accepted%s", a.peer.c_str(),
                  a.calling.c_str(), srv->opt.tls ? " over TLS" : "");
         report_interrupted(srv, a, !serve(srv, &a, assoc));
@@ -1026,8 +1030,10 @@ T_ASC_Association *accept_one(scp_server *srv, assoc_slot *slot)
         if (c != DUL_NOASSOCIATIONREQUEST && !slot->rq_refused) /* the guard said why */
             log_accept_error(c, slot);
         drop(&assoc, 0); /* an unreadable request: nothing to wait for */
-        if (slot->accepted)
+        if (slot->accepted) {
+            srv->failed++;
             return nullptr;
+        }
         if (c != DUL_NOASSOCIATIONREQUEST) /* e.g. out of descriptors: no spin */
             std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
@@ -1342,6 +1348,15 @@ extern "C" void scp_server_stop(scp_server *srv, int grace_s)
 extern "C" int scp_server_active(scp_server *srv)
 {
     return srv ? srv->active.load() : 0;
+}
+
+extern "C" void scp_server_add_counts(scp_server *srv, scp_server_counts *c)
+{
+    if (!srv)
+        return;
+    c->accepted += srv->accepted.load();
+    c->rejected += srv->rejected.load();
+    c->failed += srv->failed.load();
 }
 
 extern "C" void scp_server_share_limit(scp_server *srv, scp_server *other)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Status and metrics over HTTP (http_port): /healthz answers ok, /status is
 # JSON with the queue totals and the daemon's own figures, /metrics is
-# Prometheus text whose counts follow what was received; unknown paths get
+# Prometheus text whose counts follow what was received (and the DICOM
+# connections: accepted, rejected, failed); unknown paths get
 # 404 and other methods 405; no UIDs or patient data in either; 20 idle
 # connections (more than the old limit of 16) do not lock monitoring out,
 # and the idle ones are dropped after the 5 s idle timeout; a flood over
@@ -17,6 +18,9 @@ url="http://127.0.0.1:$HTTP"
 [ "$(curl -s "$url/healthz")" = ok ] || fail "healthz: $(curl -s "$url/healthz")"
 "$MKSERIES" --out "$T/s" --rows 32 --cols 32 --slices 3 > /dev/null || fail "mkseries"
 storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T"/s/*.dcm || fail "storescu"
+echoscu -aec SOMEONEELSE 127.0.0.1 "$PORT" 2> /dev/null && fail "an echo to another AE title"
+python3 "$ROOT/tests/tools/rawscu.py" 127.0.0.1 "$PORT" garbage --wait 5 > /dev/null ||
+    fail "rawscu garbage"
 curl -s "$url/status" > "$T/status.json" || fail "GET /status"
 python3 - "$T/status.json" << 'PY' || fail "status: $(cat "$T/status.json")"
 import json, sys
@@ -26,12 +30,17 @@ assert s["uptime_s"] >= 0 and s["workers"] >= 1 and s["associations_active"] == 
 assert s["gpus_down"] == 0, s
 assert set(s["jobs"]) == {"pending", "running", "done", "failed"}, s
 assert s["version"], s
+assert s["connections"] == {"accepted": 1, "rejected": 1, "failed": 1}, s
 PY
 curl -s "$url/metrics" > "$T/metrics.txt" || fail "GET /metrics"
 grep -qx "ldct_instances 3" "$T/metrics.txt" || fail "metrics: $(cat "$T/metrics.txt")"
 grep -qx 'ldct_jobs{state="failed"} 0' "$T/metrics.txt" || fail "no job states"
 grep -q '^# TYPE ldct_spool_bytes gauge$' "$T/metrics.txt" || fail "no TYPE lines"
 grep -qx "ldct_gpus_down 0" "$T/metrics.txt" || fail "no ldct_gpus_down"
+grep -q '^# TYPE ldct_connections_total counter$' "$T/metrics.txt" || fail "no connection counter"
+for o in accepted rejected failed; do
+    grep -qx "ldct_connections_total{outcome=\"$o\"} 1" "$T/metrics.txt" || fail "no $o connection"
+done
 uid=$(dcmdump -q +P 0020,000e "$T/s/IMG0001.dcm" | sed -E 's/.*\[([^]]*)\].*/\1/')
 ! grep -q "$uid" "$T/status.json" "$T/metrics.txt" || fail "a UID in the status"
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$url/nothing")" = 404 ] || fail "no 404"

@@ -5,6 +5,7 @@
 # - The default profile (bcp195-nd) refuses a caller's 1024-bit key
 #   (OpenSSL security level 2) and TLS 1.2 with AES128-SHA; tls_profile =
 #   bcp195 serves both (fallback for older peers).
+# - /metrics counts the refused handshakes as failed connections.
 # - The command guard and the association parser read the decrypted data:
 #   a nested command set and an unparsable A-ASSOCIATE-RQ sent over TLS
 #   end their connection, and the daemon lives on.
@@ -66,7 +67,9 @@ dest() {
 }
 mapfile -t DESTS < <(dest byname pacs.hospital.test; dest byip 127.0.0.1
     dest impostor records.hospital.test)
+HTTP_PORT=$(free_port)
 write_config "stable_seconds = 1" "devices = cpu" "max_associations = 4" "acse_timeout = 5" \
+    "http_port = $HTTP_PORT" \
     "shutdown_grace_seconds = 3" "tls_require_client_certificate = no" "${TLS_KEYS[@]}" \
     "${DESTS[@]}" "[rule r]" "action = route" "destinations = byname, byip, impostor"
 start_daemon
@@ -84,6 +87,12 @@ grep -q "request from 127.0.0.1: TLS error: certificate verify failed (EE certif
 old_peer_served && fail "TLS 1.2 with AES128-SHA served under bcp195-nd"
 tls_echo +tls "$P/scanner.key" "$P/scanner.crt" +cf "$P/ca.crt" > "$T/e4" 2>&1 ||
     fail "a good caller: $(cat "$T/e4")"
+# Monitoring counts the refused handshakes (rogue CA, weak key, old cipher).
+curl -s "http://127.0.0.1:$HTTP_PORT/metrics" > "$T/metrics.txt" || fail "GET /metrics"
+grep -qx 'ldct_connections_total{outcome="failed"} 3' "$T/metrics.txt" ||
+    fail "failed handshakes: $(grep connections_total "$T/metrics.txt")"
+grep -qx 'ldct_connections_total{outcome="accepted"} 2' "$T/metrics.txt" ||
+    fail "accepted: $(grep connections_total "$T/metrics.txt")"
 
 # The guards behind the handshake.
 "$MKSERIES" --out "$T/s" --rows 16 --cols 16 --slices 2 > /dev/null || fail "mkseries"
