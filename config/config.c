@@ -149,7 +149,8 @@ static const opt_def OPTIONS[] = {
          " the node's tls_certificate, when set, is ours"),
     DEST("tls_peer_name", T_STR, 0, 0, "", tls_peer_name,
          "with tls: the host name or IP address the destination's certificate must carry"
-         " (subjectAltName, else its common name); empty: any certificate of the CA"),
+         " (a DNS name in subjectAltName, else its common name; an IP address only in"
+         " subjectAltName); empty: any certificate of the CA"),
     RULE("match.modality", T_STR, 0, 0, "", modality, "wildcard on Modality"),
     RULE("match.calling_ae", T_STR, 0, 0, "", calling_ae, "wildcard on the sender's AE"),
     RULE("match.called_ae", T_STR, 0, 0, "", called_ae, "wildcard on the AE it was sent to"),
@@ -896,6 +897,36 @@ static void validate_tls(ldct_config *cfg)
                   "tls_require_client_certificate needs tls_ca_certificates (or set it to no)");
 }
 
+/* 1 when s is a host name (dot-separated labels of letters, digits and
+ * hyphens, 1..63 each, no hyphen at either end, the last not all digits)
+ * or an IPv4 / IPv6 address as inet_pton reads it: what OpenSSL's host
+ * and IP checks can match, with no port, brackets or zone. */
+static int is_peer_name(const char *s)
+{
+    unsigned char bin[16];
+    if (inet_pton(AF_INET, s, bin) == 1 || inet_pton(AF_INET6, s, bin) == 1)
+        return 1;
+    size_t n = strlen(s), label = 0;
+    int all_digits = 1;
+    if (n == 0 || n > 253 || s[0] == '.' || s[n - 1] == '.')
+        return 0;
+    for (size_t i = 0; i <= n; i++) {
+        if (i == n || s[i] == '.') {
+            if (label == 0 || label > 63 || s[i - 1] == '-' || s[i - label] == '-')
+                return 0;
+            if (i == n && all_digits)
+                return 0; /* 127.1: not an address inet_pton reads, nor a name */
+            label = 0, all_digits = 1;
+            continue;
+        }
+        if (!isalnum((unsigned char)s[i]) && s[i] != '-')
+            return 0;
+        all_digits &= isdigit((unsigned char)s[i]) != 0;
+        label++;
+    }
+    return 1;
+}
+
 static void validate(ldct_config *cfg)
 {
     for (int i = 0; i < cfg->ndest; i++) {
@@ -910,6 +941,11 @@ static void validate(ldct_config *cfg)
                       d->name);
         if (d->tls_peer_name[0] && !d->tls)
             add_error(cfg, d->line, "destination '%s': tls_peer_name needs tls = yes", d->name);
+        if (d->tls_peer_name[0] && !is_peer_name(d->tls_peer_name))
+            add_error(cfg, d->line,
+                      "destination '%s': tls_peer_name '%s' is neither a host name nor an IP"
+                      " address (no port, brackets or zone)",
+                      d->name, d->tls_peer_name);
     }
     validate_tls(cfg);
     for (int i = 0; i < cfg->nrule; i++)

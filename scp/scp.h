@@ -125,8 +125,9 @@ typedef struct scp_tls {
                               * (else one it sends is still verified); SCU: always */
     int legacy;              /* the BCP 195 profile with fallback (see above) */
     const char *peer_name;   /* SCU: NULL or "", or the host name or IP address the
-                              * peer's certificate must carry (subjectAltName, else
-                              * its common name; OpenSSL's host check) */
+                              * peer's certificate must carry (a DNS name in
+                              * subjectAltName, else its common name; an IP
+                              * address in subjectAltName only: OpenSSL's checks) */
 } scp_tls;
 
 typedef struct scp_server_options {
@@ -173,8 +174,8 @@ int scp_server_start(scp_server *srv);
  * joins every thread. Takes at most about grace_s + 2 s. */
 void scp_server_stop(scp_server *srv, int grace_s);
 
-/* scp_server_stop for the n servers of one node (its plain and TLS ports;
- * NULL entries are skipped) at once: all refuse new requests from the
+/* scp_server_stop for the n (at most 8) servers of one node (its plain and
+ * TLS ports; NULL entries are skipped) at once: all refuse new requests from the
  * start, share the one grace period and are aborted together, so the whole
  * stop still takes at most about grace_s + 2 s. */
 void scp_servers_stop(scp_server *const *srvs, int n, int grace_s);

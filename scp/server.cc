@@ -77,6 +77,7 @@ extern "C" {
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -109,6 +110,7 @@ const int k_n_transfer_syntaxes = sizeof k_transfer_syntaxes / sizeof k_transfer
 const int k_listen_poll_s = 1; /* how often acceptor and listener check for stop */
 const int k_max_pending = 32;  /* connections waiting for their A-ASSOCIATE-RQ */
 const int k_max_closing = 32;  /* threads waiting for a peer to close after our last PDU */
+const int k_max_stop = 8;      /* servers one scp_servers_stop takes */
 const int k_default_acse_s = 30;
 const int k_default_dimse_s = 60;
 const size_t k_comment_len = 256;
@@ -121,6 +123,15 @@ struct assoc_slot {
     bool rq_refused = false; /* its request was refused unparsed (own thread only) */
     int fd = -1;             /* guarded by scp_server::mu; -1 once the thread drops it */
     char peer[64] = "?";     /* the connection's numeric address (own thread only) */
+};
+
+/* What the listener's connections (guarded_connection) show of their
+ * socket: -1 once DCMTK has closed it. */
+class socket_view
+{
+  public:
+    virtual ~socket_view() = default;
+    virtual int socket_fd() = 0;
 };
 
 /* The per-association facts handlers see. */
@@ -683,6 +694,23 @@ bool take_slot(scp_server *srv)
     return true;
 }
 
+/* serve, where an exception (an allocation that failed) aborts the
+ * association and counts as a cut: the series it was storing is held as
+ * interrupted rather than processed short, and the sender sends again. */
+bool serve_or_abort(scp_server *srv, const assoc_ctx *a, T_ASC_Association *assoc)
+{
+    try {
+        return serve(srv, a, assoc);
+    } catch (const std::exception &e) {
+        log_err("scp: association with %s aborted: %s", a->calling.c_str(), e.what());
+    } catch (...) {
+        log_err("scp: association with %s aborted: an exception", a->calling.c_str());
+    }
+    stop_reading(srv);
+    ASC_abortAssociation(assoc);
+    return false;
+}
+
 /* One association counted in max_associations and in srv->active, given
  * back however its thread leaves (an exception included), so that neither a
  * slot of the shared limit nor stop's wait for active associations leaks. */
@@ -744,7 +772,26 @@ void run_association(scp_server *srv, T_ASC_Association *assoc)
         srv->accepted++;
         log_info("scp: association from %s (calling %s) accepted%s", a.peer.c_str(),
                  a.calling.c_str(), srv->opt.tls ? " over TLS" : "");
-        report_interrupted(srv, a, !serve(srv, &a, assoc));
+        report_interrupted(srv, a, !serve_or_abort(srv, &a, assoc));
+    }
+}
+
+/* Waits up to timeout_s for the peer to close its end of assoc's
+ * connection, in slices of 100 ms so that stop's abort (srv->quit) ends the
+ * wait at once. What the peer still sends is left unread, as DCMTK's own
+ * wait does. */
+void wait_for_peer_close(scp_server *srv, T_ASC_Association *assoc, int timeout_s)
+{
+    auto *view = dynamic_cast<socket_view *>(DUL_getTransportConnection(assoc->DULassociation));
+    const int fd = view ? view->socket_fd() : -1;
+    if (fd < 0)
+        return;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+    while (!srv->quit && std::chrono::steady_clock::now() < deadline) {
+        pollfd p = {fd, POLLRDHUP, 0};
+        const int r = poll(&p, 1, 100);
+        if (r < 0 ? errno != EINTR : r > 0)
+            return; /* closed (RDHUP, HUP, ERR, NVAL) or poll failed */
     }
 }
 
@@ -753,17 +800,20 @@ void run_association(scp_server *srv, T_ASC_Association *assoc)
  * the connection goes; in at most k_max_closing threads at once. Rejected
  * peers that never close would otherwise hold a thread each, uncounted:
  * a flood of them grew the daemon by a thread per connection. Past the
- * limit the connection is closed at once (a peer still reads a PDU that
- * reached it before the close). */
+ * limit, and once stopping, the connection is closed at once (a peer still
+ * reads a PDU that reached it before the close): a stop is never held up
+ * by peers that do not close. */
 void drop_when_closed(scp_server *srv, T_ASC_Association **assoc)
 {
     bool wait;
     {
         std::lock_guard<std::mutex> lk(srv->mu);
-        wait = srv->closing < k_max_closing;
+        wait = !srv->stopping && srv->closing < k_max_closing;
         srv->closing += wait;
     }
-    drop(assoc, wait ? srv->opt.acse_timeout_s : 0);
+    if (wait && *assoc)
+        wait_for_peer_close(srv, *assoc, srv->opt.acse_timeout_s);
+    drop(assoc, 0);
     if (wait) {
         std::lock_guard<std::mutex> lk(srv->mu);
         srv->closing--;
@@ -929,10 +979,14 @@ bool pdu_guard::feed(const unsigned char *p, size_t n)
  * through a pdu_guard: an oversized command message or a refused
  * A-ASSOCIATE-RQ fails the read and shuts the socket, so DCMTK aborts the
  * association (or drops the connection) instead of parsing it. */
-template <class Base> class guarded_connection : public Base
+template <class Base> class guarded_connection : public Base, public socket_view
 {
   public:
     template <class... A> explicit guarded_connection(A... a) : Base(a...) {}
+    int socket_fd() override
+    {
+        return (int)this->getSocket();
+    }
     ssize_t read(void *buf, size_t nbyte) override
     {
         ssize_t r = Base::read(buf, nbyte);
@@ -1029,11 +1083,10 @@ T_ASC_Association *accept_one(scp_server *srv, assoc_slot *slot)
             return assoc;
         if (c != DUL_NOASSOCIATIONREQUEST && !slot->rq_refused) /* the guard said why */
             log_accept_error(c, slot);
-        drop(&assoc, 0); /* an unreadable request: nothing to wait for */
-        if (slot->accepted) {
-            srv->failed++;
+        srv->failed += slot->accepted; /* counted before the peer sees the close */
+        drop(&assoc, 0);               /* an unreadable request: nothing to wait for */
+        if (slot->accepted)
             return nullptr;
-        }
         if (c != DUL_NOASSOCIATIONREQUEST) /* e.g. out of descriptors: no spin */
             std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
@@ -1054,6 +1107,7 @@ void run_association_or_abort(scp_server *srv, T_ASC_Association *assoc)
     } catch (...) {
         log_err("scp: association from %s aborted: an exception", peer);
     }
+    stop_reading(srv); /* the A-ABORT goes out; no wait for a peer that stays */
     ASC_abortAssociation(assoc);
 }
 
@@ -1234,24 +1288,25 @@ void join_all(scp_server *srv)
  * the next, so that one grace period and one abort cover them all. */
 void stop_all(scp_server *const *srvs, int n, int grace_s)
 {
-    std::vector<scp_server *> live;
-    for (int i = 0; i < n; i++)
+    scp_server *live[k_max_stop]; /* no allocation: a stop must not throw midway */
+    int m = 0;
+    for (int i = 0; i < n && m < k_max_stop; i++)
         if (srvs[i] && srvs[i]->started && !srvs[i]->stopped)
-            live.push_back(srvs[i]);
-    for (scp_server *srv : live)
-        srv->stopping = true; /* from now on every request gets a transient reject */
-    auto deadline =
+            live[m++] = srvs[i];
+    for (int i = 0; i < m; i++)
+        live[i]->stopping = true; /* from now on every request gets a transient reject */
+    const auto deadline =
         std::chrono::steady_clock::now() + std::chrono::seconds(grace_s > 0 ? grace_s : 0);
-    for (scp_server *srv : live)
-        wait_idle(srv, deadline);
-    for (scp_server *srv : live)
-        abort_remaining(srv);
-    for (scp_server *srv : live) {
-        srv->listener.join(); /* starts no thread from now on */
-        join_all(srv);
-        ASC_dropNetwork(&srv->net);
-        srv->stopped = true;
-        log_info("scp: server on port %d stopped", srv->opt.port);
+    for (int i = 0; i < m; i++)
+        wait_idle(live[i], deadline);
+    for (int i = 0; i < m; i++)
+        abort_remaining(live[i]);
+    for (int i = 0; i < m; i++) {
+        live[i]->listener.join(); /* starts no thread from now on */
+        join_all(live[i]);
+        ASC_dropNetwork(&live[i]->net);
+        live[i]->stopped = true;
+        log_info("scp: server on port %d stopped", live[i]->opt.port);
     }
 }
 

@@ -21,6 +21,11 @@ Modes:
                      4 good ones, a broken extended negotiation sub-item;
                      waits for each to be closed; prints how many were
                      closed without an answer
+  associate          send a valid A-ASSOCIATE-RQ, print "accepted" or
+                     "rejected", then keep the connection open without a
+                     word (no release) and wait (up to --wait seconds) for
+                     the peer to close it; prints "closed after S s" or
+                     "still open after S s"
   store FILE         associate, C-STORE the dataset of FILE (Explicit VR Little
                      Endian, as written by mkseries), print the status (hex)
   store FILE --cut N send only the first N bytes of the dataset, flagged as
@@ -248,6 +253,16 @@ def mode_bad_associate(a):
     return 0
 
 
+def mode_associate(a):
+    s = connect(a)
+    s.sendall(associate_rq(a.called, a.calling, a.ts))
+    kind, _ = recv_pdu(s)
+    print({0x02: "accepted", 0x03: "rejected"}.get(kind, "PDU type 0x%02x" % kind), flush=True)
+    secs, closed = wait_closed(s, a.wait)
+    print("%s after %.1f s" % ("closed" if closed else "still open", secs))
+    return 0
+
+
 def mode_leaky_associate(a):
     unanswered = 0
     for i in range(a.count):
@@ -301,7 +316,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("host")
     p.add_argument("port", type=int)
-    p.add_argument("mode", choices=["garbage", "store", "bad-associate", "leaky-associate"])
+    p.add_argument("mode", choices=["garbage", "store", "associate", "bad-associate",
+                                    "leaky-associate"])
     p.add_argument("file", nargs="?")
     p.add_argument("--cut", type=int)
     p.add_argument("--stall", type=int)
@@ -316,8 +332,8 @@ def main():
     p.add_argument("--tls", nargs=3, metavar=("CA", "CERT", "KEY"))
     a = p.parse_args()
     try:
-        modes = {"garbage": mode_garbage, "store": mode_store, "bad-associate": mode_bad_associate,
-                 "leaky-associate": mode_leaky_associate}
+        modes = {"garbage": mode_garbage, "store": mode_store, "associate": mode_associate,
+                 "bad-associate": mode_bad_associate, "leaky-associate": mode_leaky_associate}
         return modes[a.mode](a)
     except (OSError, EOFError, RuntimeError, ValueError) as e:
         print("rawscu: %s" % e, file=sys.stderr)

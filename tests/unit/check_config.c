@@ -917,6 +917,23 @@ START_TEST(tls_keys_belong_together)
     ck_assert(has_error(cfg, 8, "destination 'q': tls_peer_name needs tls = yes"));
     ck_assert_int_eq(cfg->nerr, 1);
     config_free(cfg);
+    const char *good[] = {"pacs", "pacs-1.example.org", "127.0.0.1", "::1", "fd00::7", "1pacs"};
+    const char *bad[] = {"pacs:2762", "[::1]", "127.1", "fe80::1%eth0", "-pacs",
+                         "pacs-.org", "a..b",  "pacs.", "pa cs",        "*.example.org"};
+    for (int i = 0; i < 16; i++) {
+        const int ok = i < 6;
+        const char *name = ok ? good[i] : bad[i - 6];
+        char text[256];
+        snprintf(text, sizeof text,
+                 "[node]\ntls_ca_certificates = /ca\n[destination p]\nhost = h\nae_title = P\n"
+                 "tls = yes\ntls_peer_name = %s\n",
+                 name);
+        cfg = load_text(text, &rc);
+        ck_assert_msg(rc == (ok ? 0 : LDCT_EINVAL_CONFIG), "%s: %d", name, rc);
+        ck_assert_msg(ok || has_error(cfg, 3, "is neither a host name nor an IP address"), "%s",
+                      name);
+        config_free(cfg);
+    }
     cfg = load_text("[node]\ntls_port = 2762\ntls_certificate = /c\ntls_private_key = /k\n"
                     "tls_require_client_certificate = no\n",
                     &rc);

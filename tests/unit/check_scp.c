@@ -774,13 +774,14 @@ END_TEST
 
 scp_assoc_verdict tu_verdict_throwing_once(void *ctx, const scp_assoc_info *info);
 
-/* echoscu's exit status against the server on port (called PACS). */
-static int echo_status(int port)
+/* echoscu against the server on port (called PACS): its output and, last,
+ * "exit N". */
+static void echo_output(int port, char *out, size_t len)
 {
-    char cmd[160];
-    snprintf(cmd, sizeof cmd, "echoscu -q -to 5 -ta 5 -td 5 -aec PACS 127.0.0.1 %d 2>/dev/null",
-             port);
-    return system(cmd);
+    char cmd[200];
+    snprintf(cmd, sizeof cmd,
+             "echoscu -to 5 -ta 5 -td 5 -aec PACS 127.0.0.1 %d 2>&1; echo \"exit $?\"", port);
+    tu_command_output(cmd, out, len);
 }
 
 /* An exception in one association's thread (here its verdict handler; in
@@ -798,12 +799,16 @@ START_TEST(an_exception_in_an_association_gives_its_slot_back)
     scp_server *srv;
     ck_assert_int_eq(scp_server_new(&so, &h, &srv), 0);
     ck_assert_int_eq(scp_server_start(srv), 0);
-    ck_assert_int_ne(echo_status(port), 0); /* aborted */
-    ck_assert_int_eq(echo_status(port), 0); /* the slot came back */
-    ck_assert_int_eq(calls, 2);
+    char out[1024];
+    echo_output(port, out, sizeof out);
+    ck_assert_msg(strstr(out, "Peer aborted Association") && strstr(out, "exit 0") == NULL,
+                  "first echo: %s", out); /* an A-ABORT, not the 5 s timeout */
+    echo_output(port, out, sizeof out);
+    ck_assert_msg(strstr(out, "exit 0") != NULL, "second echo: %s", out); /* the slot came back */
     double t0 = now_s();
     scp_server_free(srv);
     ck_assert_double_lt(now_s() - t0, 3.0);
+    ck_assert_int_eq(calls, 2); /* read after the server's threads are joined */
 }
 END_TEST
 
