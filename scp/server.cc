@@ -694,21 +694,32 @@ bool take_slot(scp_server *srv)
     return true;
 }
 
-/* serve, where an exception (an allocation that failed) aborts the
- * association and counts as a cut: the series it was storing is held as
- * interrupted rather than processed short, and the sender sends again. */
-bool serve_or_abort(scp_server *srv, const assoc_ctx *a, T_ASC_Association *assoc)
+/* Runs f; an exception from it (an allocation that failed) is logged and
+ * aborts the association with an A-ABORT, its reading side shut first so
+ * that no wait for a peer that stays follows. false after an exception. */
+template <class F> bool abort_on_exception(scp_server *srv, T_ASC_Association *assoc, F f)
 {
+    const char *peer = assoc->params->DULparams.callingPresentationAddress;
     try {
-        return serve(srv, a, assoc);
+        f();
+        return true;
     } catch (const std::exception &e) {
-        log_err("scp: association with %s aborted: %s", a->calling.c_str(), e.what());
+        log_err("scp: association from %s aborted: %s", peer, e.what());
     } catch (...) {
-        log_err("scp: association with %s aborted: an exception", a->calling.c_str());
+        log_err("scp: association from %s aborted: an exception", peer);
     }
     stop_reading(srv);
     ASC_abortAssociation(assoc);
     return false;
+}
+
+/* serve, where an exception counts as a cut: the series it was storing is
+ * held as interrupted rather than processed short, and the sender sends
+ * again. */
+bool serve_or_abort(scp_server *srv, const assoc_ctx *a, T_ASC_Association *assoc)
+{
+    bool clean = false;
+    return abort_on_exception(srv, assoc, [&] { clean = serve(srv, a, assoc); }) && clean;
 }
 
 /* One association counted in max_associations and in srv->active, given
@@ -1093,22 +1104,13 @@ T_ASC_Association *accept_one(scp_server *srv, assoc_slot *slot)
     return nullptr;
 }
 
-/* run_association, where an exception (an allocation that failed) aborts
- * the association with an A-ABORT: its slot is given back and its socket
- * dropped below like any other, and the peer learns at once. */
+/* run_association, where an exception (in the caller's verdict, the
+ * negotiation or the report of a cut) aborts the association: its slot is
+ * given back and its socket dropped below like any other, and the peer
+ * learns at once. */
 void run_association_or_abort(scp_server *srv, T_ASC_Association *assoc)
 {
-    const char *peer = assoc->params->DULparams.callingPresentationAddress;
-    try {
-        run_association(srv, assoc);
-        return;
-    } catch (const std::exception &e) {
-        log_err("scp: association from %s aborted: %s", peer, e.what());
-    } catch (...) {
-        log_err("scp: association from %s aborted: an exception", peer);
-    }
-    stop_reading(srv); /* the A-ABORT goes out; no wait for a peer that stays */
-    ASC_abortAssociation(assoc);
+    abort_on_exception(srv, assoc, [&] { run_association(srv, assoc); });
 }
 
 void acceptor_run(scp_server *srv, assoc_slot *slot)
