@@ -130,6 +130,9 @@ static const opt_def OPTIONS[] = {
          "PEM file: its private key, unencrypted (readable by ldctd only)"),
     NODE("tls_ca_certificates", T_STR, 0, 0, "", tls_ca_certificates,
          "PEM file: the CA certificates that peers' certificates must chain to"),
+    NODE("tls_crl", T_STR, 0, 0, "", tls_crl,
+         "PEM file: certificate revocation lists, one from each CA in tls_ca_certificates;"
+         " a peer whose certificate is revoked is refused (empty = no revocation check)"),
     NODE("tls_require_client_certificate", T_BOOL, 0, 0, "yes", tls_require_client_certificate,
          "refuse TLS callers without a certificate from tls_ca_certificates"),
     NODE("tls_profile", T_TLSPROFILE, 0, 0, "bcp195-nd", tls_profile,
@@ -897,6 +900,14 @@ static void validate_tls(ldct_config *cfg)
                   "tls_require_client_certificate needs tls_ca_certificates (or set it to no)");
 }
 
+/* A revocation list is checked against the CAs peers chain to. */
+static void validate_crl(ldct_config *cfg)
+{
+    const cfg_node *n = &cfg->node;
+    if (n->tls_crl[0] && !n->tls_ca_certificates[0])
+        add_error(cfg, n->tls_line, "tls_crl needs tls_ca_certificates");
+}
+
 /* 1 when s is a host name (dot-separated labels of letters, digits and
  * hyphens, 1..63 each, no hyphen at either end, the last not all digits)
  * or an IPv4 / IPv6 address as inet_pton reads it: what OpenSSL's host
@@ -948,6 +959,7 @@ static void validate(ldct_config *cfg)
                       d->name, d->tls_peer_name);
     }
     validate_tls(cfg);
+    validate_crl(cfg);
     for (int i = 0; i < cfg->nrule; i++)
         validate_rule(cfg, &cfg->rule[i]);
 }

@@ -68,6 +68,7 @@ typedef struct cfg_node {
     char tls_certificate[CFG_PATH_MAX];     /* PEM: this node's certificate (chain) */
     char tls_private_key[CFG_PATH_MAX];     /* PEM, unencrypted */
     char tls_ca_certificates[CFG_PATH_MAX]; /* PEM: CAs that peers' certificates chain to */
+    char tls_crl[CFG_PATH_MAX];             /* PEM: revocation lists of those CAs; "": none */
     int tls_require_client_certificate;     /* a TLS caller without one is refused */
     int tls_profile;                        /* CFG_TLS_BCP195_ND or CFG_TLS_BCP195 (fallback) */
     int tls_line;                           /* line of the first tls_ key (0: none) */

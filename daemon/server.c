@@ -284,14 +284,32 @@ static void keep_restart_only(const cfg_node *run, cfg_node *next)
     KEEP_RUNNING_INT(http_port);
     KEEP_RUNNING_STR(http_bind);
     KEEP_RUNNING_INT(tls_port);
-    KEEP_RUNNING_STR(tls_certificate);
-    KEEP_RUNNING_STR(tls_private_key);
-    KEEP_RUNNING_STR(tls_ca_certificates);
-    KEEP_RUNNING_INT(tls_require_client_certificate);
-    KEEP_RUNNING_INT(tls_profile);
 }
 #undef KEEP_RUNNING_INT
 #undef KEEP_RUNNING_STR
+
+/* The TLS files, read again whether or not their paths changed (a renewed
+ * certificate or revocation list keeps its path): the listener's for the
+ * connections it accepts from now on, the senders' from their next send.
+ * Nothing changes when a file does not load; 0 or -1 (logged). */
+static int reload_tls(server *s, const ldct_config *cfg)
+{
+    char why[600];
+    if (node_tls_check(cfg, why, sizeof why)) {
+        log_err("reload: %s", why);
+        return -1;
+    }
+    const scp_tls tls = node_tls(&cfg->node);
+    if (s->scp_tls && scp_server_reload_tls(s->scp_tls, &tls, why, sizeof why)) {
+        log_err("reload: tls_port: %s", why);
+        return -1;
+    }
+    sender_pool_set_tls(s->senders, &tls);
+    if (s->scp_tls)
+        log_notice("reload: TLS files read again; new connections on tls_port %d use them",
+                   cfg->node.tls_port);
+    return 0;
+}
 
 static void reload(server *s)
 {
@@ -311,10 +329,7 @@ static void reload(server *s)
         return;
     }
     keep_restart_only(&s->cfg->node, &cfg->node);
-    /* A destination with tls = yes sends with the running TLS keys. */
-    char why[600];
-    if (node_tls_check(cfg, why, sizeof why)) {
-        log_err("reload: %s (the tls_ keys change only with a restart)", why);
+    if (reload_tls(s, cfg)) {
         log_err("reload failed; keeping the running configuration");
         config_free(cfg);
         return;

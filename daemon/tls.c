@@ -9,6 +9,7 @@ scp_tls node_tls(const cfg_node *n)
     return (scp_tls){.certificate = n->tls_certificate,
                      .private_key = n->tls_private_key,
                      .ca_file = n->tls_ca_certificates,
+                     .crl_file = n->tls_crl,
                      .require_peer = n->tls_require_client_certificate,
                      .legacy = n->tls_profile == CFG_TLS_BCP195};
 }

@@ -18,6 +18,13 @@
 #define IDLE_POLL_MS 500
 #define SENDER_MAX 64
 
+/* The TLS files senders use, copied: certificate, key, CA file and
+ * revocation lists, and the profile. */
+typedef struct tls_files {
+    char path[4][CFG_PATH_MAX];
+    int legacy;
+} tls_files;
+
 typedef struct sender {
     struct sender_pool *pool;
     pthread_t thread;
@@ -29,8 +36,7 @@ typedef struct sender {
 struct sender_pool {
     sender_pool_opts o;
     char calling_ae[17];
-    char tls_files[3][CFG_PATH_MAX]; /* certificate, key, CA file of tls */
-    scp_tls tls;
+    tls_files tls; /* under lock (a reload may replace it) */
     pthread_mutex_t lock;
     pthread_cond_t wake;
     int stop, n;
@@ -39,20 +45,35 @@ struct sender_pool {
     sender s[SENDER_MAX];
 };
 
-/* The pool's own copy of the TLS files (the configuration may be swapped
- * by a reload; TLS keys change only with a restart). */
-static void copy_tls(sender_pool *p, const scp_tls *t)
+/* The pool's own copy of t (the configuration may be swapped by a reload). */
+static void copy_tls(tls_files *f, const scp_tls *t)
 {
-    const char *src[3] = {t ? t->certificate : NULL, t ? t->private_key : NULL,
-                          t ? t->ca_file : NULL};
-    for (int i = 0; i < 3; i++)
-        snprintf(p->tls_files[i], sizeof p->tls_files[i], "%s", src[i] ? src[i] : "");
-    p->tls = (scp_tls){.certificate = p->tls_files[0],
-                       .private_key = p->tls_files[1],
-                       .ca_file = p->tls_files[2],
-                       .require_peer = 1,
-                       .legacy = t ? t->legacy : 0};
-    p->o.tls = &p->tls;
+    const char *src[4] = {t ? t->certificate : NULL, t ? t->private_key : NULL,
+                          t ? t->ca_file : NULL, t ? t->crl_file : NULL};
+    for (int i = 0; i < 4; i++)
+        snprintf(f->path[i], sizeof f->path[i], "%s", src[i] ? src[i] : "");
+    f->legacy = t ? t->legacy : 0;
+}
+
+/* What a send presents and checks, pointing into f. */
+static scp_tls tls_of(const tls_files *f, const char *peer_name)
+{
+    return (scp_tls){.certificate = f->path[0],
+                     .private_key = f->path[1],
+                     .ca_file = f->path[2],
+                     .crl_file = f->path[3],
+                     .require_peer = 1,
+                     .legacy = f->legacy,
+                     .peer_name = peer_name};
+}
+
+void sender_pool_set_tls(sender_pool *p, const scp_tls *t)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->lock);
+    copy_tls(&p->tls, t);
+    pthread_mutex_unlock(&p->lock);
 }
 
 int64_t sender_backoff_ms(const cfg_destination *d, int attempts)
@@ -109,8 +130,11 @@ static int deliver(sender *s, const db_send *snd, const cfg_destination *d, int 
         return snprintf(err, len, "nothing to send"), LDCT_ENOTFOUND;
     }
     unsigned *st = calloc((size_t)paths.n, sizeof *st);
-    scp_tls tls = s->pool->tls;
-    tls.peer_name = d->tls_peer_name;
+    static _Thread_local tls_files files; /* 4 KB: off the sender's stack */
+    pthread_mutex_lock(&s->pool->lock);
+    files = s->pool->tls;
+    pthread_mutex_unlock(&s->pool->lock);
+    scp_tls tls = tls_of(&files, d->tls_peer_name);
     scp_send_options o = {.host = d->host,
                           .port = d->port,
                           .called_ae = d->ae_title,
@@ -280,7 +304,8 @@ int sender_pool_start(const sender_pool_opts *o, sender_pool **out)
     p->o.db_path = NULL; /* used only while starting */
     p->o.calling_ae = p->calling_ae;
     snprintf(p->calling_ae, sizeof p->calling_ae, "%s", o->calling_ae);
-    copy_tls(p, o->tls);
+    p->o.tls = NULL; /* copied into p->tls */
+    copy_tls(&p->tls, o->tls);
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->wake, NULL);
     int rc = 0;

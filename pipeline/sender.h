@@ -39,6 +39,9 @@ typedef struct sender_pool sender_pool;
 
 int sender_pool_start(const sender_pool_opts *o, sender_pool **out);
 
+/* The TLS files sends use from the next send on (a reload); copied. */
+void sender_pool_set_tls(sender_pool *p, const scp_tls *t);
+
 /* Wakes idle senders: something may be due. */
 void sender_pool_notify(sender_pool *p);
 

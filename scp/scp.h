@@ -121,6 +121,10 @@ typedef struct scp_tls {
     const char *private_key; /* its key */
     const char *ca_file;     /* CA certificates that peers' certificates must chain to;
                               * NULL or "": none (then peers cannot be verified) */
+    const char *crl_file;    /* NULL or "", or certificate revocation lists (PEM, one
+                              * or more): a peer's own certificate is then checked
+                              * against its CA's list, and refused when revoked or
+                              * when no list of its CA is in the file */
     int require_peer;        /* SCP: a peer without a valid certificate is refused
                               * (else one it sends is still verified); SCU: always */
     int legacy;              /* the BCP 195 profile with fallback (see above) */
@@ -179,6 +183,13 @@ void scp_server_stop(scp_server *srv, int grace_s);
  * start, share the one grace period and are aborted together, so the whole
  * stop still takes at most about grace_s + 2 s. */
 void scp_servers_stop(scp_server *const *srvs, int n, int grace_s);
+
+/* Reads the files of tls again (new paths, or renewed files at the same
+ * paths) for a server started with TLS: connections accepted from now on
+ * use them, running associations keep what they started with. 0, or an
+ * error with the reason in err (the server then goes on with the files it
+ * had); -EINVAL for a server without TLS. Any thread. */
+int scp_server_reload_tls(scp_server *srv, const scp_tls *tls, char *err, size_t err_len);
 
 /* Number of associations running now. */
 int scp_server_active(scp_server *srv);

@@ -148,8 +148,12 @@ struct assoc_ctx {
 struct scp_server {
     std::string ae_title;
     scp_server_options opt{};
-    std::string tls_certificate, tls_private_key, tls_ca; /* opt.tls points to tls */
+    std::string tls_certificate, tls_private_key, tls_ca, tls_crl; /* opt.tls points to tls */
     scp_tls tls{};
+    /* The TLS context of connections accepted from now on, once a reload
+     * made one (until then the transport layer's own); tls_lock guards it. */
+    std::mutex tls_lock;
+    std::shared_ptr<DcmTLSTransportLayer> tls_ctx;
     /* Associations counted against max_associations: this server's, or
      * shared with another port of the node (scp_server_share_limit). */
     std::shared_ptr<std::atomic<int>> limit = std::make_shared<std::atomic<int>>(0);
@@ -1062,8 +1066,15 @@ class tls_accept_layer : public DcmTLSTransportLayer
         on_accepted(srv_, (int)sock);
         if (!secure)
             return nullptr; /* a TLS listener */
-        return scp__tls_connection<guarded_connection<DcmTLSConnection>>(*this, sock,
-                                                                         srv_->opt.acse_timeout_s);
+        std::shared_ptr<DcmTLSTransportLayer> reloaded;
+        {
+            std::lock_guard<std::mutex> g(srv_->tls_lock);
+            reloaded = srv_->tls_ctx;
+        }
+        /* The connection's SSL holds its own reference to the context, so
+         * a later reload may drop this one while the association runs. */
+        return scp__tls_connection<guarded_connection<DcmTLSConnection>>(
+            reloaded ? *reloaded : *this, sock, srv_->opt.acse_timeout_s);
     }
 
   private:
@@ -1208,9 +1219,11 @@ void copy_tls(scp_server *srv, const scp_tls *t)
     srv->tls_certificate = t->certificate ? t->certificate : "";
     srv->tls_private_key = t->private_key ? t->private_key : "";
     srv->tls_ca = t->ca_file ? t->ca_file : "";
+    srv->tls_crl = t->crl_file ? t->crl_file : "";
     srv->tls.certificate = srv->tls_certificate.c_str();
     srv->tls.private_key = srv->tls_private_key.c_str();
     srv->tls.ca_file = srv->tls_ca.c_str();
+    srv->tls.crl_file = srv->tls_crl.c_str();
     srv->tls.require_peer = t->require_peer;
     srv->tls.legacy = t->legacy;
     srv->opt.tls = &srv->tls;
@@ -1400,6 +1413,25 @@ extern "C" void scp_servers_stop(scp_server *const *srvs, int n, int grace_s)
 extern "C" void scp_server_stop(scp_server *srv, int grace_s)
 {
     scp_servers_stop(&srv, 1, grace_s);
+}
+
+extern "C" int scp_server_reload_tls(scp_server *srv, const scp_tls *tls, char *err, size_t err_len)
+{
+    if (!srv || !srv->opt.tls || !tls)
+        return -EINVAL;
+    try {
+        std::shared_ptr<DcmTLSTransportLayer> ctx =
+            std::make_shared<DcmTLSTransportLayer>(NET_ACCEPTOR, nullptr, OFFalse);
+        int rc = scp__tls_configure(*ctx, tls, 1, err, err_len);
+        if (rc)
+            return rc;
+        std::lock_guard<std::mutex> g(srv->tls_lock);
+        srv->tls_ctx = std::move(ctx);
+        return 0;
+    } catch (...) {
+        scp__set_err(err, err_len, "TLS setup failed (exception)");
+        return LDCT_EDICOM;
+    }
 }
 
 extern "C" int scp_server_active(scp_server *srv)

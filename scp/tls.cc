@@ -17,6 +17,7 @@ extern "C" {
 
 #include <dcmtk/config/osconfig.h>
 #include <dcmtk/dcmtls/tlslayer.h>
+#include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509_vfy.h>
 
@@ -65,6 +66,27 @@ int load_identity(DcmTLSTransportLayer &l, const scp_tls *t, int role_scp, char 
     return 0;
 }
 
+/* The revocation lists a peer's own certificate is checked against (the
+ * leaf only: OpenSSL then also refuses a peer whose CA has no list here).
+ * Every list in the file is loaded (X509_load_crl_file reads them all from
+ * PEM); a file with none is an error rather than a check that refuses all. */
+int load_crl(DcmTLSTransportLayer &l, const scp_tls *t, char *err, size_t len)
+{
+    if (!set(t->crl_file))
+        return 0;
+    X509_STORE *store = SSL_CTX_get_cert_store(l.getNativeHandle());
+    X509_LOOKUP *file = store ? X509_STORE_add_lookup(store, X509_LOOKUP_file()) : nullptr;
+    const int n = file ? X509_load_crl_file(file, t->crl_file, X509_FILETYPE_PEM) : 0;
+    ERR_clear_error();
+    if (n <= 0) {
+        scp__set_err(err, len, "cannot read the TLS certificate revocation list %s (PEM)",
+                     t->crl_file);
+        return LDCT_EINVAL_CONFIG;
+    }
+    X509_STORE_set_flags(store, X509_V_FLAG_CRL_CHECK);
+    return 0;
+}
+
 /* The CA certificates peers must chain to, and how a peer's certificate is
  * treated. */
 int load_trust(DcmTLSTransportLayer &l, const scp_tls *t, int role_scp, char *err, size_t len)
@@ -86,7 +108,7 @@ int load_trust(DcmTLSTransportLayer &l, const scp_tls *t, int role_scp, char *er
         return LDCT_EINVAL_CONFIG;
     }
     l.setCertificateVerification(need ? DCV_requireCertificate : DCV_checkCertificate);
-    return 0;
+    return load_crl(l, t, err, len);
 }
 
 /* A sender's check that the peer's certificate names peer_name, made by

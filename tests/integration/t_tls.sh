@@ -11,7 +11,8 @@
 # A destination whose certificate comes from another CA gets nothing.
 # Files that do not load (a missing key, a key of another certificate) stop
 # ldct check-config and the daemon's start with a message naming them, and a
-# reload that needs TLS keys the running node lacks is refused.
+# reload that names a CA file that does not load is refused (t_tls_reload:
+# reloads that change the TLS files).
 . "$(dirname "$0")/lib.sh"
 command -v openssl > /dev/null || skip "no openssl"
 
@@ -129,15 +130,15 @@ write_config "tls_port = $TLS_PORT" "tls_certificate = $P/node.crt" "tls_private
 grep -q "tls_require_client_certificate needs tls_ca_certificates" "$T/check.out" ||
     fail "check-config: $(cat "$T/check.out")"
 
-# The tls_ keys change only with a restart: a reload that adds a TLS
-# destination with a CA file the running node lacks is refused.
+# A reload that adds a TLS destination with a CA file that does not load
+# is refused.
 write_config
 start_daemon
-write_config "tls_ca_certificates = $P/ca.crt" \
+write_config "tls_ca_certificates = $T/missing-ca.crt" \
     "[destination late]" "host = 127.0.0.1" "port = $PACS_PORT" "ae_title = PACS" "tls = yes"
 kill -HUP "$DAEMON_PID"
 refused() { grep -q "reload failed; keeping the running configuration" "$T/ldctd.log"; }
 wait_until 10 "the reload refused" refused
-grep -q "reload: \[destination late\] tls: a TLS destination needs tls_ca_certificates" \
+grep -q "reload: \[destination late\] tls: cannot read the TLS CA certificates $T/missing-ca.crt" \
     "$T/ldctd.log" || fail "the reload's reason: $(grep reload "$T/ldctd.log")"
 stop_daemon || fail "exit code $? after SIGTERM"

@@ -41,6 +41,10 @@ Modes:
   store FILE --hold S
                      after the response, keep the association open S seconds
                      before the release (a sender with more to send)
+  store FILE --hold S --again
+                     then C-STORE the dataset once more on the same
+                     association and print that status too (a connection
+                     that outlives something the peer did meanwhile)
   store FILE --stall N
                      send the first N bytes of the dataset, not flagged last,
                      then wait (up to --wait seconds) for the peer to give up;
@@ -303,6 +307,10 @@ def mode_store(a):
     print("0x%04X" % status, flush=True)
     if a.hold:
         time.sleep(a.hold)
+    if a.again:
+        s.sendall(pdata(command, True, True))
+        send_dataset(s, body, True)
+        print("0x%04X" % read_response(s), flush=True)
     s.sendall(pdu(0x05, bytes(4)))  # A-RELEASE-RQ
     try:
         recv_pdu(s)
@@ -323,6 +331,7 @@ def main():
     p.add_argument("--stall", type=int)
     p.add_argument("--wait", type=float, default=30)
     p.add_argument("--hold", type=float)
+    p.add_argument("--again", action="store_true")
     p.add_argument("--raw-sop")
     p.add_argument("--nest-command", type=int)
     p.add_argument("--count", type=int, default=1)

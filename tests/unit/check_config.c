@@ -939,6 +939,14 @@ START_TEST(tls_keys_belong_together)
                     &rc);
     ck_assert_int_eq(rc, 0); /* no client certificates asked: no CA needed */
     config_free(cfg);
+    cfg = load_text("[node]\ntls_ca_certificates = /ca\ntls_crl = /crl.pem\n", &rc);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_str_eq(cfg->node.tls_crl, "/crl.pem");
+    config_free(cfg);
+    cfg = load_text("[node]\nport = 104\ntls_crl = /crl.pem\n", &rc);
+    ck_assert_int_eq(rc, LDCT_EINVAL_CONFIG);
+    ck_assert(has_error(cfg, 3, "tls_crl needs tls_ca_certificates"));
+    config_free(cfg);
 }
 END_TEST
 

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# DICOM TLS files change without a restart, and revoked certificates are
+# refused:
+# - SIGHUP reads the node's TLS files again, also when their paths stay
+#   the same (a renewed certificate written over the old one): callers
+#   connecting after the reload see the new certificate, and an
+#   association opened before it goes on with the old one.
+# - tls_crl (added by the same reload): a caller whose certificate its CA
+#   revoked is refused at the handshake, with the reason in the log, and a
+#   destination whose certificate is revoked gets nothing (its send ends
+#   dead with the reason). The file holds the lists of two CAs, and the
+#   second one's list is the one that counts.
+# - A reload whose TLS files do not load is refused as a whole; the
+#   listener goes on with the files it had.
+. "$(dirname "$0")/lib.sh"
+command -v openssl > /dev/null || skip "no openssl"
+
+# Two CAs; the node's certificate from each (the second one is the
+# renewal); callers and PACSs from the first, one of each revoked; a CRL
+# from each CA, the first CA's last in the file.
+pki() {
+    local d=$T/pki n ca
+    mkdir -p "$d"
+    for ca in ca ca2; do
+        openssl req -x509 -newkey rsa:2048 -nodes -keyout "$d/$ca.key" -out "$d/$ca.crt" \
+            -days 2 -subj "/CN=ldct test $ca" 2> /dev/null || fail "openssl $ca"
+        : > "$d/$ca.index"
+        printf '%s\n' "[ca]" "default_ca = d" "[d]" "database = $d/$ca.index" \
+            "crlnumber = $d/$ca.crlnumber" "default_md = sha256" "default_crl_days = 2" \
+            > "$d/$ca.cnf"
+        echo 01 > "$d/$ca.crlnumber"
+    done
+    for n in node node2 scanner scanner2 pacs pacs2; do
+        ca=ca
+        [ $n = node2 ] && ca=ca2
+        openssl req -newkey rsa:2048 -nodes -keyout "$d/$n.key" -out "$d/$n.csr" \
+            -subj "/CN=$n" 2> /dev/null &&
+            openssl x509 -req -in "$d/$n.csr" -CA "$d/$ca.crt" -CAkey "$d/$ca.key" \
+                -CAcreateserial -out "$d/$n.crt" -days 2 2> /dev/null || fail "openssl $n"
+    done
+    for n in scanner2 pacs2; do
+        openssl ca -config "$d/ca.cnf" -keyfile "$d/ca.key" -cert "$d/ca.crt" \
+            -revoke "$d/$n.crt" > /dev/null 2>&1 || fail "openssl ca -revoke $n"
+    done
+    for ca in ca ca2; do
+        openssl ca -config "$d/$ca.cnf" -keyfile "$d/$ca.key" -cert "$d/$ca.crt" -gencrl \
+            -out "$d/$ca.crl" > /dev/null 2>&1 || fail "openssl ca -gencrl $ca"
+    done
+    cat "$d/ca2.crl" "$d/ca.crl" > "$d/crls.pem"
+}
+pki
+P=$T/pki
+mkdir -p "$T/live"
+cp "$P/node.crt" "$P/node.key" "$T/live/"
+TLS_PORT=$(free_port)
+TLS_KEYS=("tls_port = $TLS_PORT" "tls_certificate = $T/live/node.crt"
+    "tls_private_key = $T/live/node.key" "tls_ca_certificates = $P/ca.crt")
+# CALLER CA: C-ECHO over TLS with CALLER's certificate, the node's checked
+# against CA.
+tls_echo() {
+    echoscu -aec LDCTNODE +tls "$P/$1.key" "$P/$1.crt" +cf "$P/$2.crt" 127.0.0.1 "$TLS_PORT"
+}
+PACS_PORT=$(free_port)
+REVOKED_PORT=$(free_port)
+mkdir -p "$T/pacs" "$T/revoked"
+for n in pacs pacs2; do
+    port=$PACS_PORT dir=$T/pacs
+    [ $n = pacs2 ] && port=$REVOKED_PORT dir=$T/revoked
+    storescp +tls "$P/$n.key" "$P/$n.crt" +cf "$P/ca.crt" +cf "$P/ca2.crt" -aet PACS -od "$dir" \
+        "$port" > "$T/$n.log" 2>&1 &
+done
+# NAME PORT: a TLS destination on one of the two storescps.
+dest() {
+    printf '%s\n' "[destination $1]" "host = 127.0.0.1" "port = $2" "ae_title = PACS" "tls = yes" \
+        "timeout = 5" "retry_initial_seconds = 1" "retry_max_attempts = 3"
+}
+mapfile -t DESTS < <(dest pacs "$PACS_PORT"; dest revoked "$REVOKED_PORT")
+RULE=("[rule r]" "match.calling_ae = STORESCU" "action = route" "destinations = pacs, revoked")
+write_config "stable_seconds = 1" "devices = cpu" "max_associations = 4" "${TLS_KEYS[@]}" \
+    "${DESTS[@]}" "${RULE[@]}"
+start_daemon
+tls_echo scanner ca > "$T/e1" 2>&1 || fail "C-ECHO before the reload: $(cat "$T/e1")"
+tls_echo scanner2 ca > "$T/e2" 2>&1 || fail "no CRL yet, scanner2 refused: $(cat "$T/e2")"
+
+# An association opened before the reload, storing once before and once
+# after it.
+"$MKSERIES" --out "$T/r" --rows 16 --cols 16 --slices 1 > /dev/null || fail "mkseries"
+one=$(ls "$T"/r/*.dcm | head -n1)
+python3 "$ROOT/tests/tools/rawscu.py" 127.0.0.1 "$TLS_PORT" store "$one" --hold 5 --again \
+    --tls "$P/ca.crt" "$P/scanner.crt" "$P/scanner.key" > "$T/raw.out" 2>&1 &
+raw=$!
+first_stored() { grep -q "^0x0000" "$T/raw.out"; }
+wait_until 20 "the first C-STORE of the open association" first_stored
+
+# The renewal: new files at the same paths, and tls_crl, then SIGHUP.
+cp "$P/node2.crt" "$T/live/node.crt"
+cp "$P/node2.key" "$T/live/node.key"
+write_config "stable_seconds = 1" "devices = cpu" "max_associations = 4" "${TLS_KEYS[@]}" \
+    "tls_crl = $P/crls.pem" "${DESTS[@]}" "${RULE[@]}"
+"$LDCT" check-config "$T/ldctd.conf" > "$T/check.out" 2>&1 || fail "check-config: $(cat "$T/check.out")"
+kill -HUP "$DAEMON_PID"
+reloaded() { grep -q "new connections on tls_port $TLS_PORT use them" "$T/ldctd.log"; }
+wait_until 10 "the TLS files read again" reloaded
+grep -q "reload failed" "$T/ldctd.log" && fail "the reload was refused"
+tls_echo scanner ca2 > "$T/e3" 2>&1 || fail "the renewed certificate not served: $(cat "$T/e3")"
+tls_echo scanner ca > "$T/e4" 2>&1 && fail "the old certificate still served after the reload"
+tls_echo scanner2 ca2 > "$T/e5" 2>&1 && fail "a revoked caller served"
+revoked_logged() { grep -q "TLS error: certificate verify failed (certificate revoked)" "$T/ldctd.log"; }
+wait_until 10 "the log saying the caller's certificate is revoked" revoked_logged
+wait "$raw" || fail "rawscu: $(cat "$T/raw.out")"
+[ "$(grep -c "^0x0000" "$T/raw.out")" = 2 ] ||
+    fail "the association opened before the reload: $(cat "$T/raw.out")"
+
+# Sends: the destination with a revoked certificate gets nothing.
+"$MKSERIES" --out "$T/s" --rows 16 --cols 16 --slices 2 > /dev/null || fail "mkseries"
+storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T"/s/*.dcm > "$T/storescu.log" 2>&1 ||
+    fail "storescu: $(cat "$T/storescu.log")"
+send_state() { sql "SELECT state FROM sends WHERE destination = '$1'"; }
+sends_ended() { [ "$(send_state pacs)" = done ] && [ "$(send_state revoked)" = dead ]; }
+wait_until 60 "the send to pacs done, the one to the revoked destination dead" sends_ended
+[ "$(ls "$T/pacs" | wc -l)" = 2 ] || fail "the PACS holds $(ls "$T/pacs" | wc -l) files, not 2"
+[ "$(ls "$T/revoked" | wc -l)" = 0 ] || fail "the revoked destination got files"
+sql "SELECT last_error FROM sends WHERE destination = 'revoked'" | grep -q "certificate revoked" ||
+    fail "revoked: $(sql "SELECT last_error FROM sends WHERE destination = 'revoked'")"
+
+# Files that do not load: the reload is refused, the listener keeps its own.
+write_config "stable_seconds = 1" "devices = cpu" "tls_port = $TLS_PORT" \
+    "tls_certificate = $T/live/node.crt" "tls_private_key = $P/pacs.key" \
+    "tls_ca_certificates = $P/ca.crt"
+kill -HUP "$DAEMON_PID"
+refused() { grep -q "reload failed; keeping the running configuration" "$T/ldctd.log"; }
+wait_until 10 "the reload with a wrong key refused" refused
+grep -q "reload: tls_port: the TLS private key $P/pacs.key does not belong" "$T/ldctd.log" ||
+    fail "the refusal's reason: $(grep "reload" "$T/ldctd.log" | tail -3)"
+tls_echo scanner ca2 > "$T/e6" 2>&1 || fail "the listener lost its files: $(cat "$T/e6")"
+tls_echo scanner2 ca2 > "$T/e7" 2>&1 && fail "the revocation list lost after a refused reload"
+stop_daemon || fail "exit code $? after SIGTERM"
+
+# A revocation list that does not load is named by check-config.
+write_config "${TLS_KEYS[@]}" "tls_crl = $P/ca.crt"
+"$LDCT" check-config "$T/ldctd.conf" > "$T/check.out" 2>&1 && fail "check-config passed a CRL file without a CRL"
+grep -q "tls_port: cannot read the TLS certificate revocation list $P/ca.crt" "$T/check.out" ||
+    fail "check-config: $(cat "$T/check.out")"
+write_config "tls_crl = $P/crls.pem"
+"$LDCT" check-config "$T/ldctd.conf" > "$T/check.out" 2>&1 && fail "check-config passed tls_crl without CAs"
+grep -q "tls_crl needs tls_ca_certificates" "$T/check.out" || fail "check-config: $(cat "$T/check.out")"
+exit 0
