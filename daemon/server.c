@@ -51,11 +51,13 @@ typedef struct server {
     int nworkers;
     unsigned ticks;
     fail_run stable_fails, expire_fails, purge_fails; /* timer checks failing in a row */
-    int64_t clock_offset;  /* wall minus monotonic clock (ldct_clock_step) */
-    int64_t clock_pending; /* steps not yet applied to the database */
-    int lock_fd;           /* ldctd.lock: "PID receiving" while receiving, emptied once stopped */
-    int unclean_start;     /* the last run did not empty it: killed, crashed, power lost */
-    int suspects_marked;   /* its receiving series are marked (db_series_interrupt_receiving) */
+    int64_t clock_offset;    /* wall minus monotonic clock (ldct_clock_step) */
+    scp_tls_dates tls_dates; /* of the TLS files last loaded (read by the HTTP thread) */
+    int64_t tls_warn_ms;     /* when to look at them again (daily) */
+    int64_t clock_pending;   /* steps not yet applied to the database */
+    int lock_fd;             /* ldctd.lock: "PID receiving" while receiving, emptied once stopped */
+    int unclean_start;       /* the last run did not empty it: killed, crashed, power lost */
+    int suspects_marked;     /* its receiving series are marked (db_series_interrupt_receiving) */
     int exit_code;
 } server;
 
@@ -189,11 +191,22 @@ static void purge_history(server *s, int64_t now_ms)
         log_notice("history purge works again after %d failed tries", n);
 }
 
+/* Once a day: the warnings of watch_tls (below) while they apply. */
+static void warn_tls_daily(server *s, int64_t now_ms)
+{
+    if (now_ms < s->tls_warn_ms)
+        return;
+    const scp_tls_dates d = s->tls_dates; /* written on this thread */
+    node_tls_warn(&s->cfg->node, &d, now_ms / 1000);
+    s->tls_warn_ms = now_ms + 86400 * 1000LL;
+}
+
 static void on_expire_timer(uv_timer_t *t)
 {
     server *s = t->data;
     int rc = schedule_expire(s->db, s->cfg, ldct_now_ms()), failed = 0;
     purge_history(s, ldct_now_ms());
+    warn_tls_daily(s, ldct_now_ms());
     if (rc < 0 && fail_run_first(&s->expire_fails))
         log_warn("retention check failed: %s (retrying every 5 s)", ldct_strerror(rc));
     if (rc >= 0 && (failed = fail_run_end(&s->expire_fails)) > 0)
@@ -288,6 +301,20 @@ static void keep_restart_only(const cfg_node *run, cfg_node *next)
 #undef KEEP_RUNNING_INT
 #undef KEEP_RUNNING_STR
 
+/* Notes when the TLS files of n run out, warns now when that is near, and
+ * again daily from the expire timer. */
+static void watch_tls(server *s, const cfg_node *n)
+{
+    scp_tls_dates d = {0, 0};
+    char why[600];
+    if (node_tls_dates(n, &d, why, sizeof why))
+        log_warn("TLS: %s: cannot tell when it runs out", why);
+    __atomic_store_n(&s->tls_dates.certificate_not_after, d.certificate_not_after,
+                     __ATOMIC_RELAXED);
+    __atomic_store_n(&s->tls_dates.crl_next_update, d.crl_next_update, __ATOMIC_RELAXED);
+    s->tls_warn_ms = ldct_now_ms(); /* the expire timer's next tick */
+}
+
 /* The TLS files, read again whether or not their paths changed (a renewed
  * certificate or revocation list keeps its path): the listener's for the
  * connections it accepts from now on, the senders' from their next send.
@@ -305,6 +332,7 @@ static int reload_tls(server *s, const ldct_config *cfg)
         return -1;
     }
     sender_pool_set_tls(s->senders, &tls);
+    watch_tls(s, &cfg->node);
     if (s->scp_tls)
         log_notice("reload: TLS files read again; new connections on tls_port %d use them",
                    cfg->node.tls_port);
@@ -440,6 +468,8 @@ static void live_status(void *ctx, status_snapshot *st)
     st->conn_accepted = c.accepted;
     st->conn_rejected = c.rejected;
     st->conn_failed = c.failed;
+    st->tls_not_after = __atomic_load_n(&s->tls_dates.certificate_not_after, __ATOMIC_RELAXED);
+    st->tls_crl_next_update = __atomic_load_n(&s->tls_dates.crl_next_update, __ATOMIC_RELAXED);
     st->workers = s->nworkers;
     st->gpus_down = s->workers ? worker_pool_gpus_down(s->workers) : 0;
 }
@@ -721,6 +751,7 @@ static int start_pipeline(server *s)
         log_err("%s", why); /* found now rather than at the first send */
         return rc;
     }
+    watch_tls(s, n);
     sender_pool_opts so = {.db_path = db_path,
                            .threads = n->sender_threads,
                            .calling_ae = n->ae_title,

@@ -90,6 +90,15 @@ char *status_progress_text(const char *stage, double fraction, int64_t remaining
     return buf;
 }
 
+/* Unix seconds, or null for 0 (not set). */
+static void json_time_or_null(FILE *f, int64_t t)
+{
+    if (t > 0)
+        fprintf(f, "%lld", (long long)t);
+    else
+        fputs("null", f);
+}
+
 static void json_daemon_part(FILE *f, const status_snapshot *s)
 {
     if (s->uptime_s < 0)
@@ -100,6 +109,11 @@ static void json_daemon_part(FILE *f, const status_snapshot *s)
             LDCT_VERSION, (long long)s->uptime_s, s->associations_active, s->workers, s->gpus_down);
     fprintf(f, ",\"connections\":{\"accepted\":%lld,\"rejected\":%lld,\"failed\":%lld}",
             (long long)s->conn_accepted, (long long)s->conn_rejected, (long long)s->conn_failed);
+    fputs(",\"tls\":{\"certificate_not_after\":", f);
+    json_time_or_null(f, s->tls_not_after);
+    fputs(",\"crl_next_update\":", f);
+    json_time_or_null(f, s->tls_crl_next_update);
+    fputc('}', f);
 }
 
 /* ,"running":[{...}]: the running jobs with their progress. */
@@ -155,6 +169,24 @@ static void labelled(FILE *f, const char *name, const char *const *labels, const
         fprintf(f, "%s{state=\"%s\"} %lld\n", name, labels[i], (long long)v[i]);
 }
 
+/* The TLS dates that are set (an alert rule compares them with time()). */
+static void prometheus_tls(FILE *f, const status_snapshot *s)
+{
+    if (s->tls_not_after > 0) {
+        metric(f, "ldct_tls_certificate_expiry_timestamp_seconds", "gauge",
+               "Unix time the node's TLS certificate (tls_certificate) expires.");
+        fprintf(f, "ldct_tls_certificate_expiry_timestamp_seconds %lld\n",
+                (long long)s->tls_not_after);
+    }
+    if (s->tls_crl_next_update > 0) {
+        metric(f, "ldct_tls_crl_next_update_timestamp_seconds", "gauge",
+               "Unix time of the earliest next update of the lists in tls_crl (past it,"
+               " every TLS peer is refused).");
+        fprintf(f, "ldct_tls_crl_next_update_timestamp_seconds %lld\n",
+                (long long)s->tls_crl_next_update);
+    }
+}
+
 void status_write_prometheus(FILE *f, const status_snapshot *s)
 {
     static const char *const job_states[] = {"pending", "running", "done", "failed"};
@@ -192,6 +224,7 @@ void status_write_prometheus(FILE *f, const status_snapshot *s)
     fprintf(f, "ldct_connections_total{outcome=\"accepted\"} %lld\n", (long long)s->conn_accepted);
     fprintf(f, "ldct_connections_total{outcome=\"rejected\"} %lld\n", (long long)s->conn_rejected);
     fprintf(f, "ldct_connections_total{outcome=\"failed\"} %lld\n", (long long)s->conn_failed);
+    prometheus_tls(f, s);
     metric(f, "ldct_workers", "gauge", "Processing workers (one per device).");
     fprintf(f, "ldct_workers %d\n", s->workers);
     metric(f, "ldct_gpus_down", "gauge",

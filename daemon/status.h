@@ -45,6 +45,9 @@ typedef struct status_snapshot {
      * an association accepted, rejected (A-ASSOCIATE-RJ), or failed (no
      * usable request: a TLS handshake refused, an unreadable request). */
     int64_t conn_accepted, conn_rejected, conn_failed;
+    /* When the node's TLS certificate and its revocation lists run out
+     * (Unix seconds; 0: not set). */
+    int64_t tls_not_after, tls_crl_next_update;
 } status_snapshot;
 
 /* Reads the database's totals and, when `with_running` (GET /status and

@@ -2,7 +2,11 @@
  * see tls.h. */
 #include "daemon/tls.h"
 
+#include "common/clock.h"
+#include "common/log.h"
+
 #include <stdio.h>
+#include <time.h>
 
 scp_tls node_tls(const cfg_node *n)
 {
@@ -12,6 +16,72 @@ scp_tls node_tls(const cfg_node *n)
                      .crl_file = n->tls_crl,
                      .require_peer = n->tls_require_client_certificate,
                      .legacy = n->tls_profile == CFG_TLS_BCP195};
+}
+
+int node_tls_dates(const cfg_node *n, scp_tls_dates *d, char *err, size_t len)
+{
+    const scp_tls tls = node_tls(n);
+    return scp_tls_dates_read(&tls, d, err, len);
+}
+
+/* "2026-11-24 20:39 UTC" */
+static void utc_text(int64_t t, char *buf, size_t len)
+{
+    struct tm tm;
+    const time_t tt = (time_t)t;
+    if (!gmtime_r(&tt, &tm) || !strftime(buf, len, "%Y-%m-%d %H:%M UTC", &tm))
+        snprintf(buf, len, "%lld (Unix time)", (long long)t);
+}
+
+/* "12 days", or below two days "47 h 59 min". */
+static void left_text(int64_t s, char *buf, size_t len)
+{
+    if (s >= 2 * 86400)
+        snprintf(buf, len, "%lld days", (long long)(s / 86400));
+    else
+        ldct_duration_format(s * 1000, buf, len);
+}
+
+/* What a file running out means, and the words for it. */
+typedef struct tls_deadline {
+    const char *key, *path;
+    int64_t t;
+    int warn_days;
+    const char *soon, *past, *then; /* "expires on", "expired on", what happens then */
+} tls_deadline;
+
+/* One line about d, when it is within its warning window of now_s or past;
+ * 1 when logged. */
+static int warn_one(const tls_deadline *d, int64_t now_s)
+{
+    if (d->t <= 0 || d->t - now_s > (int64_t)d->warn_days * 86400)
+        return 0;
+    char when[48], left[64];
+    utc_text(d->t, when, sizeof when);
+    if (d->t <= now_s) {
+        log_err("TLS: %s %s %s %s: %s; install a new one and reload", d->key, d->path, d->past,
+                when, d->then);
+        return 1;
+    }
+    left_text(d->t - now_s, left, sizeof left);
+    log_warn("TLS: %s %s %s %s (in %s): install a new one and reload", d->key, d->path, d->soon,
+             when, left);
+    return 1;
+}
+
+int node_tls_warn(const cfg_node *n, const scp_tls_dates *d, int64_t now_s)
+{
+    const tls_deadline cert = {"tls_certificate",  n->tls_certificate, d->certificate_not_after,
+                               TLS_CERT_WARN_DAYS, "expires on",       "expired on",
+                               "peers refuse it"};
+    const tls_deadline crl = {"tls_crl",
+                              n->tls_crl,
+                              d->crl_next_update,
+                              TLS_CRL_WARN_DAYS,
+                              "is due for its next update on",
+                              "was due for its next update on",
+                              "every peer is refused (CRL has expired)"};
+    return warn_one(&cert, now_s) + warn_one(&crl, now_s);
 }
 
 int node_tls_check(const ldct_config *cfg, char *err, size_t len)

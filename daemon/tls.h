@@ -18,4 +18,18 @@ scp_tls node_tls(const cfg_node *n);
  * "tls_port: ..." or "[destination NAME] tls: ..." in err. */
 int node_tls_check(const ldct_config *cfg, char *err, size_t len);
 
+/* Warnings start this long before the node's certificate runs out and
+ * before the next update of a revocation list in tls_crl. */
+#define TLS_CERT_WARN_DAYS 30
+#define TLS_CRL_WARN_DAYS 3
+
+/* When the node's certificate and revocation lists run out (zeros for a
+ * key not set); 0, or an error with the file in err. */
+int node_tls_dates(const cfg_node *n, scp_tls_dates *d, char *err, size_t len);
+
+/* Logs a warning for each date of d within its warning window and an error
+ * for each one past (naming the key, the file and the date, and what to
+ * do), as of now_s (Unix seconds). Returns how many lines it logged. */
+int node_tls_warn(const cfg_node *n, const scp_tls_dates *d, int64_t now_s);
+
 #endif

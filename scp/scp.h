@@ -215,6 +215,18 @@ void scp_server_share_limit(scp_server *srv, scp_server *other);
  * err. `role_scp` 1 for a listener, 0 for a sender. */
 int scp_tls_check(const scp_tls *tls, int role_scp, char *err, size_t err_len);
 
+/* When the files of a TLS setup run out, in Unix seconds (0: no such file,
+ * or nothing in it says). */
+typedef struct scp_tls_dates {
+    int64_t certificate_not_after; /* the first certificate of tls->certificate */
+    int64_t crl_next_update;       /* the earliest next update of the lists in
+                                    * tls->crl_file */
+} scp_tls_dates;
+
+/* Reads *out from the files of tls: 0, or LDCT_EINVAL_CONFIG with the file
+ * that does not read in err. Any thread. */
+int scp_tls_dates_read(const scp_tls *tls, scp_tls_dates *out, char *err, size_t err_len);
+
 /* Frees the server (stops it first if needed). NULL is a no-op. */
 void scp_server_free(scp_server *srv);
 

@@ -18,9 +18,12 @@ extern "C" {
 #include <dcmtk/config/osconfig.h>
 #include <dcmtk/dcmtls/tlslayer.h>
 #include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509_vfy.h>
 
+#include <cstdio>
+#include <ctime>
 #include <mutex>
 #include <string>
 
@@ -131,6 +134,48 @@ int load_peer_name(DcmTLSTransportLayer &l, const scp_tls *t, char *err, size_t 
     return 0;
 }
 
+/* t as Unix seconds; 0 when there is none or it does not convert. */
+int64_t unix_seconds(const ASN1_TIME *t)
+{
+    struct tm tm = {};
+    if (!t || ASN1_TIME_to_tm(t, &tm) != 1)
+        return 0;
+    return (int64_t)timegm(&tm);
+}
+
+/* The notAfter of the first certificate in path. */
+int read_not_after(const char *path, int64_t *out)
+{
+    FILE *f = fopen(path, "r");
+    X509 *x = f ? PEM_read_X509(f, nullptr, nullptr, nullptr) : nullptr;
+    if (f)
+        fclose(f);
+    if (!x)
+        return -1;
+    *out = unix_seconds(X509_get0_notAfter(x));
+    X509_free(x);
+    return 0;
+}
+
+/* The earliest nextUpdate of the lists in path (0: none says). */
+int read_next_update(const char *path, int64_t *out)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    int n = 0;
+    X509_CRL *crl;
+    while ((crl = PEM_read_X509_CRL(f, nullptr, nullptr, nullptr)) != nullptr) {
+        const int64_t t = unix_seconds(X509_CRL_get0_nextUpdate(crl));
+        if (t > 0 && (*out == 0 || t < *out))
+            *out = t;
+        X509_CRL_free(crl);
+        n++;
+    }
+    fclose(f);
+    return n > 0 ? 0 : -1;
+}
+
 } // namespace
 
 void scp__socket_timeouts(int fd, int seconds)
@@ -174,6 +219,23 @@ OFCondition scp__tls_verify_reason(const OFCondition &c, SSL *ssl)
         return c;
     const std::string text = std::string(c.text()) + " (" + X509_verify_cert_error_string(v) + ")";
     return makeOFCondition(c.module(), c.code(), c.status(), text.c_str());
+}
+
+extern "C" int scp_tls_dates_read(const scp_tls *tls, scp_tls_dates *out, char *err, size_t err_len)
+{
+    *out = scp_tls_dates{0, 0};
+    int rc = 0;
+    if (set(tls->certificate) && read_not_after(tls->certificate, &out->certificate_not_after)) {
+        scp__set_err(err, err_len, "cannot read the TLS certificate %s (PEM)", tls->certificate);
+        rc = LDCT_EINVAL_CONFIG;
+    }
+    if (!rc && set(tls->crl_file) && read_next_update(tls->crl_file, &out->crl_next_update)) {
+        scp__set_err(err, err_len, "cannot read the TLS certificate revocation list %s (PEM)",
+                     tls->crl_file);
+        rc = LDCT_EINVAL_CONFIG;
+    }
+    ERR_clear_error();
+    return rc;
 }
 
 extern "C" int scp_tls_check(const scp_tls *tls, int role_scp, char *err, size_t err_len)

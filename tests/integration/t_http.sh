@@ -31,6 +31,7 @@ assert s["gpus_down"] == 0, s
 assert set(s["jobs"]) == {"pending", "running", "done", "failed"}, s
 assert s["version"], s
 assert s["connections"] == {"accepted": 1, "rejected": 1, "failed": 1}, s
+assert s["tls"] == {"certificate_not_after": None, "crl_next_update": None}, s
 PY
 curl -s "$url/metrics" > "$T/metrics.txt" || fail "GET /metrics"
 grep -qx "ldct_instances 3" "$T/metrics.txt" || fail "metrics: $(cat "$T/metrics.txt")"

@@ -12,6 +12,12 @@
 #   second one's list is the one that counts.
 # - A reload whose TLS files do not load is refused as a whole; the
 #   listener goes on with the files it had.
+# - When the certificate and the lists run out: /metrics gives both dates
+#   (the certificate's notAfter, the lists' earliest nextUpdate), a reload
+#   updates them, and the log warns when they are near (the test's
+#   certificates last 2 days, under the 30 days' warning; the lists' next
+#   update is in 2 days, under 3). ldct check-config names a certificate
+#   that has expired and a list past its next update.
 . "$(dirname "$0")/lib.sh"
 command -v openssl > /dev/null || skip "no openssl"
 
@@ -76,9 +82,22 @@ dest() {
 }
 mapfile -t DESTS < <(dest pacs "$PACS_PORT"; dest revoked "$REVOKED_PORT")
 RULE=("[rule r]" "match.calling_ae = STORESCU" "action = route" "destinations = pacs, revoked")
-write_config "stable_seconds = 1" "devices = cpu" "max_associations = 4" "${TLS_KEYS[@]}" \
-    "${DESTS[@]}" "${RULE[@]}"
+HTTP_PORT=$(free_port)
+NODE=("stable_seconds = 1" "devices = cpu" "max_associations = 4" "http_port = $HTTP_PORT")
+write_config "${NODE[@]}" "${TLS_KEYS[@]}" "${DESTS[@]}" "${RULE[@]}"
 start_daemon
+# Unix time of the notAfter of certificate $1, of the nextUpdate of list $1.
+not_after() { date -d "$(openssl x509 -in "$1" -noout -enddate | cut -d= -f2)" +%s; }
+next_update() { date -d "$(openssl crl -in "$1" -noout -nextupdate | cut -d= -f2)" +%s; }
+metric() { curl -s "http://127.0.0.1:$HTTP_PORT/metrics" | sed -n "s/^$1 //p"; }
+[ "$(metric ldct_tls_certificate_expiry_timestamp_seconds)" = "$(not_after "$P/node.crt")" ] ||
+    fail "certificate expiry metric $(metric ldct_tls_certificate_expiry_timestamp_seconds)"
+[ -z "$(metric ldct_tls_crl_next_update_timestamp_seconds)" ] || fail "a CRL metric without tls_crl"
+cert_warned() {
+    grep -Eq "TLS: tls_certificate $T/live/node.crt expires on 20[0-9-]+ [0-9:]+ UTC \(in 4[78] h" \
+        "$T/ldctd.log"
+}
+wait_until 10 "the warning that the node's certificate expires in 2 days" cert_warned
 tls_echo scanner ca > "$T/e1" 2>&1 || fail "C-ECHO before the reload: $(cat "$T/e1")"
 tls_echo scanner2 ca > "$T/e2" 2>&1 || fail "no CRL yet, scanner2 refused: $(cat "$T/e2")"
 
@@ -95,8 +114,7 @@ wait_until 20 "the first C-STORE of the open association" first_stored
 # The renewal: new files at the same paths, and tls_crl, then SIGHUP.
 cp "$P/node2.crt" "$T/live/node.crt"
 cp "$P/node2.key" "$T/live/node.key"
-write_config "stable_seconds = 1" "devices = cpu" "max_associations = 4" "${TLS_KEYS[@]}" \
-    "tls_crl = $P/crls.pem" "${DESTS[@]}" "${RULE[@]}"
+write_config "${NODE[@]}" "${TLS_KEYS[@]}" "tls_crl = $P/crls.pem" "${DESTS[@]}" "${RULE[@]}"
 "$LDCT" check-config "$T/ldctd.conf" > "$T/check.out" 2>&1 || fail "check-config: $(cat "$T/check.out")"
 kill -HUP "$DAEMON_PID"
 reloaded() { grep -q "new connections on tls_port $TLS_PORT use them" "$T/ldctd.log"; }
@@ -110,6 +128,13 @@ wait_until 10 "the log saying the caller's certificate is revoked" revoked_logge
 wait "$raw" || fail "rawscu: $(cat "$T/raw.out")"
 [ "$(grep -c "^0x0000" "$T/raw.out")" = 2 ] ||
     fail "the association opened before the reload: $(cat "$T/raw.out")"
+[ "$(metric ldct_tls_certificate_expiry_timestamp_seconds)" = "$(not_after "$P/node2.crt")" ] ||
+    fail "certificate expiry metric after the reload"
+earliest=$(printf '%s\n' "$(next_update "$P/ca.crl")" "$(next_update "$P/ca2.crl")" | sort -n | head -n1)
+[ "$(metric ldct_tls_crl_next_update_timestamp_seconds)" = "$earliest" ] ||
+    fail "CRL metric $(metric ldct_tls_crl_next_update_timestamp_seconds), not $earliest"
+crl_warned() { grep -q "TLS: tls_crl $P/crls.pem is due for its next update on" "$T/ldctd.log"; }
+wait_until 10 "the warning that the lists are due for their next update" crl_warned
 
 # Sends: the destination with a revoked certificate gets nothing.
 "$MKSERIES" --out "$T/s" --rows 16 --cols 16 --slices 2 > /dev/null || fail "mkseries"
@@ -144,4 +169,18 @@ grep -q "tls_port: cannot read the TLS certificate revocation list $P/ca.crt" "$
 write_config "tls_crl = $P/crls.pem"
 "$LDCT" check-config "$T/ldctd.conf" > "$T/check.out" 2>&1 && fail "check-config passed tls_crl without CAs"
 grep -q "tls_crl needs tls_ca_certificates" "$T/check.out" || fail "check-config: $(cat "$T/check.out")"
+# Past: a certificate that expired yesterday, a list due a second after it
+# was made.
+openssl x509 -req -in "$P/node.csr" -CA "$P/ca.crt" -CAkey "$P/ca.key" -CAcreateserial \
+    -out "$P/old.crt" -days -1 2> /dev/null || fail "openssl expired certificate"
+openssl ca -config "$P/ca.cnf" -keyfile "$P/ca.key" -cert "$P/ca.crt" -gencrl -crlsec 1 \
+    -out "$P/late.crl" > /dev/null 2>&1 || fail "openssl ca -gencrl -crlsec 1"
+sleep 2
+write_config "tls_port = $TLS_PORT" "tls_certificate = $P/old.crt" \
+    "tls_private_key = $P/node.key" "tls_ca_certificates = $P/ca.crt" "tls_crl = $P/late.crl"
+"$LDCT" check-config "$T/ldctd.conf" > "$T/check.out" 2>&1 || fail "check-config: $(cat "$T/check.out")"
+grep -q "TLS: tls_certificate $P/old.crt expired on .*: peers refuse it" "$T/check.out" ||
+    fail "check-config on an expired certificate: $(cat "$T/check.out")"
+grep -q "TLS: tls_crl $P/late.crl was due for its next update on .*: every peer is refused" \
+    "$T/check.out" || fail "check-config on a list past its update: $(cat "$T/check.out")"
 exit 0
