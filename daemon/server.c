@@ -283,8 +283,25 @@ static void log_config_errors(const ldct_config *cfg)
             snprintf(next->f, sizeof next->f, "%s", run->f);                                       \
         }                                                                                          \
     } while (0)
+/* A listener that a restart will turn off goes on until then with the
+ * files it has, so the file's empty tls_ keys do not refuse the reload. */
+static void keep_tls_listener(const cfg_node *run, cfg_node *next)
+{
+    if (run->tls_port <= 0 || next->tls_port > 0)
+        return;
+    snprintf(next->tls_certificate, sizeof next->tls_certificate, "%s", run->tls_certificate);
+    snprintf(next->tls_private_key, sizeof next->tls_private_key, "%s", run->tls_private_key);
+    snprintf(next->tls_ca_certificates, sizeof next->tls_ca_certificates, "%s",
+             run->tls_ca_certificates);
+    snprintf(next->tls_crl, sizeof next->tls_crl, "%s", run->tls_crl);
+    next->tls_require_client_certificate = run->tls_require_client_certificate;
+    next->tls_profile = run->tls_profile;
+    log_warn("reload: the TLS listener keeps its tls_ keys until the restart that turns it off");
+}
+
 static void keep_restart_only(const cfg_node *run, cfg_node *next)
 {
+    keep_tls_listener(run, next);
     KEEP_RUNNING_INT(port);
     KEEP_RUNNING_STR(ae_title);
     KEEP_RUNNING_STR(state_dir);
@@ -322,16 +339,19 @@ static void watch_tls(server *s, const cfg_node *n)
 static int reload_tls(server *s, const ldct_config *cfg)
 {
     char why[600];
-    if (node_tls_check(cfg, why, sizeof why)) {
+    scp_tls_ctx *senders_tls = NULL;
+    if (node_tls_check(cfg, why, sizeof why) ||
+        node_tls_sender(cfg, &senders_tls, why, sizeof why)) {
         log_err("reload: %s", why);
         return -1;
     }
     const scp_tls tls = node_tls(&cfg->node);
     if (s->scp_tls && scp_server_reload_tls(s->scp_tls, &tls, why, sizeof why)) {
         log_err("reload: tls_port: %s", why);
+        scp_tls_ctx_free(senders_tls);
         return -1;
     }
-    sender_pool_set_tls(s->senders, &tls);
+    sender_pool_set_tls(s->senders, senders_tls);
     watch_tls(s, &cfg->node);
     if (s->scp_tls)
         log_notice("reload: TLS files read again; new connections on tls_port %d use them",
@@ -745,9 +765,10 @@ static int start_pipeline(server *s)
     }
     w.ndev = rc;
     s->nworkers = rc;
-    scp_tls tls = node_tls(n);
     char why[600];
-    if ((rc = node_tls_check(s->cfg, why, sizeof why))) {
+    scp_tls_ctx *senders_tls = NULL;
+    if ((rc = node_tls_check(s->cfg, why, sizeof why)) ||
+        (rc = node_tls_sender(s->cfg, &senders_tls, why, sizeof why))) {
         log_err("%s", why); /* found now rather than at the first send */
         return rc;
     }
@@ -755,7 +776,7 @@ static int start_pipeline(server *s)
     sender_pool_opts so = {.db_path = db_path,
                            .threads = n->sender_threads,
                            .calling_ae = n->ae_title,
-                           .tls = &tls,
+                           .tls = senders_tls,
                            .destination = destination_get,
                            .ctx = s};
     if ((rc = sender_pool_start(&so, &s->senders)) || (rc = worker_pool_start(&w, &s->workers))) {

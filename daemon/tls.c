@@ -18,6 +18,21 @@ scp_tls node_tls(const cfg_node *n)
                      .legacy = n->tls_profile == CFG_TLS_BCP195};
 }
 
+int node_tls_sender(const ldct_config *cfg, scp_tls_ctx **out, char *err, size_t len)
+{
+    *out = NULL;
+    for (int i = 0; i < cfg->ndest; i++)
+        if (cfg->dest[i].tls) {
+            const scp_tls tls = node_tls(&cfg->node);
+            char why[512] = "";
+            int rc = scp_tls_ctx_new(&tls, out, why, sizeof why);
+            if (rc)
+                snprintf(err, len, "[destination %s] tls: %s", cfg->dest[i].name, why);
+            return rc; /* the same files for every destination */
+        }
+    return 0;
+}
+
 int node_tls_dates(const cfg_node *n, scp_tls_dates *d, char *err, size_t len)
 {
     const scp_tls tls = node_tls(n);

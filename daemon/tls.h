@@ -18,6 +18,11 @@ scp_tls node_tls(const cfg_node *n);
  * "tls_port: ..." or "[destination NAME] tls: ..." in err. */
 int node_tls_check(const ldct_config *cfg, char *err, size_t len);
 
+/* The senders' TLS setup for cfg (its files read now): *out NULL when no
+ * destination has tls = yes. 0, or an error with "[destination NAME] tls:
+ * ..." in err. */
+int node_tls_sender(const ldct_config *cfg, scp_tls_ctx **out, char *err, size_t len);
+
 /* Warnings start this long before the node's certificate runs out and
  * before the next update of a revocation list in tls_crl. */
 #define TLS_CERT_WARN_DAYS 30

@@ -18,13 +18,6 @@
 #define IDLE_POLL_MS 500
 #define SENDER_MAX 64
 
-/* The TLS files senders use, copied: certificate, key, CA file and
- * revocation lists, and the profile. */
-typedef struct tls_files {
-    char path[4][CFG_PATH_MAX];
-    int legacy;
-} tls_files;
-
 typedef struct sender {
     struct sender_pool *pool;
     pthread_t thread;
@@ -36,7 +29,7 @@ typedef struct sender {
 struct sender_pool {
     sender_pool_opts o;
     char calling_ae[17];
-    tls_files tls; /* under lock (a reload may replace it) */
+    scp_tls_ctx *tls; /* under lock (a reload replaces it); NULL: no TLS set up */
     pthread_mutex_t lock;
     pthread_cond_t wake;
     int stop, n;
@@ -45,35 +38,26 @@ struct sender_pool {
     sender s[SENDER_MAX];
 };
 
-/* The pool's own copy of t (the configuration may be swapped by a reload). */
-static void copy_tls(tls_files *f, const scp_tls *t)
+void sender_pool_set_tls(sender_pool *p, scp_tls_ctx *tls)
 {
-    const char *src[4] = {t ? t->certificate : NULL, t ? t->private_key : NULL,
-                          t ? t->ca_file : NULL, t ? t->crl_file : NULL};
-    for (int i = 0; i < 4; i++)
-        snprintf(f->path[i], sizeof f->path[i], "%s", src[i] ? src[i] : "");
-    f->legacy = t ? t->legacy : 0;
-}
-
-/* What a send presents and checks, pointing into f. */
-static scp_tls tls_of(const tls_files *f, const char *peer_name)
-{
-    return (scp_tls){.certificate = f->path[0],
-                     .private_key = f->path[1],
-                     .ca_file = f->path[2],
-                     .crl_file = f->path[3],
-                     .require_peer = 1,
-                     .legacy = f->legacy,
-                     .peer_name = peer_name};
-}
-
-void sender_pool_set_tls(sender_pool *p, const scp_tls *t)
-{
-    if (!p)
+    if (!p) {
+        scp_tls_ctx_free(tls);
         return;
+    }
     pthread_mutex_lock(&p->lock);
-    copy_tls(&p->tls, t);
+    scp_tls_ctx *old = p->tls;
+    p->tls = tls;
     pthread_mutex_unlock(&p->lock);
+    scp_tls_ctx_free(old); /* sends under way hold handles of their own */
+}
+
+/* A handle on the pool's TLS setup for one send (NULL: none). */
+static scp_tls_ctx *tls_for_send(sender_pool *p)
+{
+    pthread_mutex_lock(&p->lock);
+    scp_tls_ctx *c = scp_tls_ctx_ref(p->tls);
+    pthread_mutex_unlock(&p->lock);
+    return c;
 }
 
 int64_t sender_backoff_ms(const cfg_destination *d, int attempts)
@@ -130,11 +114,12 @@ static int deliver(sender *s, const db_send *snd, const cfg_destination *d, int 
         return snprintf(err, len, "nothing to send"), LDCT_ENOTFOUND;
     }
     unsigned *st = calloc((size_t)paths.n, sizeof *st);
-    static _Thread_local tls_files files; /* 4 KB: off the sender's stack */
-    pthread_mutex_lock(&s->pool->lock);
-    files = s->pool->tls;
-    pthread_mutex_unlock(&s->pool->lock);
-    scp_tls tls = tls_of(&files, d->tls_peer_name);
+    scp_tls_ctx *tls = d->tls ? tls_for_send(s->pool) : NULL;
+    if (d->tls && !tls) {
+        free(st);
+        db_strings_free(&paths);
+        return snprintf(err, len, "TLS is not set up (the node's tls_ keys)"), LDCT_EINVAL_CONFIG;
+    }
     scp_send_options o = {.host = d->host,
                           .port = d->port,
                           .called_ae = d->ae_title,
@@ -142,8 +127,10 @@ static int deliver(sender *s, const db_send *snd, const cfg_destination *d, int 
                           .connect_timeout_s = d->timeout,
                           .dimse_timeout_s = d->timeout,
                           .cancel = &s->pool->cancel,
-                          .tls = d->tls ? &tls : NULL};
+                          .tls = tls,
+                          .tls_peer_name = d->tls_peer_name};
     rc = st ? scp_send_files(&o, (const char *const *)paths.v, paths.n, st, err, len) : -ENOMEM;
+    scp_tls_ctx_free(tls);
     char summary[128];
     if (rc == 0 && !statuses_ok(st, paths.n, summary, sizeof summary)) {
         /* scp_send_files' text names the first file and why (a refusal's
@@ -298,14 +285,16 @@ int sender_pool_start(const sender_pool_opts *o, sender_pool **out)
 {
     *out = NULL;
     sender_pool *p = calloc(1, sizeof *p);
-    if (!p)
+    if (!p) {
+        scp_tls_ctx_free(o->tls);
         return -ENOMEM;
+    }
     p->o = *o;
     p->o.db_path = NULL; /* used only while starting */
     p->o.calling_ae = p->calling_ae;
     snprintf(p->calling_ae, sizeof p->calling_ae, "%s", o->calling_ae);
-    p->o.tls = NULL; /* copied into p->tls */
-    copy_tls(&p->tls, o->tls);
+    p->tls = o->tls;
+    p->o.tls = NULL; /* owned as p->tls */
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->wake, NULL);
     int rc = 0;
@@ -375,6 +364,7 @@ int sender_pool_stop(sender_pool *p, int grace_s)
     }
     pthread_cond_destroy(&p->wake);
     pthread_mutex_destroy(&p->lock);
+    scp_tls_ctx_free(p->tls);
     free(p);
     return 0;
 }

@@ -29,7 +29,8 @@ typedef struct sender_pool_opts {
     const char *db_path;
     int threads;
     const char *calling_ae; /* our AE title */
-    const scp_tls *tls;     /* for destinations with tls = yes (NULL: none set up); copied */
+    scp_tls_ctx *tls;       /* for destinations with tls = yes (NULL: none set up);
+                             * the pool takes it over, also when the start fails */
     /* Copies the current configuration of a destination; 0, or LDCT_ENOTFOUND. */
     int (*destination)(void *ctx, const char *name, cfg_destination *out);
     void *ctx;
@@ -39,8 +40,9 @@ typedef struct sender_pool sender_pool;
 
 int sender_pool_start(const sender_pool_opts *o, sender_pool **out);
 
-/* The TLS files sends use from the next send on (a reload); copied. */
-void sender_pool_set_tls(sender_pool *p, const scp_tls *t);
+/* The TLS setup sends use from the next send on (a reload): the pool takes
+ * tls over (NULL: none) and frees the one it had. */
+void sender_pool_set_tls(sender_pool *p, scp_tls_ctx *tls);
 
 /* Wakes idle senders: something may be due. */
 void sender_pool_notify(sender_pool *p);

@@ -215,6 +215,22 @@ void scp_server_share_limit(scp_server *srv, scp_server *other);
  * err. `role_scp` 1 for a listener, 0 for a sender. */
 int scp_tls_check(const scp_tls *tls, int role_scp, char *err, size_t err_len);
 
+/* A sender's TLS setup with its files read once (certificate, key, CA
+ * file, revocation lists), so that sends between two reloads use the same
+ * ones whatever happens to the files meanwhile. Handles are independent:
+ * each one is freed with scp_tls_ctx_free; any thread may use them. */
+typedef struct scp_tls_ctx scp_tls_ctx;
+
+/* Reads the files of tls (as scp_tls_check with role_scp 0; peer_name is
+ * per send): 0, or LDCT_EINVAL_CONFIG / LDCT_EDICOM with the reason in err. */
+int scp_tls_ctx_new(const scp_tls *tls, scp_tls_ctx **out, char *err, size_t err_len);
+
+/* Another handle on the setup of c (NULL when c is NULL or out of memory). */
+scp_tls_ctx *scp_tls_ctx_ref(const scp_tls_ctx *c);
+
+/* NULL is a no-op. */
+void scp_tls_ctx_free(scp_tls_ctx *c);
+
 /* When the files of a TLS setup run out, in Unix seconds (0: no such file,
  * or nothing in it says). */
 typedef struct scp_tls_dates {
@@ -276,16 +292,18 @@ int scp_ct_write(const scp_ct_params *p, const char *path);
 typedef struct scp_send_options {
     const char *host; /* peer host name or address */
     int port;
-    const char *called_ae;  /* the peer's AE title */
-    const char *calling_ae; /* ours */
-    int connect_timeout_s;  /* <= 0: 10 s (TCP connect) */
-    int dimse_timeout_s;    /* <= 0: 60 s; also bounds A-ASSOCIATE and release
-                             * waits and each blocked socket write */
-    uint32_t max_pdu;       /* our maximum receive PDU; 0: 131072 */
-    const int *cancel;      /* may be NULL; read atomically before each file: nonzero
-                             * aborts the association and returns LDCT_ECANCELED */
-    const scp_tls *tls;     /* NULL: plain TCP; else TLS, the peer's certificate
-                             * verified against tls->ca_file */
+    const char *called_ae;     /* the peer's AE title */
+    const char *calling_ae;    /* ours */
+    int connect_timeout_s;     /* <= 0: 10 s (TCP connect) */
+    int dimse_timeout_s;       /* <= 0: 60 s; also bounds A-ASSOCIATE and release
+                                * waits and each blocked socket write */
+    uint32_t max_pdu;          /* our maximum receive PDU; 0: 131072 */
+    const int *cancel;         /* may be NULL; read atomically before each file: nonzero
+                                * aborts the association and returns LDCT_ECANCELED */
+    const scp_tls_ctx *tls;    /* NULL: plain TCP; else TLS with these files (read
+                                * when it was made), the peer's certificate verified */
+    const char *tls_peer_name; /* with tls: NULL or "", or the name or address the
+                                * peer's certificate must carry (scp_tls.peer_name) */
 } scp_send_options;
 
 /* Sends the n files in one association (C-STORE each). For every distinct

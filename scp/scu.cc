@@ -174,24 +174,44 @@ void bound_writes(scu *s)
     (void)setsockopt(socket_of::get(tc), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
-/* The sender's TLS layer: its handshake waits at most timeout_s (a PACS
- * that accepts the connection and stays silent would otherwise hold the
- * sender for ever). */
-class bounded_tls_layer : public DcmTLSTransportLayer
+/* The sender's TLS layer: connections of a shared setup (scp_tls_ctx),
+ * the peer's certificate checked for the destination's name, the handshake
+ * waiting at most timeout_s (a PACS that accepts the connection and stays
+ * silent would otherwise hold the sender for ever). */
+class bounded_tls_layer : public DcmTransportLayer
 {
   public:
-    explicit bounded_tls_layer(int timeout_s)
-        : DcmTLSTransportLayer(NET_REQUESTOR, nullptr, OFFalse), timeout_s_(timeout_s)
+    bounded_tls_layer(std::shared_ptr<DcmTLSTransportLayer> ctx, const char *peer_name,
+                      int timeout_s)
+        : ctx_(std::move(ctx)), peer_name_(peer_name ? peer_name : ""), timeout_s_(timeout_s)
     {
     }
     DcmTransportConnection *createConnection(DcmNativeSocketType sock, OFBool secure) override
     {
-        return secure ? scp__tls_connection<DcmTLSConnection>(*this, sock, timeout_s_) : nullptr;
+        return secure ? scp__tls_connection<DcmTLSConnection>(ctx_->getNativeHandle(), sock,
+                                                              timeout_s_, peer_name_.c_str())
+                      : nullptr;
     }
 
   private:
+    std::shared_ptr<DcmTLSTransportLayer> ctx_;
+    std::string peer_name_;
     int timeout_s_;
 };
+
+/* 0 when OpenSSL can check name, else LDCT_EINVAL_CONFIG with the reason. */
+int check_peer_name(scu *s, const char *name)
+{
+    if (!name || !*name)
+        return 0;
+    X509_VERIFY_PARAM *p = X509_VERIFY_PARAM_new();
+    const int ok = p && scp__tls_peer_name(p, name) == 1;
+    X509_VERIFY_PARAM_free(p);
+    if (ok)
+        return 0;
+    scp__set_err(s->err, s->err_len, "tls_peer_name %s cannot be checked (OpenSSL)", name);
+    return LDCT_EINVAL_CONFIG;
+}
 
 /* With o->tls, a TLS transport layer on s->net (DCMTK owns it) and the
  * request marked for it: 0, or an error with the reason in s->err. */
@@ -200,11 +220,11 @@ int use_tls(scu *s, T_ASC_Parameters *params)
     const scp_send_options *o = s->o;
     if (!o->tls)
         return 0;
-    scp__tls_init();
-    std::unique_ptr<DcmTLSTransportLayer> l(new bounded_tls_layer(s->dimse_s));
-    int rc = scp__tls_configure(*l, o->tls, 0, s->err, s->err_len);
+    int rc = check_peer_name(s, o->tls_peer_name);
     if (rc)
         return rc;
+    std::unique_ptr<DcmTransportLayer> l(
+        new bounded_tls_layer(o->tls->layer, o->tls_peer_name, s->dimse_s));
     OFCondition c = ASC_setTransportLayer(s->net, l.get(), 1);
     if (c.bad())
         return scp__cond_err(c, "SCU TLS layer");

@@ -1073,8 +1073,9 @@ class tls_accept_layer : public DcmTLSTransportLayer
         }
         /* The connection's SSL holds its own reference to the context, so
          * a later reload may drop this one while the association runs. */
-        return scp__tls_connection<guarded_connection<DcmTLSConnection>>(
-            reloaded ? *reloaded : *this, sock, srv_->opt.acse_timeout_s);
+        SSL_CTX *ctx = reloaded ? reloaded->getNativeHandle() : getNativeHandle();
+        return scp__tls_connection<guarded_connection<DcmTLSConnection>>(ctx, sock,
+                                                                         srv_->opt.acse_timeout_s);
     }
 
   private:

@@ -9,6 +9,7 @@
  */
 #include "scp/scp.h"
 #include "scp/internal.hh"
+#include "scp/tls.hh"
 
 /* common/ headers are plain C without linkage guards. */
 extern "C" {
@@ -121,13 +122,7 @@ int load_peer_name(DcmTLSTransportLayer &l, const scp_tls *t, char *err, size_t 
 {
     if (!set(t->peer_name))
         return 0;
-    X509_VERIFY_PARAM *p = SSL_CTX_get0_param(l.getNativeHandle());
-    unsigned char ip[16];
-    const bool is_ip =
-        inet_pton(AF_INET, t->peer_name, ip) == 1 || inet_pton(AF_INET6, t->peer_name, ip) == 1;
-    const int ok = is_ip ? X509_VERIFY_PARAM_set1_ip_asc(p, t->peer_name)
-                         : X509_VERIFY_PARAM_set1_host(p, t->peer_name, 0);
-    if (ok != 1) {
+    if (scp__tls_peer_name(SSL_CTX_get0_param(l.getNativeHandle()), t->peer_name) != 1) {
         scp__set_err(err, len, "tls_peer_name %s cannot be checked (OpenSSL)", t->peer_name);
         return LDCT_EINVAL_CONFIG;
     }
@@ -177,6 +172,13 @@ int read_next_update(const char *path, int64_t *out)
 }
 
 } // namespace
+
+int scp__tls_peer_name(X509_VERIFY_PARAM *p, const char *name)
+{
+    unsigned char ip[16];
+    const bool is_ip = inet_pton(AF_INET, name, ip) == 1 || inet_pton(AF_INET6, name, ip) == 1;
+    return is_ip ? X509_VERIFY_PARAM_set1_ip_asc(p, name) : X509_VERIFY_PARAM_set1_host(p, name, 0);
+}
 
 void scp__socket_timeouts(int fd, int seconds)
 {
@@ -236,6 +238,41 @@ extern "C" int scp_tls_dates_read(const scp_tls *tls, scp_tls_dates *out, char *
     }
     ERR_clear_error();
     return rc;
+}
+
+extern "C" int scp_tls_ctx_new(const scp_tls *tls, scp_tls_ctx **out, char *err, size_t err_len)
+{
+    *out = nullptr;
+    try {
+        scp__tls_init();
+        std::unique_ptr<scp_tls_ctx> c(new scp_tls_ctx);
+        c->layer = std::make_shared<DcmTLSTransportLayer>(NET_REQUESTOR, nullptr, OFFalse);
+        scp_tls files = *tls;
+        files.peer_name = nullptr; /* per send */
+        int rc = scp__tls_configure(*c->layer, &files, 0, err, err_len);
+        if (rc == 0)
+            *out = c.release();
+        return rc;
+    } catch (...) {
+        scp__set_err(err, err_len, "TLS setup failed (exception)");
+        return LDCT_EDICOM;
+    }
+}
+
+extern "C" scp_tls_ctx *scp_tls_ctx_ref(const scp_tls_ctx *c)
+{
+    if (!c)
+        return nullptr;
+    try {
+        return new scp_tls_ctx{c->layer};
+    } catch (...) {
+        return nullptr;
+    }
+}
+
+extern "C" void scp_tls_ctx_free(scp_tls_ctx *c)
+{
+    delete c;
 }
 
 extern "C" int scp_tls_check(const scp_tls *tls, int role_scp, char *err, size_t err_len)

@@ -16,6 +16,12 @@
 #include <dcmtk/dcmtls/tlstrans.h>
 #include <openssl/ssl.h>
 
+#include <memory>
+
+/* Makes verification check that the peer's certificate carries name (a
+ * DNS name, or an IP address given as one): OpenSSL's 1, or 0. */
+int scp__tls_peer_name(X509_VERIFY_PARAM *p, const char *name);
+
 /* c, or when the peer's certificate failed verification a condition that
  * also says why (OpenSSL's reason: "hostname mismatch", "certificate has
  * expired", ...), which OpenSSL's error queue alone does not. */
@@ -51,18 +57,29 @@ template <class Conn> class bounded_tls : public Conn
     int timeout_s_;
 };
 
-/* A connection of layer l on the accepted or connected socket: Conn with
- * its handshake bounded by timeout_s; nullptr when OpenSSL cannot make the
- * connection's object (DCMTK then closes the socket). */
+/* A connection of context ctx (a configured layer's getNativeHandle()) on
+ * the accepted or connected socket: Conn with its handshake bounded by
+ * timeout_s and, when peer_name is set, the peer's certificate checked for
+ * it; nullptr when OpenSSL cannot make the connection's object (DCMTK then
+ * closes the socket). The connection holds its own reference to ctx. */
 template <class Conn>
-DcmTransportConnection *scp__tls_connection(DcmTLSTransportLayer &l, DcmNativeSocketType sock,
-                                            int timeout_s)
+DcmTransportConnection *scp__tls_connection(SSL_CTX *ctx, DcmNativeSocketType sock, int timeout_s,
+                                            const char *peer_name = nullptr)
 {
-    SSL *ssl = SSL_new(l.getNativeHandle());
+    SSL *ssl = SSL_new(ctx);
     if (!ssl)
         return nullptr;
+    if (peer_name && *peer_name && scp__tls_peer_name(SSL_get0_param(ssl), peer_name) != 1) {
+        SSL_free(ssl);
+        return nullptr;
+    }
     SSL_set_fd(ssl, (int)sock);
     return new bounded_tls<Conn>(sock, ssl, timeout_s);
 }
+
+/* A sender's TLS setup (scp.h): the configured layer, shared by handles. */
+struct scp_tls_ctx {
+    std::shared_ptr<DcmTLSTransportLayer> layer;
+};
 
 #endif

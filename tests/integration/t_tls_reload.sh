@@ -3,15 +3,19 @@
 # refused:
 # - SIGHUP reads the node's TLS files again, also when their paths stay
 #   the same (a renewed certificate written over the old one): callers
-#   connecting after the reload see the new certificate, and an
-#   association opened before it goes on with the old one.
+#   connecting after the reload see the new certificate, and associations
+#   opened before it (one before the first reload, one between the first
+#   and a second) go on storing after it.
 # - tls_crl (added by the same reload): a caller whose certificate its CA
 #   revoked is refused at the handshake, with the reason in the log, and a
 #   destination whose certificate is revoked gets nothing (its send ends
 #   dead with the reason). The file holds the lists of two CAs, and the
 #   second one's list is the one that counts.
-# - A reload whose TLS files do not load is refused as a whole; the
-#   listener goes on with the files it had.
+# - A reload whose TLS files do not load (another key path, or a wrong key
+#   written over the file in place) is refused as a whole; the listener and
+#   the senders go on with the files they read before.
+# - A reload that sets tls_port = 0 (and drops the tls_ keys) is not
+#   refused for it: the listener keeps its files until the restart.
 # - When the certificate and the lists run out: /metrics gives both dates
 #   (the certificate's notAfter, the lists' earliest nextUpdate), a reload
 #   updates them, and the log warns when they are near (the test's
@@ -94,22 +98,25 @@ metric() { curl -s "http://127.0.0.1:$HTTP_PORT/metrics" | sed -n "s/^$1 //p"; }
     fail "certificate expiry metric $(metric ldct_tls_certificate_expiry_timestamp_seconds)"
 [ -z "$(metric ldct_tls_crl_next_update_timestamp_seconds)" ] || fail "a CRL metric without tls_crl"
 cert_warned() {
-    grep -Eq "TLS: tls_certificate $T/live/node.crt expires on 20[0-9-]+ [0-9:]+ UTC \(in 4[78] h" \
+    grep -Eq "TLS: tls_certificate $T/live/node.crt expires on 20[0-9-]+ [0-9:]+ UTC \(in (4[78] h|2 days)" \
         "$T/ldctd.log"
 }
 wait_until 10 "the warning that the node's certificate expires in 2 days" cert_warned
 tls_echo scanner ca > "$T/e1" 2>&1 || fail "C-ECHO before the reload: $(cat "$T/e1")"
 tls_echo scanner2 ca > "$T/e2" 2>&1 || fail "no CRL yet, scanner2 refused: $(cat "$T/e2")"
 
-# An association opened before the reload, storing once before and once
-# after it.
+# Associations that store once, then once more when $T/go exists:
+# RAW1 trusts the first node certificate, RAW2 the renewed one.
 "$MKSERIES" --out "$T/r" --rows 16 --cols 16 --slices 1 > /dev/null || fail "mkseries"
 one=$(ls "$T"/r/*.dcm | head -n1)
-python3 "$ROOT/tests/tools/rawscu.py" 127.0.0.1 "$TLS_PORT" store "$one" --hold 5 --again \
-    --tls "$P/ca.crt" "$P/scanner.crt" "$P/scanner.key" > "$T/raw.out" 2>&1 &
-raw=$!
-first_stored() { grep -q "^0x0000" "$T/raw.out"; }
-wait_until 20 "the first C-STORE of the open association" first_stored
+held_store() {
+    python3 "$ROOT/tests/tools/rawscu.py" 127.0.0.1 "$TLS_PORT" store "$one" --until "$T/go" \
+        --again --wait 60 --tls "$P/$1.crt" "$P/scanner.crt" "$P/scanner.key" > "$T/$2.out" 2>&1
+}
+held_store ca raw1 &
+raw1=$!
+first_stored() { grep -q "^0x0000" "$T/$1.out"; }
+wait_until 20 "the first C-STORE of the association opened before the reload" first_stored raw1
 
 # The renewal: new files at the same paths, and tls_crl, then SIGHUP.
 cp "$P/node2.crt" "$T/live/node.crt"
@@ -125,9 +132,19 @@ tls_echo scanner ca > "$T/e4" 2>&1 && fail "the old certificate still served aft
 tls_echo scanner2 ca2 > "$T/e5" 2>&1 && fail "a revoked caller served"
 revoked_logged() { grep -q "TLS error: certificate verify failed (certificate revoked)" "$T/ldctd.log"; }
 wait_until 10 "the log saying the caller's certificate is revoked" revoked_logged
-wait "$raw" || fail "rawscu: $(cat "$T/raw.out")"
-[ "$(grep -c "^0x0000" "$T/raw.out")" = 2 ] ||
-    fail "the association opened before the reload: $(cat "$T/raw.out")"
+# A second association, on the reloaded files, across a second reload.
+held_store ca2 raw2 &
+raw2=$!
+wait_until 20 "the first C-STORE of the association opened after the reload" first_stored raw2
+kill -HUP "$DAEMON_PID"
+reloaded_twice() { [ "$(grep -c "new connections on tls_port $TLS_PORT use them" "$T/ldctd.log")" = 2 ]; }
+wait_until 10 "the second reload" reloaded_twice
+touch "$T/go"
+wait "$raw1" || fail "rawscu 1: $(cat "$T/raw1.out")"
+wait "$raw2" || fail "rawscu 2: $(cat "$T/raw2.out")"
+for r in raw1 raw2; do
+    [ "$(grep -c "^0x0000" "$T/$r.out")" = 2 ] || fail "$r across the reload: $(cat "$T/$r.out")"
+done
 [ "$(metric ldct_tls_certificate_expiry_timestamp_seconds)" = "$(not_after "$P/node2.crt")" ] ||
     fail "certificate expiry metric after the reload"
 earliest=$(printf '%s\n' "$(next_update "$P/ca.crl")" "$(next_update "$P/ca2.crl")" | sort -n | head -n1)
@@ -148,17 +165,41 @@ wait_until 60 "the send to pacs done, the one to the revoked destination dead" s
 sql "SELECT last_error FROM sends WHERE destination = 'revoked'" | grep -q "certificate revoked" ||
     fail "revoked: $(sql "SELECT last_error FROM sends WHERE destination = 'revoked'")"
 
+# A wrong key written over the file in place: the reload is refused, and
+# the listener and the senders keep the files they read.
+cp "$P/pacs.key" "$T/live/node.key"
+kill -HUP "$DAEMON_PID"
+refused_in_place() { grep -q "reload failed; keeping the running configuration" "$T/ldctd.log"; }
+wait_until 10 "the reload with a wrong key in place refused" refused_in_place
+tls_echo scanner ca2 > "$T/e8" 2>&1 || fail "the listener lost its key: $(cat "$T/e8")"
+"$MKSERIES" --out "$T/s2" --rows 16 --cols 16 --slices 2 > /dev/null || fail "mkseries"
+storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T"/s2/*.dcm > "$T/storescu2.log" 2>&1 ||
+    fail "storescu: $(cat "$T/storescu2.log")"
+pacs_twice() { [ "$(sql "SELECT count(*) FROM sends WHERE destination = 'pacs' AND state = 'done'")" = 2 ]; }
+wait_until 60 "the second series delivered with the key read before" pacs_twice
+cp "$P/node2.key" "$T/live/node.key"
+refusals=$(grep -c "reload failed" "$T/ldctd.log")
+
 # Files that do not load: the reload is refused, the listener keeps its own.
 write_config "stable_seconds = 1" "devices = cpu" "tls_port = $TLS_PORT" \
     "tls_certificate = $T/live/node.crt" "tls_private_key = $P/pacs.key" \
     "tls_ca_certificates = $P/ca.crt"
 kill -HUP "$DAEMON_PID"
-refused() { grep -q "reload failed; keeping the running configuration" "$T/ldctd.log"; }
+refused() { [ "$(grep -c "reload failed" "$T/ldctd.log")" -gt "$refusals" ]; }
 wait_until 10 "the reload with a wrong key refused" refused
 grep -q "reload: tls_port: the TLS private key $P/pacs.key does not belong" "$T/ldctd.log" ||
     fail "the refusal's reason: $(grep "reload" "$T/ldctd.log" | tail -3)"
 tls_echo scanner ca2 > "$T/e6" 2>&1 || fail "the listener lost its files: $(cat "$T/e6")"
 tls_echo scanner2 ca2 > "$T/e7" 2>&1 && fail "the revocation list lost after a refused reload"
+# tls_port = 0 and no tls_ keys: the rest of the file applies.
+accepted=$(grep -c "configuration reloaded from" "$T/ldctd.log")
+write_config "stable_seconds = 1" "devices = cpu"
+kill -HUP "$DAEMON_PID"
+one_more() { [ "$(grep -c "configuration reloaded from" "$T/ldctd.log")" -gt "$accepted" ]; }
+wait_until 10 "the reload that turns TLS off accepted" one_more
+grep -q "reload: the TLS listener keeps its tls_ keys until the restart" "$T/ldctd.log" ||
+    fail "no line saying the listener keeps its keys"
+tls_echo scanner ca2 > "$T/e9" 2>&1 || fail "the listener lost its files: $(cat "$T/e9")"
 stop_daemon || fail "exit code $? after SIGTERM"
 
 # A revocation list that does not load is named by check-config.

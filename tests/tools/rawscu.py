@@ -45,6 +45,9 @@ Modes:
                      then C-STORE the dataset once more on the same
                      association and print that status too (a connection
                      that outlives something the peer did meanwhile)
+  store FILE --until F --again
+                     as --hold, but hold until the file F exists (at most
+                     --wait seconds)
   store FILE --stall N
                      send the first N bytes of the dataset, not flagged last,
                      then wait (up to --wait seconds) for the peer to give up;
@@ -307,6 +310,10 @@ def mode_store(a):
     print("0x%04X" % status, flush=True)
     if a.hold:
         time.sleep(a.hold)
+    if a.until:
+        end = time.monotonic() + a.wait
+        while not os.path.exists(a.until) and time.monotonic() < end:
+            time.sleep(0.1)
     if a.again:
         s.sendall(pdata(command, True, True))
         send_dataset(s, body, True)
@@ -332,6 +339,7 @@ def main():
     p.add_argument("--wait", type=float, default=30)
     p.add_argument("--hold", type=float)
     p.add_argument("--again", action="store_true")
+    p.add_argument("--until")
     p.add_argument("--raw-sop")
     p.add_argument("--nest-command", type=int)
     p.add_argument("--count", type=int, default=1)
