@@ -52,6 +52,22 @@ free_port() {
 PORT=$(free_port)
 STATE="$T/state"
 
+# tls_ca DIR NAME: a self-signed CA, DIR/NAME.crt and .key, valid 2 days.
+tls_ca() {
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout "$1/$2.key" -out "$1/$2.crt" -days 2 \
+        -subj "/CN=ldct test $2" 2> /dev/null || fail "openssl CA $2"
+}
+# tls_cert DIR NAME CA [BITS [REQ_ARGS...]]: DIR/NAME.crt (CN=NAME, BITS-bit
+# RSA, extensions from REQ_ARGS kept) and .key, signed by CA, valid 2 days.
+tls_cert() {
+    local d=$1 n=$2 ca=$3 bits=${4:-2048}
+    shift $(($# < 4 ? $# : 4))
+    openssl req -newkey "rsa:$bits" -nodes -keyout "$d/$n.key" -out "$d/$n.csr" -subj "/CN=$n" \
+        "$@" 2> /dev/null &&
+        openssl x509 -req -in "$d/$n.csr" -CA "$d/$ca.crt" -CAkey "$d/$ca.key" -CAcreateserial \
+            -copy_extensions copy -out "$d/$n.crt" -days 2 2> /dev/null || fail "openssl $n"
+}
+
 # Writes $T/ldctd.conf: a [node] section on $PORT with extra lines from "$@".
 write_config() {
     {

@@ -19,21 +19,14 @@ command -v openssl > /dev/null || skip "no openssl"
 # A CA, the node's, a caller's and a PACS's certificates, and a rogue CA
 # with a caller of its own.
 pki() {
-    local d=$T/pki
+    local d=$T/pki n
     mkdir -p "$d"
-    openssl req -x509 -newkey rsa:2048 -nodes -keyout "$d/ca.key" -out "$d/ca.crt" -days 2 \
-        -subj "/CN=ldct test CA" 2> /dev/null || fail "openssl CA"
-    openssl req -x509 -newkey rsa:2048 -nodes -keyout "$d/rogue.key" -out "$d/rogue.crt" \
-        -days 2 -subj "/CN=rogue CA" 2> /dev/null || fail "openssl rogue CA"
-    local n ca
-    for n in node scanner pacs intruder; do
-        ca=ca
-        [ $n = intruder ] && ca=rogue
-        openssl req -newkey rsa:2048 -nodes -keyout "$d/$n.key" -out "$d/$n.csr" \
-            -subj "/CN=$n" 2> /dev/null &&
-            openssl x509 -req -in "$d/$n.csr" -CA "$d/$ca.crt" -CAkey "$d/$ca.key" \
-                -CAcreateserial -out "$d/$n.crt" -days 2 2> /dev/null || fail "openssl $n"
+    tls_ca "$d" ca
+    tls_ca "$d" rogue
+    for n in node scanner pacs; do
+        tls_cert "$d" $n ca
     done
+    tls_cert "$d" intruder rogue
 }
 pki
 P=$T/pki

@@ -21,23 +21,15 @@ command -v openssl > /dev/null || skip "no openssl"
 # A CA and the node's, a caller's and a 1024-bit caller's certificates; a
 # rogue CA with a caller of its own.
 pki() {
-    local d=$T/pki n ca bits
+    local d=$T/pki
     mkdir -p "$d"
-    for ca in ca rogue; do
-        openssl req -x509 -newkey rsa:2048 -nodes -keyout "$d/$ca.key" -out "$d/$ca.crt" \
-            -days 2 -subj "/CN=ldct test $ca" 2> /dev/null || fail "openssl $ca"
-    done
-    for n in node scanner weak intruder pacs; do
-        ca=ca bits=2048 san=()
-        [ $n = intruder ] && ca=rogue
-        [ $n = weak ] && bits=1024
-        [ $n = pacs ] && san=(-addext "subjectAltName=DNS:pacs.hospital.test,IP:127.0.0.1")
-        openssl req -newkey rsa:$bits -nodes -keyout "$d/$n.key" -out "$d/$n.csr" \
-            -subj "/CN=$n" "${san[@]}" 2> /dev/null &&
-            openssl x509 -req -in "$d/$n.csr" -CA "$d/$ca.crt" -CAkey "$d/$ca.key" \
-                -CAcreateserial -copy_extensions copy -out "$d/$n.crt" -days 2 2> /dev/null ||
-            fail "openssl $n"
-    done
+    tls_ca "$d" ca
+    tls_ca "$d" rogue
+    tls_cert "$d" node ca
+    tls_cert "$d" scanner ca
+    tls_cert "$d" weak ca 1024
+    tls_cert "$d" intruder rogue
+    tls_cert "$d" pacs ca 2048 -addext "subjectAltName=DNS:pacs.hospital.test,IP:127.0.0.1"
 }
 pki
 P=$T/pki

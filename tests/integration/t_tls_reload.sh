@@ -32,22 +32,17 @@ pki() {
     local d=$T/pki n ca
     mkdir -p "$d"
     for ca in ca ca2; do
-        openssl req -x509 -newkey rsa:2048 -nodes -keyout "$d/$ca.key" -out "$d/$ca.crt" \
-            -days 2 -subj "/CN=ldct test $ca" 2> /dev/null || fail "openssl $ca"
+        tls_ca "$d" $ca
         : > "$d/$ca.index"
         printf '%s\n' "[ca]" "default_ca = d" "[d]" "database = $d/$ca.index" \
             "crlnumber = $d/$ca.crlnumber" "default_md = sha256" "default_crl_days = 2" \
             > "$d/$ca.cnf"
         echo 01 > "$d/$ca.crlnumber"
     done
-    for n in node node2 scanner scanner2 pacs pacs2; do
-        ca=ca
-        [ $n = node2 ] && ca=ca2
-        openssl req -newkey rsa:2048 -nodes -keyout "$d/$n.key" -out "$d/$n.csr" \
-            -subj "/CN=$n" 2> /dev/null &&
-            openssl x509 -req -in "$d/$n.csr" -CA "$d/$ca.crt" -CAkey "$d/$ca.key" \
-                -CAcreateserial -out "$d/$n.crt" -days 2 2> /dev/null || fail "openssl $n"
+    for n in node scanner scanner2 pacs pacs2; do
+        tls_cert "$d" $n ca
     done
+    tls_cert "$d" node2 ca2
     for n in scanner2 pacs2; do
         openssl ca -config "$d/ca.cnf" -keyfile "$d/ca.key" -cert "$d/ca.crt" \
             -revoke "$d/$n.crt" > /dev/null 2>&1 || fail "openssl ca -revoke $n"
