@@ -340,12 +340,11 @@ static int reload_tls(server *s, const ldct_config *cfg)
 {
     char why[600];
     scp_tls_ctx *senders_tls = NULL;
-    if (node_tls_check(cfg, why, sizeof why) ||
-        node_tls_sender(cfg, &senders_tls, why, sizeof why)) {
+    if (node_tls_sender(cfg, &senders_tls, why, sizeof why)) {
         log_err("reload: %s", why);
         return -1;
     }
-    const scp_tls tls = node_tls(&cfg->node);
+    const scp_tls tls = node_tls(&cfg->node); /* the listener's, loaded just below */
     if (s->scp_tls && scp_server_reload_tls(s->scp_tls, &tls, why, sizeof why)) {
         log_err("reload: tls_port: %s", why);
         scp_tls_ctx_free(senders_tls);

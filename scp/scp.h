@@ -128,10 +128,6 @@ typedef struct scp_tls {
     int require_peer;        /* SCP: a peer without a valid certificate is refused
                               * (else one it sends is still verified); SCU: always */
     int legacy;              /* the BCP 195 profile with fallback (see above) */
-    const char *peer_name;   /* SCU: NULL or "", or the host name or IP address the
-                              * peer's certificate must carry (a DNS name in
-                              * subjectAltName, else its common name; an IP
-                              * address in subjectAltName only: OpenSSL's checks) */
 } scp_tls;
 
 typedef struct scp_server_options {
@@ -221,8 +217,8 @@ int scp_tls_check(const scp_tls *tls, int role_scp, char *err, size_t err_len);
  * each one is freed with scp_tls_ctx_free; any thread may use them. */
 typedef struct scp_tls_ctx scp_tls_ctx;
 
-/* Reads the files of tls (as scp_tls_check with role_scp 0; peer_name is
- * per send): 0, or LDCT_EINVAL_CONFIG / LDCT_EDICOM with the reason in err. */
+/* Reads the files of tls (as scp_tls_check with role_scp 0): 0, or LDCT_EINVAL_CONFIG / LDCT_EDICOM
+ * with the reason in err. */
 int scp_tls_ctx_new(const scp_tls *tls, scp_tls_ctx **out, char *err, size_t err_len);
 
 /* Another handle on the setup of c (NULL when c is NULL or out of memory). */
@@ -302,8 +298,10 @@ typedef struct scp_send_options {
                                 * aborts the association and returns LDCT_ECANCELED */
     const scp_tls_ctx *tls;    /* NULL: plain TCP; else TLS with these files (read
                                 * when it was made), the peer's certificate verified */
-    const char *tls_peer_name; /* with tls: NULL or "", or the name or address the
-                                * peer's certificate must carry (scp_tls.peer_name) */
+    const char *tls_peer_name; /* with tls: NULL or "", or the host name or IP address
+                                * the peer's certificate must carry (a DNS name in
+                                * subjectAltName, else its common name; an IP address
+                                * in subjectAltName only: OpenSSL's checks) */
 } scp_send_options;
 
 /* Sends the n files in one association (C-STORE each). For every distinct

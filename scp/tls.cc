@@ -115,20 +115,6 @@ int load_trust(DcmTLSTransportLayer &l, const scp_tls *t, int role_scp, char *er
     return load_crl(l, t, err, len);
 }
 
-/* A sender's check that the peer's certificate names peer_name, made by
- * OpenSSL during the handshake's verification (the handshake then fails
- * with "hostname mismatch" or "IP address mismatch"). */
-int load_peer_name(DcmTLSTransportLayer &l, const scp_tls *t, char *err, size_t len)
-{
-    if (!set(t->peer_name))
-        return 0;
-    if (scp__tls_peer_name(SSL_CTX_get0_param(l.getNativeHandle()), t->peer_name) != 1) {
-        scp__set_err(err, len, "tls_peer_name %s cannot be checked (OpenSSL)", t->peer_name);
-        return LDCT_EINVAL_CONFIG;
-    }
-    return 0;
-}
-
 /* t as Unix seconds; 0 when there is none or it does not convert. */
 int64_t unix_seconds(const ASN1_TIME *t)
 {
@@ -209,9 +195,7 @@ int scp__tls_configure(DcmTLSTransportLayer &l, const scp_tls *t, int role_scp, 
     if (!t->legacy)
         SSL_CTX_set_security_level(l.getNativeHandle(), 2);
     int rc = load_identity(l, t, role_scp, err, len);
-    if (!rc)
-        rc = load_trust(l, t, role_scp, err, len);
-    return rc || role_scp ? rc : load_peer_name(l, t, err, len);
+    return rc ? rc : load_trust(l, t, role_scp, err, len);
 }
 
 OFCondition scp__tls_verify_reason(const OFCondition &c, SSL *ssl)
@@ -247,9 +231,7 @@ extern "C" int scp_tls_ctx_new(const scp_tls *tls, scp_tls_ctx **out, char *err,
         scp__tls_init();
         std::unique_ptr<scp_tls_ctx> c(new scp_tls_ctx);
         c->layer = std::make_shared<DcmTLSTransportLayer>(NET_REQUESTOR, nullptr, OFFalse);
-        scp_tls files = *tls;
-        files.peer_name = nullptr; /* per send */
-        int rc = scp__tls_configure(*c->layer, &files, 0, err, err_len);
+        int rc = scp__tls_configure(*c->layer, tls, 0, err, err_len);
         if (rc == 0)
             *out = c.release();
         return rc;
