@@ -326,6 +326,7 @@ static void watch_tls(server *s, const cfg_node *n)
     char why[600];
     if (node_tls_dates(n, &d, why, sizeof why))
         log_warn("TLS: %s: cannot tell when it runs out", why);
+    node_tls_warn_crl_gaps(n);
     __atomic_store_n(&s->tls_dates.certificate_not_after, d.certificate_not_after,
                      __ATOMIC_RELAXED);
     __atomic_store_n(&s->tls_dates.crl_next_update, d.crl_next_update, __ATOMIC_RELAXED);

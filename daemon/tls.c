@@ -99,6 +99,17 @@ int node_tls_warn(const cfg_node *n, const scp_tls_dates *d, int64_t now_s)
     return warn_one(&cert, now_s) + warn_one(&crl, now_s);
 }
 
+static void warn_gap(void *ctx, const char *text)
+{
+    log_warn("TLS: tls_crl %s: %s", (const char *)ctx, text);
+}
+
+int node_tls_warn_crl_gaps(const cfg_node *n)
+{
+    const scp_tls tls = node_tls(n);
+    return scp_tls_crl_gaps(&tls, warn_gap, (void *)n->tls_crl);
+}
+
 int node_tls_check(const ldct_config *cfg, char *err, size_t len)
 {
     const scp_tls tls = node_tls(&cfg->node);

@@ -37,4 +37,9 @@ int node_tls_dates(const cfg_node *n, scp_tls_dates *d, char *err, size_t len);
  * do), as of now_s (Unix seconds). Returns how many lines it logged. */
 int node_tls_warn(const cfg_node *n, const scp_tls_dates *d, int64_t now_s);
 
+/* Logs a warning for each CA of tls_ca_certificates without a list in
+ * tls_crl, and for each list there whose CA is not (scp_tls_crl_gaps).
+ * Returns how many lines it logged. */
+int node_tls_warn_crl_gaps(const cfg_node *n);
+
 #endif

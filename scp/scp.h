@@ -239,6 +239,13 @@ typedef struct scp_tls_dates {
  * that does not read in err. Any thread. */
 int scp_tls_dates_read(const scp_tls *tls, scp_tls_dates *out, char *err, size_t err_len);
 
+/* The mismatches between the revocation lists of tls->crl_file and the CAs
+ * of tls->ca_file that still let the files load: each(ctx, text) for a CA
+ * with no list (peers with certificates it issued are refused; a CA that
+ * issued another CA of the file needs none) and for a list whose CA is not
+ * in the file (unused). Returns how many; 0 without tls_crl. Any thread. */
+int scp_tls_crl_gaps(const scp_tls *tls, void (*each)(void *ctx, const char *text), void *ctx);
+
 /* Frees the server (stops it first if needed). NULL is a no-op. */
 void scp_server_free(scp_server *srv);
 

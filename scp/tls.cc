@@ -22,11 +22,14 @@ extern "C" {
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509_vfy.h>
+#include <openssl/x509v3.h>
 
 #include <cstdio>
 #include <ctime>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include <arpa/inet.h>
 #include <sys/socket.h>
@@ -70,10 +73,107 @@ int load_identity(DcmTLSTransportLayer &l, const scp_tls *t, int role_scp, char 
     return 0;
 }
 
+struct x509_free {
+    void operator()(X509 *x) const
+    {
+        X509_free(x);
+    }
+    void operator()(X509_CRL *c) const
+    {
+        X509_CRL_free(c);
+    }
+};
+using cert_list = std::vector<std::unique_ptr<X509, x509_free>>;
+using crl_list = std::vector<std::unique_ptr<X509_CRL, x509_free>>;
+
+/* Every certificate, or every revocation list, of a PEM file (none when it
+ * does not open). */
+cert_list read_certs(const char *path)
+{
+    cert_list out;
+    FILE *f = fopen(path, "r");
+    X509 *x;
+    while (f && (x = PEM_read_X509(f, nullptr, nullptr, nullptr)) != nullptr)
+        out.emplace_back(x);
+    if (f)
+        fclose(f);
+    ERR_clear_error();
+    return out;
+}
+
+crl_list read_crls(const char *path)
+{
+    crl_list out;
+    FILE *f = fopen(path, "r");
+    X509_CRL *c;
+    while (f && (c = PEM_read_X509_CRL(f, nullptr, nullptr, nullptr)) != nullptr)
+        out.emplace_back(c);
+    if (f)
+        fclose(f);
+    ERR_clear_error();
+    return out;
+}
+
+/* "CN=ldct test ca,O=Hospital" */
+std::string name_text(const X509_NAME *n)
+{
+    std::string s = "?";
+    BIO *b = BIO_new(BIO_s_mem());
+    char *p = nullptr;
+    if (b && X509_NAME_print_ex(b, n, 0, XN_FLAG_RFC2253) >= 0) {
+        const long k = BIO_get_mem_data(b, &p);
+        if (p && k > 0)
+            s.assign(p, (size_t)k);
+    }
+    BIO_free(b);
+    return s;
+}
+
+/* Whether crl comes from a CA of cas: 0 none by its name, 1 named and signed
+ * by its key, -1 named but signed by no such CA's key. */
+int crl_issuer(const cert_list &cas, X509_CRL *crl)
+{
+    int found = 0;
+    for (const auto &ca : cas)
+        if (X509_NAME_cmp(X509_get_subject_name(ca.get()), X509_CRL_get_issuer(crl)) == 0) {
+            if (X509_CRL_verify(crl, X509_get0_pubkey(ca.get())) == 1)
+                return 1;
+            found = -1;
+        }
+    ERR_clear_error();
+    return found;
+}
+
+/* Whether ca issued another certificate of cas (a CA above intermediates:
+ * OpenSSL checks the peer's own certificate only, so it needs no list). */
+bool issues_cas(const cert_list &cas, X509 *ca)
+{
+    for (const auto &o : cas)
+        if (o.get() != ca && X509_check_issued(ca, o.get()) == X509_V_OK)
+            return true;
+    return false;
+}
+
+/* A list in the file that bears the name of one of our CAs but not its
+ * signature: every peer of that CA would be refused, so the file is. */
+int check_crl_signatures(const scp_tls *t, char *err, size_t len)
+{
+    const cert_list cas = read_certs(t->ca_file);
+    for (const auto &crl : read_crls(t->crl_file))
+        if (crl_issuer(cas, crl.get()) < 0) {
+            scp__set_err(
+                err, len, "the revocation list from %s in %s is not signed by that CA's key in %s",
+                name_text(X509_CRL_get_issuer(crl.get())).c_str(), t->crl_file, t->ca_file);
+            return LDCT_EINVAL_CONFIG;
+        }
+    return 0;
+}
+
 /* The revocation lists a peer's own certificate is checked against (the
  * leaf only: OpenSSL then also refuses a peer whose CA has no list here).
  * Every list in the file is loaded (X509_load_crl_file reads them all from
- * PEM); a file with none is an error rather than a check that refuses all. */
+ * PEM); a file with none is an error rather than a check that refuses all,
+ * and so is one with a list that its CA did not sign. */
 int load_crl(DcmTLSTransportLayer &l, const scp_tls *t, char *err, size_t len)
 {
     if (!set(t->crl_file))
@@ -88,7 +188,7 @@ int load_crl(DcmTLSTransportLayer &l, const scp_tls *t, char *err, size_t len)
         return LDCT_EINVAL_CONFIG;
     }
     X509_STORE_set_flags(store, X509_V_FLAG_CRL_CHECK);
-    return 0;
+    return check_crl_signatures(t, err, len);
 }
 
 /* The CA certificates peers must chain to, and how a peer's certificate is
@@ -222,6 +322,42 @@ extern "C" int scp_tls_dates_read(const scp_tls *tls, scp_tls_dates *out, char *
     }
     ERR_clear_error();
     return rc;
+}
+
+extern "C" int scp_tls_crl_gaps(const scp_tls *tls, void (*each)(void *ctx, const char *text),
+                                void *ctx)
+{
+    try {
+        if (!set(tls->crl_file) || !set(tls->ca_file))
+            return 0;
+        const cert_list cas = read_certs(tls->ca_file);
+        const crl_list crls = read_crls(tls->crl_file);
+        int n = 0;
+        for (const auto &ca : cas) {
+            bool listed = false;
+            for (const auto &crl : crls)
+                listed = listed || X509_NAME_cmp(X509_get_subject_name(ca.get()),
+                                                 X509_CRL_get_issuer(crl.get())) == 0;
+            if (listed || issues_cas(cas, ca.get()))
+                continue;
+            const std::string text = "no revocation list from " +
+                                     name_text(X509_get_subject_name(ca.get())) +
+                                     ": peers with certificates it issued are refused";
+            each(ctx, text.c_str());
+            n++;
+        }
+        for (const auto &crl : crls)
+            if (crl_issuer(cas, crl.get()) == 0) {
+                const std::string text = "the revocation list from " +
+                                         name_text(X509_CRL_get_issuer(crl.get())) +
+                                         " is not used: that CA is not in tls_ca_certificates";
+                each(ctx, text.c_str());
+                n++;
+            }
+        return n;
+    } catch (...) {
+        return 0;
+    }
 }
 
 extern "C" int scp_tls_ctx_new(const scp_tls *tls, scp_tls_ctx **out, char *err, size_t err_len)

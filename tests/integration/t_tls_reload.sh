@@ -11,6 +11,11 @@
 #   destination whose certificate is revoked gets nothing (its send ends
 #   dead with the reason). The file holds the lists of two CAs, and the
 #   second one's list is the one that counts.
+# - The lists and the CAs are compared at load: a list bearing a CA's name
+#   but not its signature refuses the files; a CA without a list (peers
+#   it issued would all be refused) and a list whose CA is not trusted
+#   (unused) are warned about, by ldctd and by ldct check-config; a CA
+#   that only issued another CA of the file needs no list.
 # - A reload whose TLS files do not load (another key path, or a wrong key
 #   written over the file in place) is refused as a whole; the listener and
 #   the senders go on with the files they read before.
@@ -52,6 +57,15 @@ pki() {
             -out "$d/$ca.crl" > /dev/null 2>&1 || fail "openssl ca -gencrl $ca"
     done
     cat "$d/ca2.crl" "$d/ca.crl" > "$d/crls.pem"
+    # A list in the first CA's name from another key; an intermediate CA
+    # issued by the first CA, which the CA file then holds too.
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout "$d/forger.key" -out "$d/forger.crt" \
+        -days 2 -subj "/CN=ldct test ca" 2> /dev/null || fail "openssl forger"
+    openssl ca -config "$d/ca.cnf" -keyfile "$d/forger.key" -cert "$d/forger.crt" -gencrl \
+        -out "$d/forged.crl" > /dev/null 2>&1 || fail "openssl ca -gencrl forged"
+    tls_cert "$d" inter ca 2048 -addext basicConstraints=critical,CA:true
+    openssl ca -config "$d/ca.cnf" -keyfile "$d/inter.key" -cert "$d/inter.crt" -gencrl \
+        -out "$d/inter.crl" > /dev/null 2>&1 || fail "openssl ca -gencrl inter"
 }
 pki
 P=$T/pki
@@ -122,6 +136,9 @@ kill -HUP "$DAEMON_PID"
 reloaded() { grep -q "new connections on tls_port $TLS_PORT use them" "$T/ldctd.log"; }
 wait_until 10 "the TLS files read again" reloaded
 grep -q "reload failed" "$T/ldctd.log" && fail "the reload was refused"
+UNUSED="the revocation list from CN=ldct test ca2 is not used: that CA is not in tls_ca_certificates"
+grep -q "TLS: tls_crl $P/crls.pem: $UNUSED" "$T/ldctd.log" || fail "no warning of the unused list"
+grep -q "$UNUSED" "$T/check.out" || fail "check-config without the unused list: $(cat "$T/check.out")"
 tls_echo scanner ca2 > "$T/e3" 2>&1 || fail "the renewed certificate not served: $(cat "$T/e3")"
 tls_echo scanner ca > "$T/e4" 2>&1 && fail "the old certificate still served after the reload"
 tls_echo scanner2 ca2 > "$T/e5" 2>&1 && fail "a revoked caller served"
@@ -205,6 +222,23 @@ grep -q "tls_port: cannot read the TLS certificate revocation list $P/ca.crt" "$
 write_config "tls_crl = $P/crls.pem"
 "$LDCT" check-config "$T/ldctd.conf" > "$T/check.out" 2>&1 && fail "check-config passed tls_crl without CAs"
 grep -q "tls_crl needs tls_ca_certificates" "$T/check.out" || fail "check-config: $(cat "$T/check.out")"
+# A list in a trusted CA's name that its key did not sign.
+write_config "${TLS_KEYS[@]}" "tls_crl = $P/forged.crl"
+"$LDCT" check-config "$T/ldctd.conf" > "$T/check.out" 2>&1 && fail "check-config passed a forged list"
+grep -q "tls_port: the revocation list from CN=ldct test ca in $P/forged.crl is not signed by that CA's key in $P/ca.crt" \
+    "$T/check.out" || fail "check-config on a forged list: $(cat "$T/check.out")"
+# Two CAs, a list from one: the other one is named.
+cat "$P/ca.crt" "$P/ca2.crt" > "$P/two.crt"
+write_config "${TLS_KEYS[@]}" "tls_ca_certificates = $P/two.crt" "tls_crl = $P/ca.crl"
+"$LDCT" check-config "$T/ldctd.conf" > "$T/check.out" 2>&1 || fail "check-config: $(cat "$T/check.out")"
+grep -q "TLS: tls_crl $P/ca.crl: no revocation list from CN=ldct test ca2: peers with certificates it issued are refused" \
+    "$T/check.out" || fail "check-config on a CA without a list: $(cat "$T/check.out")"
+[ "$(grep -c "TLS: tls_crl $P/ca.crl: " "$T/check.out")" = 1 ] || fail "not one warning: $(cat "$T/check.out")"
+# A root that issued the intermediate in the same file needs no list.
+cat "$P/ca.crt" "$P/inter.crt" > "$P/chain.crt"
+write_config "${TLS_KEYS[@]}" "tls_ca_certificates = $P/chain.crt" "tls_crl = $P/inter.crl"
+"$LDCT" check-config "$T/ldctd.conf" > "$T/check.out" 2>&1 || fail "check-config: $(cat "$T/check.out")"
+grep -q "TLS: tls_crl $P/inter.crl: " "$T/check.out" && fail "a warning for a root above an intermediate: $(cat "$T/check.out")"
 # Past: a certificate that expired yesterday, a list due a second after it
 # was made.
 openssl x509 -req -in "$P/node.csr" -CA "$P/ca.crt" -CAkey "$P/ca.key" -CAcreateserial \
