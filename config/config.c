@@ -27,6 +27,7 @@ typedef enum {
     T_BOOL,
     T_AELIST,
     T_HOSTLIST,
+    T_AENAMES,
     T_ADDR,
     T_LOGLEVEL,
     T_RANGE,
@@ -135,6 +136,9 @@ static const opt_def OPTIONS[] = {
          " a peer whose certificate is revoked is refused (empty = no revocation check)"),
     NODE("tls_require_client_certificate", T_BOOL, 0, 0, "yes", tls_require_client_certificate,
          "refuse TLS callers without a certificate from tls_ca_certificates"),
+    NODE("tls_caller_names", T_AENAMES, 0, 0, "", tls_caller_names,
+         "comma-separated AE=NAME: calling AE title AE is accepted only over TLS, with a"
+         " certificate issued for NAME (host name or IP address); empty = no binding"),
     NODE("tls_profile", T_TLSPROFILE, 0, 0, "bcp195-nd", tls_profile,
          "bcp195-nd (TLS 1.2 or later only) | bcp195 (also falls back to TLS 1.0 and the"
          " retired AES and Basic profiles, for older peers)"),
@@ -377,7 +381,7 @@ static const char *parse_list(const char *v, char *items, size_t item_size, int 
     *count = 0;
     char *save = NULL;
     for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        char item[CFG_HOST_MAX + 1];
+        char item[CFG_AE_MAX + CFG_HOST_MAX + 2]; /* tls_caller_names: AE=NAME */
         unquote(tok, item, sizeof item);
         if (item[0] == '\0')
             continue;
@@ -452,6 +456,37 @@ static const char *parse_host_list(const char *v, cfg_host_list *l)
             return "expected numeric IPv4 or IPv6 addresses separated by commas (host names are"
                    " not resolved)";
         memcpy(l->v[i], canon, strlen(canon) + 1);
+    }
+    return err;
+}
+
+static int is_peer_name(const char *s);
+
+/* tls_caller_names: "AE=NAME" entries (split at the last '=', each side
+ * trimmed), every AE title once. */
+static const char *parse_ae_names(const char *v, cfg_ae_names *l)
+{
+    char entries[CFG_LIST_MAX][CFG_AE_MAX + CFG_HOST_MAX + 2];
+    int n = 0;
+    const char *err = parse_list(v, &entries[0][0], sizeof entries[0], &n, any_entry, CFG_LIST_MAX);
+    l->n = 0;
+    for (int i = 0; !err && i < n; i++) {
+        char *eq = strrchr(entries[i], '=');
+        if (!eq)
+            return "expected AE=NAME entries separated by commas, e.g. CT1=ct1.example.org";
+        *eq = '\0';
+        char ae[CFG_AE_MAX + 2], name[CFG_HOST_MAX + 2];
+        unquote(entries[i], ae, sizeof ae);
+        unquote(eq + 1, name, sizeof name);
+        if (!ae_valid(ae))
+            return "an AE title before '=' is empty, longer than 16 characters or has a backslash";
+        if (!is_peer_name(name))
+            return "a name after '=' is neither a host name nor an IP address";
+        if (config_ae_bound_name(l, ae))
+            return "an AE title is bound twice";
+        snprintf(l->ae[l->n], sizeof l->ae[0], "%s", ae);
+        snprintf(l->name[l->n], sizeof l->name[0], "%s", name);
+        l->n++;
     }
     return err;
 }
@@ -635,6 +670,8 @@ static const char *set_option(const opt_def *o, void *base, const char *raw)
     }
     case T_HOSTLIST:
         return parse_host_list(v, (cfg_host_list *)field);
+    case T_AENAMES:
+        return parse_ae_names(v, (cfg_ae_names *)field);
     case T_ADDR:
         return parse_address(v, field, o->size);
     }
@@ -900,12 +937,17 @@ static void validate_tls(ldct_config *cfg)
                   "tls_require_client_certificate needs tls_ca_certificates (or set it to no)");
 }
 
-/* A revocation list is checked against the CAs peers chain to. */
+/* A revocation list is checked against the CAs peers chain to; a bound AE
+ * title calls over TLS with a verified certificate. */
 static void validate_crl(ldct_config *cfg)
 {
     const cfg_node *n = &cfg->node;
     if (n->tls_crl[0] && !n->tls_ca_certificates[0])
         add_error(cfg, n->tls_line, "tls_crl needs tls_ca_certificates");
+    if (n->tls_caller_names.n > 0 && (n->tls_port <= 0 || !n->tls_ca_certificates[0]))
+        add_error(cfg, n->tls_line,
+                  "tls_caller_names needs tls_port and tls_ca_certificates (bound AE titles are"
+                  " accepted over TLS only)");
 }
 
 /* 1 when s is a host name (dot-separated labels of letters, digits and
@@ -1048,6 +1090,14 @@ int config_ae_allowed(const cfg_ae_list *list, const char *ae)
     return 0;
 }
 
+const char *config_ae_bound_name(const cfg_ae_names *names, const char *ae)
+{
+    for (int i = 0; i < names->n; i++)
+        if (strcmp(names->ae[i], ae) == 0)
+            return names->name[i];
+    return NULL;
+}
+
 int config_host_allowed(const cfg_host_list *list, const char *host)
 {
     if (list->n == 0)
@@ -1183,6 +1233,12 @@ static void print_value(FILE *f, const opt_def *o, const void *base)
         int n = o->type == T_AELIST ? a->n : h->n;
         for (int i = 0; i < n; i++)
             fprintf(f, "%s%s", i ? ", " : "", o->type == T_AELIST ? a->v[i] : h->v[i]);
+        break;
+    }
+    case T_AENAMES: {
+        const cfg_ae_names *b = (const cfg_ae_names *)field;
+        for (int i = 0; i < b->n; i++)
+            fprintf(f, "%s%s=%s", i ? ", " : "", b->ae[i], b->name[i]);
         break;
     }
     }

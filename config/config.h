@@ -34,6 +34,14 @@ typedef struct cfg_host_list {
     char v[CFG_LIST_MAX][CFG_HOST_MAX + 1];
 } cfg_host_list;
 
+/* tls_caller_names: calling AE titles bound to the name (host name or IP
+ * address) their TLS certificate must carry. */
+typedef struct cfg_ae_names {
+    int n;
+    char ae[CFG_LIST_MAX][CFG_AE_MAX + 1];
+    char name[CFG_LIST_MAX][CFG_HOST_MAX + 1];
+} cfg_ae_names;
+
 enum { CFG_TLS_BCP195_ND, CFG_TLS_BCP195 }; /* tls_profile */
 
 typedef struct cfg_node {
@@ -71,6 +79,8 @@ typedef struct cfg_node {
     char tls_crl[CFG_PATH_MAX];             /* PEM: revocation lists of those CAs; "": none */
     int tls_require_client_certificate;     /* a TLS caller without one is refused */
     int tls_profile;                        /* CFG_TLS_BCP195_ND or CFG_TLS_BCP195 (fallback) */
+    cfg_ae_names tls_caller_names;          /* AE titles accepted only over TLS with a
+                                             * certificate for their name */
     int tls_line;                           /* line of the first tls_ key (0: none) */
 } cfg_node;
 
@@ -186,6 +196,10 @@ void config_free(ldct_config *cfg);
 
 /* 1 if `ae` is allowed by `list` (an empty list allows everyone). */
 int config_ae_allowed(const cfg_ae_list *list, const char *ae);
+
+/* The name a TLS certificate must carry for calling AE title `ae`, or NULL
+ * when `ae` is not bound (tls_caller_names). */
+const char *config_ae_bound_name(const cfg_ae_names *names, const char *ae);
 
 /* 1 if numeric address `host` is allowed by `list` (empty allows all). */
 int config_host_allowed(const cfg_host_list *list, const char *host);

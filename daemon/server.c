@@ -63,6 +63,14 @@ typedef struct server {
 
 /* ---- handlers called on association threads ---- */
 
+/* A calling AE title bound in tls_caller_names calls over TLS with a
+ * certificate for its name; others are not concerned. */
+static int tls_caller_ok(const cfg_ae_names *names, const scp_assoc_info *a)
+{
+    const char *name = config_ae_bound_name(names, a->calling_ae);
+    return !name || scp_assoc_tls_peer_is(a, name);
+}
+
 static scp_assoc_verdict check_association(void *ctx, const scp_assoc_info *a)
 {
     server *s = ctx;
@@ -75,6 +83,8 @@ static scp_assoc_verdict check_association(void *ctx, const scp_assoc_info *a)
         v = SCP_ASSOC_REJECT_CALLING_AE;
     else if (!config_host_allowed(&n->allowed_hosts, a->peer_host))
         v = SCP_ASSOC_REJECT_HOST;
+    else if (!tls_caller_ok(&n->tls_caller_names, a))
+        v = SCP_ASSOC_REJECT_CERTIFICATE;
     pthread_mutex_unlock(&s->cfg_lock);
     return v;
 }
@@ -296,6 +306,7 @@ static void keep_tls_listener(const cfg_node *run, cfg_node *next)
     snprintf(next->tls_crl, sizeof next->tls_crl, "%s", run->tls_crl);
     next->tls_require_client_certificate = run->tls_require_client_certificate;
     next->tls_profile = run->tls_profile;
+    next->tls_caller_names = run->tls_caller_names;
     log_warn("reload: the TLS listener keeps its tls_ keys until the restart that turns it off");
 }
 

@@ -44,6 +44,9 @@ typedef enum {
     SCP_ASSOC_REJECT_CALLING_AE,
     SCP_ASSOC_REJECT_HOST,
     SCP_ASSOC_REJECT_BUSY,
+    /* The calling AE title is bound to a TLS certificate the association
+     * did not come with (calling AE title not recognised). */
+    SCP_ASSOC_REJECT_CERTIFICATE,
 } scp_assoc_verdict;
 
 /* Why an association's series may be incomplete (assoc_interrupted). */
@@ -65,7 +68,17 @@ typedef struct scp_assoc_info {
     const char *called_ae;  /* trimmed, never NULL */
     const char *peer_host;  /* numeric address, never NULL */
     int64_t started_ms;     /* when it was accepted (Unix ms) */
+    int tls;                /* 1: it came to the TLS listener */
+    const void *tls_peer;   /* with tls: the caller's certificate, verified at the
+                             * handshake (opaque; see scp_assoc_tls_peer_is), or
+                             * NULL when it sent none */
 } scp_assoc_info;
+
+/* 1 when a came over TLS with a certificate issued for name: a host name
+ * (matched against the certificate's DNS subjectAltNames or, when it has
+ * none, its common name; wildcards as in RFC 6125) or an IP address (its IP
+ * subjectAltNames). Else 0. */
+int scp_assoc_tls_peer_is(const scp_assoc_info *a, const char *name);
 
 /* One received instance. Strings are never NULL ("" when absent). */
 typedef struct scp_instance {

@@ -137,6 +137,7 @@ class socket_view
 /* The per-association facts handlers see. */
 struct assoc_ctx {
     std::string calling, called, peer;
+    std::shared_ptr<X509> tls_peer; /* the TLS caller's certificate, if it sent one */
     scp_assoc_info info{};
     mutable std::string last_series;                /* of the last instance stored */
     mutable std::vector<std::string> stored_series; /* every series it stored to */
@@ -186,8 +187,13 @@ std::string trim(const char *s)
     return b == std::string::npos ? std::string() : v.substr(b, e - b + 1);
 }
 
-void fill_assoc_ctx(T_ASC_Association *assoc, assoc_ctx *a)
+void fill_assoc_ctx(T_ASC_Association *assoc, bool tls, assoc_ctx *a)
 {
+    if (tls) {
+        a->tls_peer.reset(scp__tls_peer_certificate(assoc), X509_free);
+        a->info.tls = 1;
+        a->info.tls_peer = a->tls_peer.get();
+    }
     const DUL_ASSOCIATESERVICEPARAMETERS &p = assoc->params->DULparams;
     a->calling = trim(p.callingAPTitle);
     a->called = trim(p.calledAPTitle);
@@ -214,6 +220,9 @@ const char *verdict_name(scp_assoc_verdict v)
         return "host not allowed";
     case SCP_ASSOC_REJECT_BUSY:
         return "local limit exceeded";
+    case SCP_ASSOC_REJECT_CERTIFICATE:
+        return "calling AE title not recognised (bound to a TLS certificate the caller did not"
+               " present)";
     default:
         return "accepted";
     }
@@ -234,6 +243,7 @@ void reject(T_ASC_Association *assoc, scp_assoc_verdict v, const assoc_ctx &a,
         rj.reason = ASC_REASON_SU_CALLEDAETITLENOTRECOGNIZED;
         break;
     case SCP_ASSOC_REJECT_CALLING_AE:
+    case SCP_ASSOC_REJECT_CERTIFICATE:
         rj.reason = ASC_REASON_SU_CALLINGAETITLENOTRECOGNIZED;
         break;
     case SCP_ASSOC_REJECT_BUSY:
@@ -761,12 +771,26 @@ class counted_association
     bool held_ = false;
 };
 
+/* What the log adds to a refusal: the AE title we answer to, or the
+ * certificate a bound calling AE title came with. */
+std::string verdict_detail(const scp_server *srv, scp_assoc_verdict v, const assoc_ctx &a)
+{
+    if (v == SCP_ASSOC_REJECT_CALLED_AE)
+        return "this node is " + srv->ae_title;
+    if (v != SCP_ASSOC_REJECT_CERTIFICATE)
+        return std::string();
+    if (!a.info.tls)
+        return "it called without TLS";
+    return a.tls_peer ? "its certificate is " + scp__tls_subject(a.tls_peer.get())
+                      : "it sent no certificate";
+}
+
 /* Runs one received association request to its end: the busy check, the
  * caller's verdict, negotiation and the DIMSE loop. */
 void run_association(scp_server *srv, T_ASC_Association *assoc)
 {
     assoc_ctx a;
-    fill_assoc_ctx(assoc, &a);
+    fill_assoc_ctx(assoc, srv->opt.tls != nullptr, &a);
     bool stopping;
     counted_association counted(srv);
     if (!counted.take(&stopping)) {
@@ -781,8 +805,7 @@ void run_association(scp_server *srv, T_ASC_Association *assoc)
         srv->h.check_association ? srv->h.check_association(srv->h.ctx, &a.info) : SCP_ASSOC_ACCEPT;
     if (v != SCP_ASSOC_ACCEPT) {
         srv->rejected++;
-        reject(assoc, v, a,
-               v == SCP_ASSOC_REJECT_CALLED_AE ? "this node is " + srv->ae_title : std::string());
+        reject(assoc, v, a, verdict_detail(srv, v, a));
     } else if (negotiate(srv, assoc) == 0) {
         srv->accepted++;
         log_info("scp: association from %s (calling %s) accepted%s", a.peer.c_str(),

@@ -259,6 +259,39 @@ int read_next_update(const char *path, int64_t *out)
 
 } // namespace
 
+X509 *scp__tls_peer_certificate(T_ASC_Association *assoc)
+{
+    const unsigned long n = ASC_getPeerCertificateLength(assoc);
+    if (n == 0 || n > (1u << 20))
+        return nullptr;
+    std::vector<unsigned char> der(n);
+    if (ASC_getPeerCertificate(assoc, der.data(), n) != n)
+        return nullptr;
+    const unsigned char *p = der.data();
+    X509 *x = d2i_X509(nullptr, &p, (long)n);
+    ERR_clear_error();
+    return x;
+}
+
+std::string scp__tls_subject(const X509 *x)
+{
+    return x ? name_text(X509_get_subject_name(x)) : std::string("?");
+}
+
+extern "C" int scp_assoc_tls_peer_is(const scp_assoc_info *a, const char *name)
+{
+    X509 *x = static_cast<X509 *>(const_cast<void *>(a->tls_peer));
+    if (!a->tls || !x || !name || !*name)
+        return 0;
+    unsigned char ip[16];
+    const bool is_ip = inet_pton(AF_INET, name, ip) == 1 || inet_pton(AF_INET6, name, ip) == 1;
+    const int r = is_ip
+                      ? X509_check_ip_asc(x, name, 0)
+                      : X509_check_host(x, name, 0, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS, nullptr);
+    ERR_clear_error();
+    return r == 1;
+}
+
 int scp__tls_peer_name(X509_VERIFY_PARAM *p, const char *name)
 {
     unsigned char ip[16];

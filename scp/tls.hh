@@ -17,6 +17,7 @@
 #include <openssl/ssl.h>
 
 #include <memory>
+#include <string>
 
 /* Makes verification check that the peer's certificate carries name (a
  * DNS name, or an IP address given as one): OpenSSL's 1, or 0. */
@@ -76,6 +77,13 @@ DcmTransportConnection *scp__tls_connection(SSL_CTX *ctx, DcmNativeSocketType so
     SSL_set_fd(ssl, (int)sock);
     return new bounded_tls<Conn>(sock, ssl, timeout_s);
 }
+
+/* The certificate the peer of assoc sent in its TLS handshake (owned by
+ * the caller), or NULL: none, or not TLS. */
+X509 *scp__tls_peer_certificate(T_ASC_Association *assoc);
+
+/* "CN=scanner,O=Hospital" (RFC 2253), or "?". */
+std::string scp__tls_subject(const X509 *x);
 
 /* A sender's TLS setup (scp.h): the configured layer, shared by handles. */
 struct scp_tls_ctx {

@@ -950,6 +950,42 @@ START_TEST(tls_keys_belong_together)
 }
 END_TEST
 
+/* tls_caller_names: AE=NAME entries, split at the last '=', each AE title
+ * once; bound titles need the TLS listener and its CAs. */
+START_TEST(tls_caller_names_bind_ae_titles)
+{
+    static const char tls[] = "[node]\ntls_port = 2762\ntls_certificate = /c\n"
+                              "tls_private_key = /k\ntls_ca_certificates = /ca\n";
+    char text[512];
+    int rc;
+    snprintf(text, sizeof text, "%stls_caller_names = CT1 = ct1.example.org, A=B=10.0.0.7\n", tls);
+    ldct_config *cfg = load_text(text, &rc);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_int_eq(cfg->node.tls_caller_names.n, 2);
+    ck_assert_str_eq(config_ae_bound_name(&cfg->node.tls_caller_names, "CT1"), "ct1.example.org");
+    ck_assert_str_eq(config_ae_bound_name(&cfg->node.tls_caller_names, "A=B"), "10.0.0.7");
+    ck_assert_ptr_null(config_ae_bound_name(&cfg->node.tls_caller_names, "CT2"));
+    ck_assert_ptr_null(config_ae_bound_name(&cfg->node.tls_caller_names, "ct1"));
+    config_free(cfg);
+    const char *bad[] = {"CT1",           "CT1=",         "=ct1.example.org",
+                         "CT1=a b",       "CT1=pacs:104", "THIRTEEN_CHARS_AND_MORE=h",
+                         "CT1=h1, CT1=h2"};
+    const char *why[] = {"expected AE=NAME",    "neither a host name", "AE title before '='",
+                         "neither a host name", "neither a host name", "AE title before '='",
+                         "bound twice"};
+    for (int i = 0; i < 7; i++) {
+        snprintf(text, sizeof text, "%stls_caller_names = %s\n", tls, bad[i]);
+        cfg = load_text(text, &rc);
+        ck_assert_msg(rc == LDCT_EINVAL_CONFIG && has_error(cfg, 6, why[i]), "%s", bad[i]);
+        config_free(cfg);
+    }
+    cfg = load_text("[node]\ntls_caller_names = CT1=ct1.example.org\n", &rc);
+    ck_assert_int_eq(rc, LDCT_EINVAL_CONFIG);
+    ck_assert(has_error(cfg, 2, "tls_caller_names needs tls_port and tls_ca_certificates"));
+    config_free(cfg);
+}
+END_TEST
+
 /* The message names the bounds, so the admin need not look them up. */
 START_TEST(out_of_range_names_the_bounds)
 {
@@ -1096,6 +1132,7 @@ int main(void)
     tcase_add_test(tc, out_of_range_names_the_bounds);
     tcase_add_test(tc, gpu_check_and_down_wait_have_defaults_and_bounds);
     tcase_add_test(tc, tls_keys_belong_together);
+    tcase_add_test(tc, tls_caller_names_bind_ae_titles);
     tcase_add_test(tc, adaptive4d_mapping_keys_parse_with_defaults_and_bounds);
     tcase_add_test(tc, rule_option_set_checks_like_a_file);
     suite_add_tcase(s, tc);

@@ -11,7 +11,8 @@
 
 static char state[64];
 static ingest *in;
-static const scp_assoc_info ASSOC = {"CT1", "LDCTNODE", "127.0.0.1", 0};
+static const scp_assoc_info ASSOC = {
+    .calling_ae = "CT1", .called_ae = "LDCTNODE", .peer_host = "127.0.0.1"};
 
 static void setup(void)
 {
