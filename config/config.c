@@ -12,6 +12,7 @@
 #include <math.h>
 #include <ini.h>
 #include <stdarg.h>
+#include <strings.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -235,6 +236,7 @@ typedef struct parse_ctx {
     sect_kind kind;
     int valid_section; /* 0 after an unknown section: its keys are skipped */
     char section[CFG_NAME_MAX * 2];
+    unsigned char lists_seen[NOPTIONS]; /* by OPTIONS index: list_continues */
 } parse_ctx;
 
 static void add_error(ldct_config *cfg, int line, const char *fmt, ...)
@@ -371,14 +373,14 @@ static int list_has(const char *items, size_t item_size, int count, const char *
     return 0;
 }
 
-/* Splits a comma-separated list into items (count of them); each item
- * goes through `check`, and a repeated one is kept once. */
+/* Splits a comma-separated list into items after the count already there
+ * (the caller sets *count to 0 for a new list); each item goes through
+ * `check`, and a repeated one is kept once. */
 static const char *parse_list(const char *v, char *items, size_t item_size, int *count,
                               int (*check)(const char *), int max)
 {
-    char buf[2048];
+    char buf[2048]; /* a line holds at most 199 bytes (ini.h INI_MAX_LINE) */
     snprintf(buf, sizeof buf, "%s", v);
-    *count = 0;
     char *save = NULL;
     for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         char item[CFG_AE_MAX + CFG_HOST_MAX + 2]; /* tls_caller_names: AE=NAME */
@@ -443,11 +445,13 @@ static const char *host_entry_refusal(const char *e)
     return msg;
 }
 
-/* allowed_hosts: numeric addresses, stored canonical. */
+/* allowed_hosts: numeric addresses, stored canonical, after the l->n
+ * already there. */
 static const char *parse_host_list(const char *v, cfg_host_list *l)
 {
+    const int first = l->n;
     const char *err = parse_list(v, &l->v[0][0], sizeof l->v[0], &l->n, any_entry, CFG_LIST_MAX);
-    for (int i = 0; !err && i < l->n; i++) {
+    for (int i = first; !err && i < l->n; i++) {
         char canon[INET6_ADDRSTRLEN];
         const char *refused = host_entry_refusal(l->v[i]);
         if (refused)
@@ -462,14 +466,24 @@ static const char *parse_host_list(const char *v, cfg_host_list *l)
 
 static int is_peer_name(const char *s);
 
+/* Leading and trailing spaces dropped, as from a received AE title. */
+static void trim_spaces(char *s)
+{
+    size_t n = strlen(s), b = strspn(s, " ");
+    while (n > b && s[n - 1] == ' ')
+        n--;
+    memmove(s, s + b, n - b);
+    s[n - b] = '\0';
+}
+
 /* tls_caller_names: "AE=NAME" entries (split at the last '=', each side
- * trimmed), every AE title once. */
+ * unquoted and trimmed) after the l->n already there, every AE title once
+ * (in any case: see config_ae_bound_name). */
 static const char *parse_ae_names(const char *v, cfg_ae_names *l)
 {
     char entries[CFG_LIST_MAX][CFG_AE_MAX + CFG_HOST_MAX + 2];
     int n = 0;
     const char *err = parse_list(v, &entries[0][0], sizeof entries[0], &n, any_entry, CFG_LIST_MAX);
-    l->n = 0;
     for (int i = 0; !err && i < n; i++) {
         char *eq = strrchr(entries[i], '=');
         if (!eq)
@@ -478,12 +492,15 @@ static const char *parse_ae_names(const char *v, cfg_ae_names *l)
         char ae[CFG_AE_MAX + 2], name[CFG_HOST_MAX + 2];
         unquote(entries[i], ae, sizeof ae);
         unquote(eq + 1, name, sizeof name);
+        trim_spaces(ae);
         if (!ae_valid(ae))
             return "an AE title before '=' is empty, longer than 16 characters or has a backslash";
         if (!is_peer_name(name))
             return "a name after '=' is neither a host name nor an IP address";
         if (config_ae_bound_name(l, ae))
             return "an AE title is bound twice";
+        if (l->n == CFG_LIST_MAX)
+            return "too many list entries";
         snprintf(l->ae[l->n], sizeof l->ae[0], "%s", ae);
         snprintf(l->name[l->n], sizeof l->name[0], "%s", name);
         l->n++;
@@ -575,7 +592,7 @@ const char *config_suffix_check(const char *s)
     return NULL;
 }
 
-static const char *set_option(const opt_def *o, void *base, const char *raw)
+static const char *set_option(const opt_def *o, void *base, const char *raw, int append)
 {
     char v[CFG_PATH_MAX];
     unquote(raw, v, sizeof v);
@@ -652,6 +669,7 @@ static const char *set_option(const opt_def *o, void *base, const char *raw)
         return parse_enum(v, TLS_PROFILES, (int *)field, "use bcp195-nd or bcp195");
     case T_NAMELIST: {
         cfg_rule *r = (cfg_rule *)((char *)base);
+        r->ndest = 0;
         return parse_list(v, &r->destinations[0][0], sizeof r->destinations[0], &r->ndest,
                           name_valid, CFG_RULE_DEST_MAX);
     }
@@ -666,11 +684,14 @@ static const char *set_option(const opt_def *o, void *base, const char *raw)
     }
     case T_AELIST: {
         cfg_ae_list *l = (cfg_ae_list *)field;
+        l->n = append ? l->n : 0;
         return parse_list(v, &l->v[0][0], sizeof l->v[0], &l->n, ae_valid, CFG_LIST_MAX);
     }
     case T_HOSTLIST:
+        ((cfg_host_list *)field)->n = append ? ((cfg_host_list *)field)->n : 0;
         return parse_host_list(v, (cfg_host_list *)field);
     case T_AENAMES:
+        ((cfg_ae_names *)field)->n = append ? ((cfg_ae_names *)field)->n : 0;
         return parse_ae_names(v, (cfg_ae_names *)field);
     case T_ADDR:
         return parse_address(v, field, o->size);
@@ -682,7 +703,7 @@ static void apply_defaults(sect_kind kind, void *base)
 {
     for (size_t i = 0; i < NOPTIONS; i++)
         if (OPTIONS[i].sect == kind)
-            (void)set_option(&OPTIONS[i], base, OPTIONS[i].def);
+            (void)set_option(&OPTIONS[i], base, OPTIONS[i].def, 0);
 }
 
 void config_rule_init(cfg_rule *r)
@@ -702,7 +723,7 @@ static const opt_def *find_option(sect_kind kind, const char *name)
 const char *config_rule_option_set(cfg_rule *r, const char *name, const char *value)
 {
     const opt_def *o = find_option(S_RULE, name);
-    return o ? set_option(o, r, value) : "unknown option";
+    return o ? set_option(o, r, value, 0) : "unknown option";
 }
 
 /* Handles a "[...]" header: returns 0 if known. */
@@ -804,6 +825,18 @@ static void unknown_option(parse_ctx *pc, const char *section, const char *name)
         add_error(pc->cfg, pc->line, "unknown option '%s' in [%s]", name, section);
 }
 
+/* Whether o is a [node] list given before in this file: a line holds at
+ * most 199 bytes, so a long list goes on in the same key on more lines. */
+static int list_continues(parse_ctx *pc, const opt_def *o)
+{
+    if (o->type != T_AELIST && o->type != T_HOSTLIST && o->type != T_AENAMES)
+        return 0;
+    const size_t i = (size_t)(o - OPTIONS);
+    const int seen = pc->lists_seen[i];
+    pc->lists_seen[i] = 1;
+    return seen;
+}
+
 static int on_entry(void *user, const char *section, const char *name, const char *value)
 {
     parse_ctx *pc = user;
@@ -821,7 +854,7 @@ static int on_entry(void *user, const char *section, const char *name, const cha
     void *base = pc->kind == S_NODE   ? (void *)&pc->cfg->node
                  : pc->kind == S_DEST ? (void *)&pc->cfg->dest[pc->cfg->ndest - 1]
                                       : (void *)&pc->cfg->rule[pc->cfg->nrule - 1];
-    const char *err = set_option(o, base, value);
+    const char *err = set_option(o, base, value, list_continues(pc, o));
     if (err)
         add_error(pc->cfg, pc->line, "%s = %s: %s", name, value, err);
     if (pc->kind == S_RULE && o->type == T_NAMELIST)
@@ -1093,7 +1126,7 @@ int config_ae_allowed(const cfg_ae_list *list, const char *ae)
 const char *config_ae_bound_name(const cfg_ae_names *names, const char *ae)
 {
     for (int i = 0; i < names->n; i++)
-        if (strcmp(names->ae[i], ae) == 0)
+        if (strcasecmp(names->ae[i], ae) == 0)
             return names->name[i];
     return NULL;
 }

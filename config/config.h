@@ -198,7 +198,8 @@ void config_free(ldct_config *cfg);
 int config_ae_allowed(const cfg_ae_list *list, const char *ae);
 
 /* The name a TLS certificate must carry for calling AE title `ae`, or NULL
- * when `ae` is not bound (tls_caller_names). */
+ * when `ae` is not bound (tls_caller_names). AE titles compare without
+ * regard to case, as rules match them: `ct1` is bound when CT1 is. */
 const char *config_ae_bound_name(const cfg_ae_names *names, const char *ae);
 
 /* 1 if numeric address `host` is allowed by `list` (empty allows all). */

@@ -310,9 +310,21 @@ static void keep_tls_listener(const cfg_node *run, cfg_node *next)
     log_warn("reload: the TLS listener keeps its tls_ keys until the restart that turns it off");
 }
 
+/* A reload that adds tls_port (applied at the restart) leaves bound AE
+ * titles unbound until then: bound, they could call neither over TLS (no
+ * listener yet) nor without. */
+static void keep_callers_unbound(const cfg_node *run, cfg_node *next)
+{
+    if (run->tls_port > 0 || next->tls_port <= 0 || next->tls_caller_names.n == 0)
+        return;
+    next->tls_caller_names = run->tls_caller_names;
+    log_warn("reload: tls_caller_names takes effect with tls_port, after the restart");
+}
+
 static void keep_restart_only(const cfg_node *run, cfg_node *next)
 {
     keep_tls_listener(run, next);
+    keep_callers_unbound(run, next);
     KEEP_RUNNING_INT(port);
     KEEP_RUNNING_STR(ae_title);
     KEEP_RUNNING_STR(state_dir);

@@ -14,8 +14,9 @@
 # - The lists and the CAs are compared at load: a list bearing a CA's name
 #   but not its signature refuses the files; a CA without a list (peers
 #   it issued would all be refused) and a list whose CA is not trusted
-#   (unused) are warned about, by ldctd and by ldct check-config; a CA
-#   that only issued another CA of the file needs no list.
+#   (unused) are warned about, by ldctd and by ldct check-config, also a
+#   root listed with its intermediate (it may issue peers' certificates
+#   too); a list from a CA whose keyUsage leaves out cRLSign is refused.
 # - A reload whose TLS files do not load (another key path, or a wrong key
 #   written over the file in place) is refused as a whole; the listener and
 #   the senders go on with the files they read before.
@@ -66,6 +67,11 @@ pki() {
     tls_cert "$d" inter ca 2048 -addext basicConstraints=critical,CA:true
     openssl ca -config "$d/ca.cnf" -keyfile "$d/inter.key" -cert "$d/inter.crt" -gencrl \
         -out "$d/inter.crl" > /dev/null 2>&1 || fail "openssl ca -gencrl inter"
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout "$d/nocrl.key" -out "$d/nocrl.crt" -days 2 \
+        -subj "/CN=ldct test nocrl" -addext "keyUsage=critical,keyCertSign" 2> /dev/null ||
+        fail "openssl CA without cRLSign"
+    openssl ca -config "$d/ca.cnf" -keyfile "$d/nocrl.key" -cert "$d/nocrl.crt" -gencrl \
+        -out "$d/nocrl.crl" > /dev/null 2>&1 || fail "openssl ca -gencrl nocrl"
 }
 pki
 P=$T/pki
@@ -234,11 +240,19 @@ write_config "${TLS_KEYS[@]}" "tls_ca_certificates = $P/two.crt" "tls_crl = $P/c
 grep -q "TLS: tls_crl $P/ca.crl: no revocation list from CN=ldct test ca2: peers with certificates it issued are refused" \
     "$T/check.out" || fail "check-config on a CA without a list: $(cat "$T/check.out")"
 [ "$(grep -c "TLS: tls_crl $P/ca.crl: " "$T/check.out")" = 1 ] || fail "not one warning: $(cat "$T/check.out")"
-# A root that issued the intermediate in the same file needs no list.
+# A root with its intermediate, a list from the intermediate only: the
+# root is named (the peers it issued itself would be refused).
 cat "$P/ca.crt" "$P/inter.crt" > "$P/chain.crt"
 write_config "${TLS_KEYS[@]}" "tls_ca_certificates = $P/chain.crt" "tls_crl = $P/inter.crl"
 "$LDCT" check-config "$T/ldctd.conf" > "$T/check.out" 2>&1 || fail "check-config: $(cat "$T/check.out")"
-grep -q "TLS: tls_crl $P/inter.crl: " "$T/check.out" && fail "a warning for a root above an intermediate: $(cat "$T/check.out")"
+grep -q "TLS: tls_crl $P/inter.crl: no revocation list from CN=ldct test ca: .*(a CA that issues only intermediate CAs needs none)" \
+    "$T/check.out" || fail "check-config on a root without a list: $(cat "$T/check.out")"
+grep -q "no revocation list from CN=inter" "$T/check.out" && fail "the intermediate named: $(cat "$T/check.out")"
+# A list from a CA that may not sign lists.
+write_config "${TLS_KEYS[@]}" "tls_ca_certificates = $P/nocrl.crt" "tls_crl = $P/nocrl.crl"
+"$LDCT" check-config "$T/ldctd.conf" > "$T/check.out" 2>&1 && fail "check-config passed a list its CA may not sign"
+grep -q "the revocation list from CN=ldct test nocrl in $P/nocrl.crl is signed by a CA whose keyUsage leaves out cRLSign" \
+    "$T/check.out" || fail "check-config on a CA without cRLSign: $(cat "$T/check.out")"
 # Past: a certificate that expired yesterday, a list due a second after it
 # was made.
 openssl x509 -req -in "$P/node.csr" -CA "$P/ca.crt" -CAkey "$P/ca.key" -CAcreateserial \

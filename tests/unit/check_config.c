@@ -951,7 +951,8 @@ START_TEST(tls_keys_belong_together)
 END_TEST
 
 /* tls_caller_names: AE=NAME entries, split at the last '=', each AE title
- * once; bound titles need the TLS listener and its CAs. */
+ * once and in any case (rules match AE titles so); bound titles need the
+ * TLS listener and its CAs. */
 START_TEST(tls_caller_names_bind_ae_titles)
 {
     static const char tls[] = "[node]\ntls_port = 2762\ntls_certificate = /c\n"
@@ -965,15 +966,26 @@ START_TEST(tls_caller_names_bind_ae_titles)
     ck_assert_str_eq(config_ae_bound_name(&cfg->node.tls_caller_names, "CT1"), "ct1.example.org");
     ck_assert_str_eq(config_ae_bound_name(&cfg->node.tls_caller_names, "A=B"), "10.0.0.7");
     ck_assert_ptr_null(config_ae_bound_name(&cfg->node.tls_caller_names, "CT2"));
-    ck_assert_ptr_null(config_ae_bound_name(&cfg->node.tls_caller_names, "ct1"));
+    ck_assert_str_eq(config_ae_bound_name(&cfg->node.tls_caller_names, "ct1"), "ct1.example.org");
     config_free(cfg);
-    const char *bad[] = {"CT1",           "CT1=",         "=ct1.example.org",
-                         "CT1=a b",       "CT1=pacs:104", "THIRTEEN_CHARS_AND_MORE=h",
-                         "CT1=h1, CT1=h2"};
+    /* Quoted spaces around a title are dropped, as from a received one. */
+    snprintf(text, sizeof text, "%stls_caller_names = \" CT1 \"=h\n", tls);
+    cfg = load_text(text, &rc);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_str_eq(cfg->node.tls_caller_names.ae[0], "CT1");
+    config_free(cfg);
+    const char *bad[] = {"CT1",
+                         "CT1=",
+                         "=ct1.example.org",
+                         "CT1=a b",
+                         "CT1=pacs:104",
+                         "THIRTEEN_CHARS_AND_MORE=h",
+                         "CT1=h1, CT1=h2",
+                         "CT1=h1, ct1=h2"};
     const char *why[] = {"expected AE=NAME",    "neither a host name", "AE title before '='",
                          "neither a host name", "neither a host name", "AE title before '='",
-                         "bound twice"};
-    for (int i = 0; i < 7; i++) {
+                         "bound twice",         "bound twice"};
+    for (int i = 0; i < 8; i++) {
         snprintf(text, sizeof text, "%stls_caller_names = %s\n", tls, bad[i]);
         cfg = load_text(text, &rc);
         ck_assert_msg(rc == LDCT_EINVAL_CONFIG && has_error(cfg, 6, why[i]), "%s", bad[i]);
@@ -982,6 +994,39 @@ START_TEST(tls_caller_names_bind_ae_titles)
     cfg = load_text("[node]\ntls_caller_names = CT1=ct1.example.org\n", &rc);
     ck_assert_int_eq(rc, LDCT_EINVAL_CONFIG);
     ck_assert(has_error(cfg, 2, "tls_caller_names needs tls_port and tls_ca_certificates"));
+    config_free(cfg);
+}
+END_TEST
+
+/* A [node] list key given again goes on with its list (a line holds at
+ * most 199 bytes); other keys still take the last value. */
+START_TEST(repeated_list_keys_continue_the_list)
+{
+    int rc;
+    ldct_config *cfg = load_text("[node]\ntls_port = 2762\ntls_certificate = /c\n"
+                                 "tls_private_key = /k\ntls_ca_certificates = /ca\n"
+                                 "tls_caller_names = CT1=h1\ntls_caller_names = CT2=h2\n"
+                                 "allowed_calling_aes = CT1\nallowed_calling_aes = CT2, CT1\n"
+                                 "allowed_hosts = 10.0.0.1\nallowed_hosts = ::ffff:10.0.0.2\n"
+                                 "port = 104\nport = 105\n",
+                                 &rc);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_str_eq(config_ae_bound_name(&cfg->node.tls_caller_names, "CT1"), "h1");
+    ck_assert_str_eq(config_ae_bound_name(&cfg->node.tls_caller_names, "CT2"), "h2");
+    ck_assert_int_eq(cfg->node.allowed_calling_aes.n, 2);
+    ck_assert(config_ae_allowed(&cfg->node.allowed_calling_aes, "CT1"));
+    ck_assert(config_ae_allowed(&cfg->node.allowed_calling_aes, "CT2"));
+    ck_assert_int_eq(cfg->node.allowed_hosts.n, 2);
+    ck_assert(config_host_allowed(&cfg->node.allowed_hosts, "10.0.0.1"));
+    ck_assert(config_host_allowed(&cfg->node.allowed_hosts, "10.0.0.2"));
+    ck_assert_int_eq(cfg->node.port, 105);
+    config_free(cfg);
+    cfg = load_text("[node]\ntls_port = 2762\ntls_certificate = /c\ntls_private_key = /k\n"
+                    "tls_ca_certificates = /ca\ntls_caller_names = CT1=h1\n"
+                    "tls_caller_names = CT1=h2\n",
+                    &rc);
+    ck_assert_int_eq(rc, LDCT_EINVAL_CONFIG);
+    ck_assert(has_error(cfg, 7, "bound twice"));
     config_free(cfg);
 }
 END_TEST
@@ -1133,6 +1178,7 @@ int main(void)
     tcase_add_test(tc, gpu_check_and_down_wait_have_defaults_and_bounds);
     tcase_add_test(tc, tls_keys_belong_together);
     tcase_add_test(tc, tls_caller_names_bind_ae_titles);
+    tcase_add_test(tc, repeated_list_keys_continue_the_list);
     tcase_add_test(tc, adaptive4d_mapping_keys_parse_with_defaults_and_bounds);
     tcase_add_test(tc, rule_option_set_checks_like_a_file);
     suite_add_tcase(s, tc);
