@@ -86,14 +86,16 @@ struct x509_free {
 using cert_list = std::vector<std::unique_ptr<X509, x509_free>>;
 using crl_list = std::vector<std::unique_ptr<X509_CRL, x509_free>>;
 
-/* Every certificate, or every revocation list, of a PEM file (none when it
- * does not open). */
-cert_list read_certs(const char *path)
+/* Every object that read (PEM_read_X509, PEM_read_X509_CRL) finds in a PEM
+ * file, in order (none when it does not open). */
+template <class T>
+std::vector<std::unique_ptr<T, x509_free>>
+read_pem(const char *path, T *(*read)(FILE *, T **, pem_password_cb *, void *))
 {
-    cert_list out;
+    std::vector<std::unique_ptr<T, x509_free>> out;
     FILE *f = fopen(path, "r");
-    X509 *x;
-    while (f && (x = PEM_read_X509(f, nullptr, nullptr, nullptr)) != nullptr)
+    T *x;
+    while (f && (x = read(f, nullptr, nullptr, nullptr)) != nullptr)
         out.emplace_back(x);
     if (f)
         fclose(f);
@@ -101,17 +103,14 @@ cert_list read_certs(const char *path)
     return out;
 }
 
+cert_list read_certs(const char *path)
+{
+    return read_pem<X509>(path, PEM_read_X509);
+}
+
 crl_list read_crls(const char *path)
 {
-    crl_list out;
-    FILE *f = fopen(path, "r");
-    X509_CRL *c;
-    while (f && (c = PEM_read_X509_CRL(f, nullptr, nullptr, nullptr)) != nullptr)
-        out.emplace_back(c);
-    if (f)
-        fclose(f);
-    ERR_clear_error();
-    return out;
+    return read_pem<X509_CRL>(path, PEM_read_X509_CRL);
 }
 
 /* "CN=ldct test ca,O=Hospital" */
@@ -250,20 +249,13 @@ int read_not_after(const char *path, int64_t *out)
 /* The earliest nextUpdate of the lists in path (0: none says). */
 int read_next_update(const char *path, int64_t *out)
 {
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    int n = 0;
-    X509_CRL *crl;
-    while ((crl = PEM_read_X509_CRL(f, nullptr, nullptr, nullptr)) != nullptr) {
-        const int64_t t = unix_seconds(X509_CRL_get0_nextUpdate(crl));
+    const crl_list crls = read_crls(path);
+    for (const auto &crl : crls) {
+        const int64_t t = unix_seconds(X509_CRL_get0_nextUpdate(crl.get()));
         if (t > 0 && (*out == 0 || t < *out))
             *out = t;
-        X509_CRL_free(crl);
-        n++;
     }
-    fclose(f);
-    return n > 0 ? 0 : -1;
+    return crls.empty() ? -1 : 0;
 }
 
 } // namespace
