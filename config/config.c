@@ -236,7 +236,8 @@ typedef struct parse_ctx {
     sect_kind kind;
     int valid_section; /* 0 after an unknown section: its keys are skipped */
     char section[CFG_NAME_MAX * 2];
-    unsigned char lists_seen[NOPTIONS]; /* by OPTIONS index: list_continues */
+    int node_key_line[NOPTIONS]; /* by OPTIONS index: the line that gave a [node] key (a list:
+                                  * its first line); 0: not given */
 } parse_ctx;
 
 static void add_error(ldct_config *cfg, int line, const char *fmt, ...)
@@ -831,10 +832,7 @@ static int list_continues(parse_ctx *pc, const opt_def *o)
 {
     if (o->type != T_AELIST && o->type != T_HOSTLIST && o->type != T_AENAMES)
         return 0;
-    const size_t i = (size_t)(o - OPTIONS);
-    const int seen = pc->lists_seen[i];
-    pc->lists_seen[i] = 1;
-    return seen;
+    return pc->node_key_line[o - OPTIONS] != 0;
 }
 
 static int on_entry(void *user, const char *section, const char *name, const char *value)
@@ -854,13 +852,14 @@ static int on_entry(void *user, const char *section, const char *name, const cha
     void *base = pc->kind == S_NODE   ? (void *)&pc->cfg->node
                  : pc->kind == S_DEST ? (void *)&pc->cfg->dest[pc->cfg->ndest - 1]
                                       : (void *)&pc->cfg->rule[pc->cfg->nrule - 1];
-    const char *err = set_option(o, base, value, list_continues(pc, o));
+    const int append = list_continues(pc, o);
+    const char *err = set_option(o, base, value, append);
     if (err)
         add_error(pc->cfg, pc->line, "%s = %s: %s", name, value, err);
     if (pc->kind == S_RULE && o->type == T_NAMELIST)
         ((cfg_rule *)base)->dest_line = pc->line;
-    if (pc->kind == S_NODE && strncmp(name, "tls_", 4) == 0 && !pc->cfg->node.tls_line)
-        pc->cfg->node.tls_line = pc->line;
+    if (pc->kind == S_NODE && !append)
+        pc->node_key_line[o - OPTIONS] = pc->line;
     return 1;
 }
 
@@ -954,31 +953,42 @@ static void validate_rule(ldct_config *cfg, const cfg_rule *r)
                   ACTIONS[r->action]);
 }
 
+/* The line that gave the [node] key `name`, else that of `instead` (a key
+ * left at its default is blamed on the key that needs it), else 0. */
+static int node_line(const int *node_key_line, const char *name, const char *instead)
+{
+    const opt_def *o = find_option(S_NODE, name);
+    const int line = o ? node_key_line[o - OPTIONS] : 0;
+    return line || !instead ? line : node_line(node_key_line, instead, NULL);
+}
+
 /* The TLS listener's keys belong together; the files themselves are read
- * (and checked) by ldctd at start and by ldct check-config. */
-static void validate_tls(ldct_config *cfg)
+ * (and checked) by ldctd at start and by ldct check-config. Each error is
+ * reported at the line of the key it is about. */
+static void validate_tls(ldct_config *cfg, const int *key_line)
 {
     const cfg_node *n = &cfg->node;
     if (n->tls_port <= 0)
         return;
+    const int port_line = node_line(key_line, "tls_port", NULL);
     if (n->tls_port == n->port)
-        add_error(cfg, n->tls_line, "tls_port %d is also port: give TLS its own port", n->tls_port);
+        add_error(cfg, port_line, "tls_port %d is also port: give TLS its own port", n->tls_port);
     if (!n->tls_certificate[0] || !n->tls_private_key[0])
-        add_error(cfg, n->tls_line, "tls_port needs tls_certificate and tls_private_key");
+        add_error(cfg, port_line, "tls_port needs tls_certificate and tls_private_key");
     if (n->tls_require_client_certificate && !n->tls_ca_certificates[0])
-        add_error(cfg, n->tls_line,
+        add_error(cfg, node_line(key_line, "tls_require_client_certificate", "tls_port"),
                   "tls_require_client_certificate needs tls_ca_certificates (or set it to no)");
 }
 
 /* A revocation list is checked against the CAs peers chain to; a bound AE
  * title calls over TLS with a verified certificate. */
-static void validate_crl(ldct_config *cfg)
+static void validate_crl(ldct_config *cfg, const int *key_line)
 {
     const cfg_node *n = &cfg->node;
     if (n->tls_crl[0] && !n->tls_ca_certificates[0])
-        add_error(cfg, n->tls_line, "tls_crl needs tls_ca_certificates");
+        add_error(cfg, node_line(key_line, "tls_crl", NULL), "tls_crl needs tls_ca_certificates");
     if (n->tls_caller_names.n > 0 && (n->tls_port <= 0 || !n->tls_ca_certificates[0]))
-        add_error(cfg, n->tls_line,
+        add_error(cfg, node_line(key_line, "tls_caller_names", NULL),
                   "tls_caller_names needs tls_port and tls_ca_certificates (bound AE titles are"
                   " accepted over TLS only)");
 }
@@ -1013,7 +1023,7 @@ static int is_peer_name(const char *s)
     return 1;
 }
 
-static void validate(ldct_config *cfg)
+static void validate(ldct_config *cfg, const int *node_key_line)
 {
     for (int i = 0; i < cfg->ndest; i++) {
         const cfg_destination *d = &cfg->dest[i];
@@ -1033,8 +1043,8 @@ static void validate(ldct_config *cfg)
                       " address (no port, brackets or zone)",
                       d->name, d->tls_peer_name);
     }
-    validate_tls(cfg);
-    validate_crl(cfg);
+    validate_tls(cfg, node_key_line);
+    validate_crl(cfg, node_key_line);
     for (int i = 0; i < cfg->nrule; i++)
         validate_rule(cfg, &cfg->rule[i]);
 }
@@ -1103,7 +1113,7 @@ int config_load(const char *path, ldct_config **out)
         add_error(cfg, 0, "cannot parse the file");
     if (cfg->nrule == 0)
         add_default_rule(cfg);
-    validate(cfg);
+    validate(cfg, pc.node_key_line);
     *out = cfg;
     return cfg->nerr ? LDCT_EINVAL_CONFIG : 0;
 }

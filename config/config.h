@@ -81,7 +81,6 @@ typedef struct cfg_node {
     int tls_profile;                        /* CFG_TLS_BCP195_ND or CFG_TLS_BCP195 (fallback) */
     cfg_ae_names tls_caller_names;          /* AE titles accepted only over TLS with a
                                              * certificate for their name */
-    int tls_line;                           /* line of the first tls_ key (0: none) */
 } cfg_node;
 
 typedef struct cfg_destination {

@@ -877,9 +877,9 @@ START_TEST(gpu_check_and_down_wait_have_defaults_and_bounds)
 }
 END_TEST
 
-/* TLS: off by default; the listener's keys belong together (each missing
- * one an error at the line of the first tls_ key), and a TLS destination
- * needs the CA file that verifies it. */
+/* TLS: off by default; the listener's keys belong together (each error
+ * at the line of the key it is about, one left at its default blamed on
+ * tls_port), and a TLS destination needs the CA file that verifies it. */
 START_TEST(tls_keys_belong_together)
 {
     ldct_config *cfg;
@@ -946,6 +946,16 @@ START_TEST(tls_keys_belong_together)
     cfg = load_text("[node]\nport = 104\ntls_crl = /crl.pem\n", &rc);
     ck_assert_int_eq(rc, LDCT_EINVAL_CONFIG);
     ck_assert(has_error(cfg, 3, "tls_crl needs tls_ca_certificates"));
+    config_free(cfg);
+    cfg = load_text("[node]\ntls_port = 2762\ntls_certificate = /c\ntls_private_key = /k\n"
+                    "port = 104\ntls_require_client_certificate = yes\ntls_crl = /crl.pem\n"
+                    "tls_caller_names = CT1=ct1.example.org\n",
+                    &rc);
+    ck_assert_int_eq(rc, LDCT_EINVAL_CONFIG);
+    ck_assert(has_error(cfg, 6, "tls_require_client_certificate needs tls_ca_certificates"));
+    ck_assert(has_error(cfg, 7, "tls_crl needs tls_ca_certificates"));
+    ck_assert(has_error(cfg, 8, "tls_caller_names needs tls_port and tls_ca_certificates"));
+    ck_assert_int_eq(cfg->nerr, 3);
     config_free(cfg);
 }
 END_TEST
