@@ -18,6 +18,7 @@ extern "C" {
 
 #include <dcmtk/config/osconfig.h>
 #include <dcmtk/dcmtls/tlslayer.h>
+#include <openssl/bn.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
@@ -155,6 +156,37 @@ int crl_issuer(const cert_list &cas, X509_CRL *crl)
         }
     ERR_clear_error();
     return found;
+}
+
+/* Whether crls hold a list of ca's: in its name and signed by its key (of
+ * two CAs with one name, as in a key rollover, each needs its own). */
+bool has_own_list(X509 *ca, const crl_list &crls)
+{
+    bool own = false;
+    for (const auto &crl : crls)
+        own =
+            own || (X509_NAME_cmp(X509_get_subject_name(ca), X509_CRL_get_issuer(crl.get())) == 0 &&
+                    X509_CRL_verify(crl.get(), X509_get0_pubkey(ca)) == 1);
+    ERR_clear_error();
+    return own;
+}
+
+/* ca's name, with its serial number when another CA of cas has the same
+ * name: "CN=ldct test ca (serial 1F03)". */
+std::string ca_text(const cert_list &cas, X509 *ca)
+{
+    std::string s = name_text(X509_get_subject_name(ca));
+    int same = 0;
+    for (const auto &other : cas)
+        same += X509_NAME_cmp(X509_get_subject_name(other.get()), X509_get_subject_name(ca)) == 0;
+    if (same < 2)
+        return s;
+    BIGNUM *bn = ASN1_INTEGER_to_BN(X509_get0_serialNumber(ca), nullptr);
+    char *hex = bn ? BN_bn2hex(bn) : nullptr;
+    s += std::string(" (serial ") + (hex ? hex : "?") + ")";
+    OPENSSL_free(hex);
+    BN_free(bn);
+    return s;
 }
 
 /* A list in the file that bears the name of one of our CAs but not its
@@ -369,14 +401,9 @@ extern "C" int scp_tls_crl_gaps(const scp_tls *tls, void (*each)(void *ctx, cons
         const crl_list crls = read_crls(tls->crl_file);
         int n = 0;
         for (const auto &ca : cas) {
-            bool listed = false;
-            for (const auto &crl : crls)
-                listed = listed || X509_NAME_cmp(X509_get_subject_name(ca.get()),
-                                                 X509_CRL_get_issuer(crl.get())) == 0;
-            if (listed)
+            if (has_own_list(ca.get(), crls))
                 continue;
-            const std::string text = "no revocation list from " +
-                                     name_text(X509_get_subject_name(ca.get())) +
+            const std::string text = "no revocation list from " + ca_text(cas, ca.get()) +
                                      ": peers with certificates it issued are refused (a CA"
                                      " that issues only intermediate CAs needs none)";
             each(ctx, text.c_str());

@@ -16,7 +16,9 @@
 #   it issued would all be refused) and a list whose CA is not trusted
 #   (unused) are warned about, by ldctd and by ldct check-config, also a
 #   root listed with its intermediate (it may issue peers' certificates
-#   too); a list from a CA whose keyUsage leaves out cRLSign is refused.
+#   too, and a CA of a key rollover whose name has a list but from the
+#   other key, named with its serial number); a list from a CA whose
+#   keyUsage leaves out cRLSign is refused.
 # - A reload whose TLS files do not load (another key path, or a wrong key
 #   written over the file in place) is refused as a whole; the listener and
 #   the senders go on with the files they read before.
@@ -240,6 +242,19 @@ write_config "${TLS_KEYS[@]}" "tls_ca_certificates = $P/two.crt" "tls_crl = $P/c
 grep -q "TLS: tls_crl $P/ca.crl: no revocation list from CN=ldct test ca2: peers with certificates it issued are refused" \
     "$T/check.out" || fail "check-config on a CA without a list: $(cat "$T/check.out")"
 [ "$(grep -c "TLS: tls_crl $P/ca.crl: " "$T/check.out")" = 1 ] || fail "not one warning: $(cat "$T/check.out")"
+# A key rollover: two CAs with one name and a list from one key. The other
+# is named, with its serial number; with its own list too, none is.
+cat "$P/ca.crt" "$P/forger.crt" > "$P/rollover.crt"
+write_config "${TLS_KEYS[@]}" "tls_ca_certificates = $P/rollover.crt" "tls_crl = $P/ca.crl"
+"$LDCT" check-config "$T/ldctd.conf" > "$T/check.out" 2>&1 || fail "check-config: $(cat "$T/check.out")"
+serial=$(openssl x509 -in "$P/forger.crt" -noout -serial | cut -d= -f2)
+grep -q "TLS: tls_crl $P/ca.crl: no revocation list from CN=ldct test ca (serial $serial): peers" \
+    "$T/check.out" || fail "check-config on a rollover without the new list: $(cat "$T/check.out")"
+[ "$(grep -c "TLS: tls_crl $P/ca.crl: " "$T/check.out")" = 1 ] || fail "not one warning: $(cat "$T/check.out")"
+cat "$P/ca.crl" "$P/forged.crl" > "$P/both.crl"
+write_config "${TLS_KEYS[@]}" "tls_ca_certificates = $P/rollover.crt" "tls_crl = $P/both.crl"
+"$LDCT" check-config "$T/ldctd.conf" > "$T/check.out" 2>&1 || fail "check-config: $(cat "$T/check.out")"
+grep -q "no revocation list\|is not used" "$T/check.out" && fail "a warning with both lists: $(cat "$T/check.out")"
 # A root with its intermediate, a list from the intermediate only: the
 # root is named (the peers it issued itself would be refused).
 cat "$P/ca.crt" "$P/inter.crt" > "$P/chain.crt"
