@@ -100,7 +100,7 @@ static void job_text(list_ctx *c, const db_job_row *j)
     progress_text(c, j);
     int waiting = strcmp(j->state, "pending") == 0 &&
                   strncmp(j->last_error, DB_JOB_WAIT_SPACE, strlen(DB_JOB_WAIT_SPACE)) == 0;
-    if (j->superseded || waiting) /* notes, not errors */
+    if (j->superseded || waiting || strcmp(j->last_error, DB_JOB_RETRIED) == 0) /* notes */
         printf("    %s\n", j->last_error);
     else if (j->last_error[0])
         printf("    error   %s\n", j->last_error);

@@ -473,6 +473,7 @@ static void job_from_row(sqlite3_stmt *s, db_job *j)
     j->priority = sqlite3_column_int(s, 9);
     j->attempts = sqlite3_column_int(s, 10);
     j->waited = sqlite3_column_int(s, 11);
+    j->retried = sqlite3_column_int(s, 12);
 }
 
 static int job_series_uids(db *d, db_job *j)
@@ -505,12 +506,13 @@ int db_job_claim(db *d, const char *worker, int64_t now_ms, db_job *out)
         " state = 'pending' AND not_before_ms <= ?2 ORDER BY priority DESC, created_ms, id"
         " LIMIT 1) RETURNING id, series_id, rule, action, algorithm, params,"
         " coalesce(derived_series_uid, ''), destinations, description_suffix, priority, attempts,"
-        " substr(last_error, 1, length(?3)) = ?3");
+        " substr(last_error, 1, length(?3)) = ?3, last_error = ?4");
     if (!s)
         return end(d, LDCT_EDB);
     db__bind_text(s, 1, worker);
     sqlite3_bind_int64(s, 2, now_ms);
     db__bind_text(s, 3, DB_JOB_WAIT_SPACE);
+    db__bind_text(s, 4, DB_JOB_RETRIED);
     int step = sqlite3_step(s);
     if (step == SQLITE_ROW)
         job_from_row(s, out);
@@ -943,7 +945,7 @@ int db_job_retry(db *d, int64_t job_id, const char *to, int *changed)
         rc = run_counted(d,
                          db__stmt(d, Q_JOB_RETRY,
                                   "UPDATE jobs SET state = 'pending', attempts = 0,"
-                                  " last_error = '', finished_ms = NULL"
+                                  " last_error = '" DB_JOB_RETRIED "', finished_ms = NULL"
                                   " WHERE id = ?1 AND state = 'failed'"),
                          job_id, changed, "job retry");
     if (!rc)
@@ -1335,7 +1337,8 @@ int db_send_claim(db *d, int64_t now_ms, db_send *out)
                  "  AND (attempts = 0 OR ?2 <= 0 OR (SELECT count(*) FROM sends"
                  "   WHERE state = 'sending' AND attempts > 1) < ?2)"
                  "  ORDER BY next_attempt_ms, id LIMIT 1)"
-                 " RETURNING id, coalesce(job_id, 0), series_id, what, destination, attempts");
+                 " RETURNING id, coalesce(job_id, 0), series_id, what, destination, attempts,"
+                 " attempts = 1 AND last_error <> ''");
     if (!s)
         return end(d, LDCT_EDB);
     sqlite3_bind_int64(s, 1, now_ms);
@@ -1348,6 +1351,9 @@ int db_send_claim(db *d, int64_t now_ms, db_send *out)
         COPY_COL(out->what, s, 3);
         COPY_COL(out->destination, s, 4);
         out->attempts = sqlite3_column_int(s, 5);
+        /* A send's first attempt carries no error, unless ldct retry (or a
+         * shutdown during the attempt after it) reset a dead send's count. */
+        out->retried = sqlite3_column_int(s, 6);
     }
     sqlite3_reset(s);
     if (step == SQLITE_DONE)

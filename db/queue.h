@@ -98,10 +98,13 @@ typedef struct db_job {
     char destinations[DB_DEST_LIST_LEN], description_suffix[65];
     int priority, attempts; /* attempts counts this one */
     int waited;             /* it was waiting for disk space (db_job_defer) */
+    int retried;            /* ldct retry queued it again (db_job_retry) */
 } db_job;
 
 /* How the note of a job waiting for disk space starts (db_job_defer). */
 #define DB_JOB_WAIT_SPACE "waiting for disk space"
+/* The note of a failed job that ldct retry queued again, until it ends. */
+#define DB_JOB_RETRIED "queued again by ldct retry"
 
 /* Claims the pending job with the highest priority, then the oldest, for
  * `worker` (pending -> running, attempts + 1) in one transaction; a job
@@ -253,6 +256,7 @@ typedef struct db_send {
     int64_t id, job_id, series_id;
     char what[16], destination[65];
     int attempts; /* counts this one */
+    int retried;  /* a dead send that ldct retry queued again: its first attempt since */
 } db_send;
 
 /* Claims a due pending send (pending, next_attempt_ms <= now) whose

@@ -215,6 +215,9 @@ static void send_one(sender *s, const db_send *snd)
 {
     cfg_destination d;
     char err[512] = "";
+    if (snd->retried)
+        log_notice("send %lld: %s series of job %lld to %s, queued again by ldct retry",
+                   (long long)snd->id, snd->what, (long long)snd->job_id, snd->destination);
     if (s->pool->o.destination(s->pool->o.ctx, snd->destination, &d) != 0) {
         snprintf(err, sizeof err,
                  "destination '%s' is not configured (once it is, or to another: ldct retry %lld"

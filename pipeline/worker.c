@@ -294,8 +294,13 @@ static int run_job(worker *w, const db_job *j)
 {
     worker_settings st;
     w->pool->o.settings(w->pool->o.ctx, &st);
-    LOG_AT(j->waited ? LOG_LVL_DEBUG : LOG_LVL_INFO, "job %lld: series %s, %s on %s (attempt %d)",
-           (long long)j->id, j->series_uid, j->algorithm, w->name, j->attempts);
+    if (j->retried)
+        log_notice("job %lld: series %s, %s on %s (attempt %d; %s)", (long long)j->id,
+                   j->series_uid, j->algorithm, w->name, j->attempts, DB_JOB_RETRIED);
+    else
+        LOG_AT(j->waited ? LOG_LVL_DEBUG : LOG_LVL_INFO,
+               "job %lld: series %s, %s on %s (attempt %d)", (long long)j->id, j->series_uid,
+               j->algorithm, w->name, j->attempts);
     char err[512] = "";
     db_strings paths = {0, NULL};
     process_result r;

@@ -2,7 +2,8 @@
 # Bad series: mixed image sizes and a missing slice of a 1 mm series each
 # fail their job with a reason an administrator understands, shown by `ldct
 # jobs`; the originals stay in the spool and the daemon keeps serving
-# (C-ECHO, and a good series after them is processed). A missing slice of a
+# (C-ECHO, and a good series after them is processed); `ldct retry` runs one
+# again, logged as such. A missing slice of a
 # 2.5 mm series is no failure: auto filters it slice by slice (nlm2d). Series that no processing can use, as a scanner
 # sending whole studies adds them (a dose report, a localizer, a colour
 # dose screen), match no `process` rule: no failed job, and the log names
@@ -92,6 +93,15 @@ PY
 "$LDCT" --config "$T/ldctd.conf" jobs | grep -q "error   .*columns" || fail "ldct jobs text lacks the reason"
 [ "$(sql "SELECT count(*) FROM instances")" = 23 ] || fail "originals not kept"
 for f in $(sql "SELECT path FROM instances"); do [ -f "$f" ] || fail "original $f removed"; done
+# ldct retry runs the job again; the daemon's log says why it runs, and the
+# slice is still missing.
+gap=$(sql "SELECT j.id FROM jobs j JOIN series s ON s.id = j.series_id WHERE s.series_uid = '$study.2'")
+"$LDCT" --config "$T/ldctd.conf" retry "$gap" | grep -q "job $gap: 1 item(s) queued again" ||
+    fail "ldct retry $gap"
+failed_again() { [ "$(grep -c "job $gap failed: series $study.2" "$T/ldctd.log")" = 2 ]; }
+wait_until 30 "the retried job failed again" failed_again
+grep -q "job $gap: series $study.2, .* (attempt 1; queued again by ldct retry)" "$T/ldctd.log" ||
+    fail "no log line for the retried job: $(grep "job $gap" "$T/ldctd.log")"
 echoscu -aec LDCTNODE 127.0.0.1 "$PORT" || fail "daemon stopped answering"
 "$MKSERIES" --out "$T/good" --rows 32 --cols 32 --slices 4 > /dev/null || fail "mkseries"
 storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T"/good/*.dcm || fail "storescu good"

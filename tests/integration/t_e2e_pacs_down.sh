@@ -59,6 +59,8 @@ grep -q "has no \[destination elsewhere\]" "$T/err" || fail "retry --to elsewher
     fail "retry --to did not move the dead send"
 up_twice() { [ "$(sql "SELECT count(*) FROM sends WHERE destination = 'up' AND state = 'done'")" = 2 ]; }
 wait_until 30 "the redirected send delivered to up" up_twice
+grep -q "send [0-9]*: derived series of job 1 to up, queued again by ldct retry" "$T/ldctd.log" ||
+    fail "no log line for the retried send: $(grep "send" "$T/ldctd.log" | tail -3)"
 [ "$(ls "$T/up" | wc -l)" = 8 ] || fail "storescp has $(ls "$T/up" | wc -l) files (the same 8 twice)"
 kill "$up"
 stop_daemon || fail "exit code $?"

@@ -241,10 +241,12 @@ START_TEST(failed_send_waits_for_its_backoff_then_dies)
     job(d, stable_series(d, "1.1", 1), 0, "pacs", 1);
     db_send s;
     ck_assert_int_eq(db_send_claim(d, 5000, &s), 0);
+    ck_assert_int_eq(s.retried, 0); /* a first attempt */
     ck_assert_int_eq(db_send_failed(d, s.id, 5000, 15000, "refused"), 0);
     ck_assert_int_eq(db_send_claim(d, 14999, &s), LDCT_ENOTFOUND);
     ck_assert_int_eq(db_send_claim(d, 15000, &s), 0);
     ck_assert_int_eq(s.attempts, 2);
+    ck_assert_int_eq(s.retried, 0);
     ck_assert_int_eq(db_send_failed(d, s.id, 15000, -1, "refused"), 0);
     ck_assert_int_eq(db_send_claim(d, 99999999, &s), LDCT_ENOTFOUND);
     seen v = {0};
@@ -255,6 +257,10 @@ START_TEST(failed_send_waits_for_its_backoff_then_dies)
     ck_assert_int_eq(changed, 1);
     ck_assert_int_eq(db_send_claim(d, 20000, &s), 0);
     ck_assert_int_eq(s.attempts, 1);
+    ck_assert_int_eq(s.retried, 1); /* the sender's log line says so */
+    ck_assert_int_eq(db_send_failed(d, s.id, 20000, 21000, "refused"), 0);
+    ck_assert_int_eq(db_send_claim(d, 21000, &s), 0);
+    ck_assert_int_eq(s.retried, 0);
     ck_assert_int_eq(db_job_retry(d, 42, NULL, &changed), LDCT_ENOTFOUND);
     db_close(d);
 }
@@ -354,11 +360,24 @@ START_TEST(failure_with_retry_goes_back_to_pending)
     ck_assert_int_eq(db_job_failed(d, j.id, 3500, "disk full", 1), 0);
     ck_assert_int_eq(db_job_claim(d, "w", 4000, &j), 0);
     ck_assert_int_eq(j.attempts, 2);
+    ck_assert_int_eq(j.retried, 0);
     ck_assert_int_eq(db_job_failed(d, j.id, 4500, "slice 3 has 256 columns", 0), 0);
     ck_assert_int_eq(db_job_claim(d, "w", 5000, &j), LDCT_ENOTFOUND);
     db_series_info si;
     ck_assert_int_eq(db_series_get(d, "1.1", &si), 0);
     ck_assert_str_eq(si.state, "failed");
+    /* ldct retry: claimed again as attempt 1, marked as retried (the
+     * worker's log line says so), and the note goes when it ends. */
+    int changed = 0;
+    ck_assert_int_eq(db_job_retry(d, j.id, NULL, &changed), 0);
+    ck_assert_int_eq(changed, 1);
+    ck_assert_int_eq(db_job_claim(d, "w", 6000, &j), 0);
+    ck_assert_int_eq(j.attempts, 1);
+    ck_assert_int_eq(j.retried, 1);
+    ck_assert_int_eq(db_job_failed(d, j.id, 6500, "disk full", 1), 0);
+    ck_assert_int_eq(db_job_claim(d, "w", 7000, &j), 0);
+    ck_assert_int_eq(j.attempts, 2);
+    ck_assert_int_eq(j.retried, 0);
     db_close(d);
 }
 END_TEST
