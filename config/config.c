@@ -229,6 +229,14 @@ static const opt_def OPTIONS[] = {
 };
 #define NOPTIONS (sizeof OPTIONS / sizeof OPTIONS[0])
 
+/* By OPTIONS index, the line that gave a key of [node] or of each
+ * [destination] (a list: its first line), negated when its value was
+ * refused; 0: not given. Errors found after the parse point there. */
+typedef struct key_lines {
+    int node[NOPTIONS];
+    int dest[CFG_DEST_MAX][NOPTIONS];
+} key_lines;
+
 typedef struct parse_ctx {
     ldct_config *cfg;
     FILE *f;
@@ -236,8 +244,7 @@ typedef struct parse_ctx {
     sect_kind kind;
     int valid_section; /* 0 after an unknown section: its keys are skipped */
     char section[CFG_NAME_MAX * 2];
-    int node_key_line[NOPTIONS]; /* by OPTIONS index: the line that gave a [node] key (a list:
-                                  * its first line); 0: not given */
+    key_lines keys;
 } parse_ctx;
 
 static void add_error(ldct_config *cfg, int line, const char *fmt, ...)
@@ -832,7 +839,7 @@ static int list_continues(parse_ctx *pc, const opt_def *o)
 {
     if (o->type != T_AELIST && o->type != T_HOSTLIST && o->type != T_AENAMES)
         return 0;
-    return pc->node_key_line[o - OPTIONS] != 0;
+    return pc->keys.node[o - OPTIONS] != 0;
 }
 
 static int on_entry(void *user, const char *section, const char *name, const char *value)
@@ -858,8 +865,11 @@ static int on_entry(void *user, const char *section, const char *name, const cha
         add_error(pc->cfg, pc->line, "%s = %s: %s", name, value, err);
     if (pc->kind == S_RULE && o->type == T_NAMELIST)
         ((cfg_rule *)base)->dest_line = pc->line;
-    if (pc->kind == S_NODE && !append)
-        pc->node_key_line[o - OPTIONS] = pc->line;
+    int *lines = pc->kind == S_NODE   ? pc->keys.node
+                 : pc->kind == S_DEST ? pc->keys.dest[pc->cfg->ndest - 1]
+                                      : NULL;
+    if (lines && !append)
+        lines[o - OPTIONS] = err ? -pc->line : pc->line;
     return 1;
 }
 
@@ -953,12 +963,19 @@ static void validate_rule(ldct_config *cfg, const cfg_rule *r)
                   ACTIONS[r->action]);
 }
 
+/* Where the key `name` of a section was given (key_lines): its line,
+ * negative when its value was refused, 0 when it was not given. */
+static int given_at(const int *lines, sect_kind kind, const char *name)
+{
+    const opt_def *o = find_option(kind, name);
+    return o ? lines[o - OPTIONS] : 0;
+}
+
 /* The line that gave the [node] key `name`, else that of `instead` (a key
  * left at its default is blamed on the key that needs it), else 0. */
 static int node_line(const int *node_key_line, const char *name, const char *instead)
 {
-    const opt_def *o = find_option(S_NODE, name);
-    const int line = o ? node_key_line[o - OPTIONS] : 0;
+    const int line = abs(given_at(node_key_line, S_NODE, name));
     return line || !instead ? line : node_line(node_key_line, instead, NULL);
 }
 
@@ -1023,28 +1040,36 @@ static int is_peer_name(const char *s)
     return 1;
 }
 
-static void validate(ldct_config *cfg, const int *node_key_line)
+/* Each error at the line of its key, else of the section. A host or AE
+ * title given with a refused value has its error already. */
+static void validate_destination(ldct_config *cfg, const cfg_destination *d, const int *lines)
 {
-    for (int i = 0; i < cfg->ndest; i++) {
-        const cfg_destination *d = &cfg->dest[i];
-        if (!d->host[0])
-            add_error(cfg, d->line, "destination '%s' needs host", d->name);
-        if (!d->ae_title[0])
-            add_error(cfg, d->line, "destination '%s' needs ae_title", d->name);
-        if (d->tls && !cfg->node.tls_ca_certificates[0])
-            add_error(cfg, d->line,
-                      "destination '%s': tls needs the node's tls_ca_certificates to verify it",
-                      d->name);
-        if (d->tls_peer_name[0] && !d->tls)
-            add_error(cfg, d->line, "destination '%s': tls_peer_name needs tls = yes", d->name);
-        if (d->tls_peer_name[0] && !is_peer_name(d->tls_peer_name))
-            add_error(cfg, d->line,
-                      "destination '%s': tls_peer_name '%s' is neither a host name nor an IP"
-                      " address (no port, brackets or zone)",
-                      d->name, d->tls_peer_name);
-    }
-    validate_tls(cfg, node_key_line);
-    validate_crl(cfg, node_key_line);
+    const int host = given_at(lines, S_DEST, "host"), ae = given_at(lines, S_DEST, "ae_title");
+    const int tls = abs(given_at(lines, S_DEST, "tls"));
+    const int peer = abs(given_at(lines, S_DEST, "tls_peer_name"));
+    if (!d->host[0] && host >= 0)
+        add_error(cfg, host ? host : d->line, "destination '%s' needs host", d->name);
+    if (!d->ae_title[0] && ae >= 0)
+        add_error(cfg, ae ? ae : d->line, "destination '%s' needs ae_title", d->name);
+    if (d->tls && !cfg->node.tls_ca_certificates[0])
+        add_error(cfg, tls ? tls : d->line,
+                  "destination '%s': tls needs the node's tls_ca_certificates to verify it",
+                  d->name);
+    if (d->tls_peer_name[0] && !d->tls)
+        add_error(cfg, peer, "destination '%s': tls_peer_name needs tls = yes", d->name);
+    if (d->tls_peer_name[0] && !is_peer_name(d->tls_peer_name))
+        add_error(cfg, peer,
+                  "destination '%s': tls_peer_name '%s' is neither a host name nor an IP"
+                  " address (no port, brackets or zone)",
+                  d->name, d->tls_peer_name);
+}
+
+static void validate(ldct_config *cfg, const key_lines *keys)
+{
+    for (int i = 0; i < cfg->ndest; i++)
+        validate_destination(cfg, &cfg->dest[i], keys->dest[i]);
+    validate_tls(cfg, keys->node);
+    validate_crl(cfg, keys->node);
     for (int i = 0; i < cfg->nrule; i++)
         validate_rule(cfg, &cfg->rule[i]);
 }
@@ -1113,7 +1138,7 @@ int config_load(const char *path, ldct_config **out)
         add_error(cfg, 0, "cannot parse the file");
     if (cfg->nrule == 0)
         add_default_rule(cfg);
-    validate(cfg, pc.node_key_line);
+    validate(cfg, &pc.keys);
     *out = cfg;
     return cfg->nerr ? LDCT_EINVAL_CONFIG : 0;
 }
