@@ -677,7 +677,7 @@ static const char *set_option(const opt_def *o, void *base, const char *raw, int
         return parse_enum(v, TLS_PROFILES, (int *)field, "use bcp195-nd or bcp195");
     case T_NAMELIST: {
         cfg_rule *r = (cfg_rule *)((char *)base);
-        r->ndest = 0;
+        r->ndest = append ? r->ndest : 0;
         return parse_list(v, &r->destinations[0][0], sizeof r->destinations[0], &r->ndest,
                           name_valid, CFG_RULE_DEST_MAX);
     }
@@ -834,12 +834,23 @@ static void unknown_option(parse_ctx *pc, const char *section, const char *name)
 }
 
 /* Whether o is a [node] list given before in this file: a line holds at
- * most 199 bytes, so a long list goes on in the same key on more lines. */
+ * most 199 bytes, so a long list goes on in the same key on more lines (a
+ * rule's destinations do the same: on_entry). */
 static int list_continues(parse_ctx *pc, const opt_def *o)
 {
     if (o->type != T_AELIST && o->type != T_HOSTLIST && o->type != T_AENAMES)
         return 0;
     return pc->keys.node[o - OPTIONS] != 0;
+}
+
+/* The line of a rule's first destinations key, and of each destination
+ * that a destinations line added (from index `from`), for validate_rule. */
+static void mark_destination_lines(cfg_rule *r, int from, int line)
+{
+    if (!r->dest_line)
+        r->dest_line = line;
+    for (int k = from; k < r->ndest; k++)
+        r->dest_lines[k] = line;
 }
 
 static int on_entry(void *user, const char *section, const char *name, const char *value)
@@ -859,12 +870,14 @@ static int on_entry(void *user, const char *section, const char *name, const cha
     void *base = pc->kind == S_NODE   ? (void *)&pc->cfg->node
                  : pc->kind == S_DEST ? (void *)&pc->cfg->dest[pc->cfg->ndest - 1]
                                       : (void *)&pc->cfg->rule[pc->cfg->nrule - 1];
-    const int append = list_continues(pc, o);
+    const int append =
+        o->type == T_NAMELIST ? ((cfg_rule *)base)->dest_line != 0 : list_continues(pc, o);
+    const int listed = o->type == T_NAMELIST && append ? ((cfg_rule *)base)->ndest : 0;
     const char *err = set_option(o, base, value, append);
     if (err)
         add_error(pc->cfg, pc->line, "%s = %s: %s", name, value, err);
-    if (pc->kind == S_RULE && o->type == T_NAMELIST)
-        ((cfg_rule *)base)->dest_line = pc->line;
+    if (o->type == T_NAMELIST)
+        mark_destination_lines((cfg_rule *)base, listed, pc->line);
     int *lines = pc->kind == S_NODE   ? pc->keys.node
                  : pc->kind == S_DEST ? pc->keys.dest[pc->cfg->ndest - 1]
                                       : NULL;
@@ -956,8 +969,8 @@ static void validate_rule(ldct_config *cfg, const cfg_rule *r)
 {
     for (int k = 0; k < r->ndest; k++)
         if (!config_destination_find(cfg, r->destinations[k]))
-            add_error(cfg, r->dest_line ? r->dest_line : r->line, "rule '%s': no [destination %s]",
-                      r->name, r->destinations[k]);
+            add_error(cfg, r->dest_lines[k] ? r->dest_lines[k] : r->line,
+                      "rule '%s': no [destination %s]", r->name, r->destinations[k]);
     if ((r->action == RULE_ROUTE || r->action == RULE_BOTH) && r->ndest == 0)
         add_error(cfg, r->line, "rule '%s': action %s needs destinations", r->name,
                   ACTIONS[r->action]);

@@ -125,9 +125,10 @@ typedef enum {
  * wildcards (* and ?); an empty pattern matches anything. */
 typedef struct cfg_rule {
     char name[CFG_NAME_MAX + 1];
-    int line;      /* line of the section header */
-    int dest_line; /* line of its destinations = (0: none) */
-    int order;     /* position in the file */
+    int line;                          /* line of the section header */
+    int dest_line;                     /* first line of its destinations = (0: none) */
+    int dest_lines[CFG_RULE_DEST_MAX]; /* the line that named each destination */
+    int order;                         /* position in the file */
     char modality[CFG_PATTERN_MAX + 1];
     char calling_ae[CFG_PATTERN_MAX + 1];
     char called_ae[CFG_PATTERN_MAX + 1];

@@ -20,6 +20,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -810,6 +811,16 @@ static int start_pipeline(server *s)
     return rc < 0 ? rc : 0;
 }
 
+/* " (/abs/path)" for a relative state_dir, which follows the working
+ * directory (under systemd /var/lib/ldct): where ldct must look too. */
+static void state_dir_absolute(const char *dir, char *out, size_t len)
+{
+    char abs[PATH_MAX];
+    out[0] = '\0';
+    if (dir[0] != '/' && realpath(dir, abs))
+        snprintf(out, len, " (%s)", abs);
+}
+
 int server_run(const char *config_path)
 {
     server s = {.config_path = config_path,
@@ -838,11 +849,12 @@ int server_run(const char *config_path)
     }
     start_loop_handles(&s);
     const cfg_node *n = &s.cfg->node;
-    char tls[32] = "";
+    char tls[32] = "", where[PATH_MAX + 4] = "";
     if (n->tls_port > 0)
         snprintf(tls, sizeof tls, " (TLS on %d)", n->tls_port);
-    log_notice("ldctd ready: AE %s on port %d%s, state in %s%s%s", n->ae_title, n->port, tls,
-               n->state_dir, config_path ? ", config " : ", embedded defaults",
+    state_dir_absolute(n->state_dir, where, sizeof where);
+    log_notice("ldctd ready: AE %s on port %d%s, state in %s%s%s%s", n->ae_title, n->port, tls,
+               n->state_dir, where, config_path ? ", config " : ", embedded defaults",
                config_path ? config_path : "");
     sd_notifyf(0, "READY=1\nSTATUS=listening as %s on port %d", n->ae_title, n->port);
     uv_run(&s.loop, UV_RUN_DEFAULT);

@@ -1012,8 +1012,9 @@ START_TEST(tls_caller_names_bind_ae_titles)
 }
 END_TEST
 
-/* A [node] list key given again goes on with its list (a line holds at
- * most 199 bytes); other keys still take the last value. */
+/* A [node] list key or a rule's destinations given again goes on with its
+ * list (a line holds at most 199 bytes); other keys still take the last
+ * value. */
 START_TEST(repeated_list_keys_continue_the_list)
 {
     int rc;
@@ -1041,6 +1042,24 @@ START_TEST(repeated_list_keys_continue_the_list)
                     &rc);
     ck_assert_int_eq(rc, LDCT_EINVAL_CONFIG);
     ck_assert(has_error(cfg, 7, "bound twice"));
+    config_free(cfg);
+    /* A rule's destinations too; a missing one is named at its own line. */
+    cfg = load_text("[destination a]\nhost = h\nae_title = A\n[destination b]\nhost = h\n"
+                    "ae_title = B\n[rule r]\naction = route\ndestinations = a\n"
+                    "destinations = b, a\n[rule s]\naction = route\ndestinations = b\n",
+                    &rc);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_int_eq(cfg->rule[0].ndest, 2);
+    ck_assert_str_eq(cfg->rule[0].destinations[0], "a");
+    ck_assert_str_eq(cfg->rule[0].destinations[1], "b");
+    ck_assert_int_eq(cfg->rule[1].ndest, 1); /* another rule starts its own list */
+    config_free(cfg);
+    cfg = load_text("[destination a]\nhost = h\nae_title = A\n[rule r]\naction = route\n"
+                    "destinations = a\ndestinations = nosuch\n",
+                    &rc);
+    ck_assert_int_eq(rc, LDCT_EINVAL_CONFIG);
+    ck_assert(has_error(cfg, 7, "rule 'r': no [destination nosuch]"));
+    ck_assert_int_eq(cfg->nerr, 1);
     config_free(cfg);
 }
 END_TEST
