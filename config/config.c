@@ -604,6 +604,7 @@ static const char *set_option(const opt_def *o, void *base, const char *raw, int
 {
     char v[CFG_PATH_MAX];
     unquote(raw, v, sizeof v);
+    append = append && v[0]; /* an empty value resets a list, as in systemd's files */
     char *field = (char *)base + o->off;
     switch (o->type) {
     case T_AE:
@@ -881,8 +882,9 @@ static int on_entry(void *user, const char *section, const char *name, const cha
     int *lines = pc->kind == S_NODE   ? pc->keys.node
                  : pc->kind == S_DEST ? pc->keys.dest[pc->cfg->ndest - 1]
                                       : NULL;
-    if (lines && !append)
-        lines[o - OPTIONS] = err ? -pc->line : pc->line;
+    int *at = lines ? &lines[o - OPTIONS] : NULL;
+    if (at && !append) /* a refused repeat keeps the line of the value in effect */
+        *at = !err ? pc->line : *at > 0 ? *at : -pc->line;
     return 1;
 }
 
@@ -1005,7 +1007,8 @@ static void validate_tls(ldct_config *cfg, const int *key_line)
         add_error(cfg, port_line, "tls_port %d is also port: give TLS its own port", n->tls_port);
     if (!n->tls_certificate[0] || !n->tls_private_key[0])
         add_error(cfg, port_line, "tls_port needs tls_certificate and tls_private_key");
-    if (n->tls_require_client_certificate && !n->tls_ca_certificates[0])
+    const int refused = given_at(key_line, S_NODE, "tls_require_client_certificate") < 0;
+    if (n->tls_require_client_certificate && !n->tls_ca_certificates[0] && !refused)
         add_error(cfg, node_line(key_line, "tls_require_client_certificate", "tls_port"),
                   "tls_require_client_certificate needs tls_ca_certificates (or set it to no)");
 }
@@ -1322,6 +1325,35 @@ static void print_value(FILE *f, const opt_def *o, const void *base)
             fprintf(f, "%s%s=%s", i ? ", " : "", b->ae[i], b->name[i]);
         break;
     }
+    }
+}
+
+/* Rule indexes in match order: priority, higher first, then file order. */
+static void rules_in_match_order(const ldct_config *cfg, int *idx)
+{
+    for (int i = 0; i < cfg->nrule; i++) {
+        int k = i;
+        for (; k > 0 && cfg->rule[idx[k - 1]].priority < cfg->rule[i].priority; k--)
+            idx[k] = idx[k - 1];
+        idx[k] = i;
+    }
+}
+
+void config_rules_print(const ldct_config *cfg, void *fp)
+{
+    FILE *f = fp;
+    int idx[CFG_RULE_MAX + 1];
+    rules_in_match_order(cfg, idx);
+    for (int i = 0; i < cfg->nrule; i++) {
+        const cfg_rule *r = &cfg->rule[idx[i]];
+        fprintf(f, "rule %-19s priority %d, %s", r->name, r->priority, ACTIONS[r->action]);
+        if (r->action == RULE_PROCESS || r->action == RULE_BOTH)
+            fprintf(f, " (%s)", ALGORITHMS[r->algorithm]);
+        if (r->action != RULE_DISCARD)
+            fprintf(f, " -> %s", r->ndest ? "" : "results folder");
+        for (int k = 0; r->action != RULE_DISCARD && k < r->ndest; k++)
+            fprintf(f, "%s%s", k ? ", " : "", r->destinations[k]);
+        fprintf(f, "\n");
     }
 }
 

@@ -252,4 +252,8 @@ const cfg_destination *config_destination_find(const ldct_config *cfg, const cha
  * "name = value" per line, into f (a FILE *). For `ldct check-config`. */
 void config_node_print(const ldct_config *cfg, void *f);
 
+/* Writes each rule in match order, one line each: name, priority, action,
+ * algorithm, and where its results go. For `ldct check-config`. */
+void config_rules_print(const ldct_config *cfg, void *f);
+
 #endif

@@ -194,6 +194,7 @@ static int cmd_check_config(cli_opts *o)
     if (cfg->nerr == 0 && !tls_bad) {
         printf("%s: OK (%d destination(s), %d rule(s))\n", o->argv[0], cfg->ndest, cfg->nrule);
         config_node_print(cfg, stdout);
+        config_rules_print(cfg, stdout);
         scp_tls_dates d;
         if (node_tls_dates(&cfg->node, &d, tls, sizeof tls) == 0)
             node_tls_warn(&cfg->node, &d, ldct_now_ms() / 1000); /* near or past: logged */

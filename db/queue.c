@@ -506,7 +506,7 @@ int db_job_claim(db *d, const char *worker, int64_t now_ms, db_job *out)
         " state = 'pending' AND not_before_ms <= ?2 ORDER BY priority DESC, created_ms, id"
         " LIMIT 1) RETURNING id, series_id, rule, action, algorithm, params,"
         " coalesce(derived_series_uid, ''), destinations, description_suffix, priority, attempts,"
-        " substr(last_error, 1, length(?3)) = ?3, last_error = ?4");
+        " substr(last_error, 1, length(?3)) = ?3, last_error = ?4 AND attempts = 1");
     if (!s)
         return end(d, LDCT_EDB);
     db__bind_text(s, 1, worker);

@@ -158,17 +158,50 @@ int crl_issuer(const cert_list &cas, X509_CRL *crl)
     return found;
 }
 
-/* Whether crls hold a list of ca's: in its name and signed by its key (of
- * two CAs with one name, as in a key rollover, each needs its own). */
-bool has_own_list(X509 *ca, const crl_list &crls)
+/* How many CAs of cas bear ca's name (2 or more: a key rollover). */
+int same_name(const cert_list &cas, X509 *ca)
 {
-    bool own = false;
+    int n = 0;
+    for (const auto &other : cas)
+        n += X509_NAME_cmp(X509_get_subject_name(other.get()), X509_get_subject_name(ca)) == 0;
+    return n;
+}
+
+/* Whether crl's authorityKeyIdentifier names ca's key (its subject key
+ * identifier): what OpenSSL picks a list by when two CAs share a name. */
+bool akid_names(X509 *ca, X509_CRL *crl)
+{
+    auto *akid = static_cast<AUTHORITY_KEYID *>(
+        X509_CRL_get_ext_d2i(crl, NID_authority_key_identifier, nullptr, nullptr));
+    const bool named = akid && akid->keyid && X509_get0_subject_key_id(ca) &&
+                       X509_check_akid(ca, akid) == X509_V_OK;
+    AUTHORITY_KEYID_free(akid);
+    return named;
+}
+
+enum list_state { LIST_NONE, LIST_OWN, LIST_AMBIGUOUS };
+
+/* Whether crls hold a list of ca's: in its name and signed by its key (of
+ * two CAs with one name each needs its own), and, when another list bears
+ * the same name, one OpenSSL can tell apart by its authorityKeyIdentifier
+ * (else it may check a peer against the other CA's list, and refuse it). */
+list_state own_list(X509 *ca, const crl_list &crls)
+{
+    int named = 0;
     for (const auto &crl : crls)
-        own =
-            own || (X509_NAME_cmp(X509_get_subject_name(ca), X509_CRL_get_issuer(crl.get())) == 0 &&
-                    X509_CRL_verify(crl.get(), X509_get0_pubkey(ca)) == 1);
+        named += X509_NAME_cmp(X509_get_subject_name(ca), X509_CRL_get_issuer(crl.get())) == 0;
+    const bool shared = named > 1;
+    list_state state = LIST_NONE;
+    for (const auto &crl : crls) {
+        if (X509_NAME_cmp(X509_get_subject_name(ca), X509_CRL_get_issuer(crl.get())) != 0 ||
+            X509_CRL_verify(crl.get(), X509_get0_pubkey(ca)) != 1)
+            continue;
+        state = !shared || akid_names(ca, crl.get()) ? LIST_OWN : LIST_AMBIGUOUS;
+        if (state == LIST_OWN)
+            break;
+    }
     ERR_clear_error();
-    return own;
+    return state;
 }
 
 /* ca's name, with its serial number when another CA of cas has the same
@@ -176,16 +209,14 @@ bool has_own_list(X509 *ca, const crl_list &crls)
 std::string ca_text(const cert_list &cas, X509 *ca)
 {
     std::string s = name_text(X509_get_subject_name(ca));
-    int same = 0;
-    for (const auto &other : cas)
-        same += X509_NAME_cmp(X509_get_subject_name(other.get()), X509_get_subject_name(ca)) == 0;
-    if (same < 2)
+    if (same_name(cas, ca) < 2)
         return s;
     BIGNUM *bn = ASN1_INTEGER_to_BN(X509_get0_serialNumber(ca), nullptr);
     char *hex = bn ? BN_bn2hex(bn) : nullptr;
     s += std::string(" (serial ") + (hex ? hex : "?") + ")";
     OPENSSL_free(hex);
     BN_free(bn);
+    ERR_clear_error();
     return s;
 }
 
@@ -401,11 +432,19 @@ extern "C" int scp_tls_crl_gaps(const scp_tls *tls, void (*each)(void *ctx, cons
         const crl_list crls = read_crls(tls->crl_file);
         int n = 0;
         for (const auto &ca : cas) {
-            if (has_own_list(ca.get(), crls))
+            const list_state state = own_list(ca.get(), crls);
+            if (state == LIST_OWN)
                 continue;
-            const std::string text = "no revocation list from " + ca_text(cas, ca.get()) +
-                                     ": peers with certificates it issued are refused (a CA"
-                                     " that issues only intermediate CAs needs none)";
+            const std::string text =
+                state == LIST_NONE
+                    ? "no revocation list from " + ca_text(cas, ca.get()) +
+                          ": peers with certificates it issued are refused (a CA that issues"
+                          " only intermediate CAs needs none)"
+                    : "the revocation list from " + ca_text(cas, ca.get()) +
+                          " has no authorityKeyIdentifier naming that CA's key, and another list"
+                          " has its name: OpenSSL may check its peers against the other list"
+                          " and refuse them (make the lists with authorityKeyIdentifier ="
+                          " keyid)";
             each(ctx, text.c_str());
             n++;
         }

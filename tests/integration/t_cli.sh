@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # ldct check-config explains every error with file:line and exits non-zero;
-# the example configuration is valid; ldct reads a database read-only; ldctd
+# the example configuration is valid (its rules listed in match order); ldct reads a database read-only; ldctd
 # with a missing or bad configuration exits 1 with the reason.
 . "$(dirname "$0")/lib.sh"
 "$LDCT" check-config "$ROOT/config/ldctd.conf.example" > "$T/out" || fail "example config invalid: $(cat "$T/out")"
+# The rules in match order, with where their results go.
+[ "$(grep "^rule " "$T/out" | sed 's/  */ /g')" = "rule projections priority 20, process (fdk) -> results folder
+rule cardiac priority 15, process (adaptive4d) -> results folder
+rule lowdose-chest priority 10, process (auto) -> pacs" ] || fail "check-config's rules: $(cat "$T/out")"
 printf '[node]\nport = 0\nfoo = bar\n[destination x]\nport = 104\n' > "$T/bad.conf"
 "$LDCT" check-config "$T/bad.conf" 2> "$T/err" && fail "bad config accepted"
 grep -q "bad.conf:2: port = 0: out of range" "$T/err" || fail "line 2: $(cat "$T/err")"

@@ -251,10 +251,36 @@ serial=$(openssl x509 -in "$P/forger.crt" -noout -serial | cut -d= -f2)
 grep -q "TLS: tls_crl $P/ca.crl: no revocation list from CN=ldct test ca (serial $serial): peers" \
     "$T/check.out" || fail "check-config on a rollover without the new list: $(cat "$T/check.out")"
 [ "$(grep -c "TLS: tls_crl $P/ca.crl: " "$T/check.out")" = 1 ] || fail "not one warning: $(cat "$T/check.out")"
+# Each key with its own list, but lists without an authorityKeyIdentifier:
+# OpenSSL picks a list by name then, and refuses the peers of one CA
+# (openssl verify shows it, on peers whose certificates name their CA's key
+# as a rollover needs); each CA is named. With the identifier, both CAs'
+# peers verify and nothing is said.
 cat "$P/ca.crl" "$P/forged.crl" > "$P/both.crl"
 write_config "${TLS_KEYS[@]}" "tls_ca_certificates = $P/rollover.crt" "tls_crl = $P/both.crl"
 "$LDCT" check-config "$T/ldctd.conf" > "$T/check.out" 2>&1 || fail "check-config: $(cat "$T/check.out")"
-grep -q "no revocation list\|is not used" "$T/check.out" && fail "a warning with both lists: $(cat "$T/check.out")"
+[ "$(grep -c "has no authorityKeyIdentifier naming that CA's key, and another list has its name" "$T/check.out")" = 2 ] ||
+    fail "check-config on lists without an authorityKeyIdentifier: $(cat "$T/check.out")"
+echo "authorityKeyIdentifier = keyid" > "$P/leaf.ext"
+for k in ca forger; do
+    openssl x509 -req -in "$P/pacs.csr" -CA "$P/$k.crt" -CAkey "$P/$k.key" -CAcreateserial \
+        -extfile "$P/leaf.ext" -out "$P/leaf-$k.crt" -days 2 2> /dev/null || fail "openssl leaf of $k"
+done
+verified() { openssl verify -crl_check -CAfile "$P/rollover.crt" -CRLfile "$1" "$P/$2.crt" > /dev/null 2>&1; }
+verified "$P/both.crl" leaf-ca && verified "$P/both.crl" leaf-forger &&
+    fail "both CAs' peers verify without the identifier"
+printf '%s\n' "crl_extensions = akid" "[akid]" "authorityKeyIdentifier = keyid:always" >> "$P/ca.cnf"
+for k in ca forger; do
+    openssl ca -config "$P/ca.cnf" -keyfile "$P/$k.key" -cert "$P/$k.crt" -gencrl \
+        -out "$P/$k.akid.crl" > /dev/null 2>&1 || fail "openssl ca -gencrl $k with akid"
+done
+cat "$P/ca.akid.crl" "$P/forger.akid.crl" > "$P/both.akid.crl"
+verified "$P/both.akid.crl" leaf-ca && verified "$P/both.akid.crl" leaf-forger ||
+    fail "a CA's peer refused with both identified lists"
+write_config "${TLS_KEYS[@]}" "tls_ca_certificates = $P/rollover.crt" "tls_crl = $P/both.akid.crl"
+"$LDCT" check-config "$T/ldctd.conf" > "$T/check.out" 2>&1 || fail "check-config: $(cat "$T/check.out")"
+grep -q "no revocation list\|is not used\|authorityKeyIdentifier" "$T/check.out" &&
+    fail "a warning with both identified lists: $(cat "$T/check.out")"
 # A root with its intermediate, a list from the intermediate only: the
 # root is named (the peers it issued itself would be refused).
 cat "$P/ca.crt" "$P/inter.crt" > "$P/chain.crt"

@@ -912,6 +912,21 @@ START_TEST(tls_keys_belong_together)
     ck_assert(has_error(cfg, 4, "tls_profile = tls13: use bcp195-nd or bcp195"));
     ck_assert(has_error(cfg, 8, "destination 'p': tls needs the node's tls_ca_certificates"));
     config_free(cfg);
+    /* A refused repeat leaves the value in effect, and its line. */
+    cfg = load_text("[node]\ntls_port = 2762\ntls_port = 99999999\n[destination p]\nhost = h\n"
+                    "ae_title = P\ntls = yes\ntls = maybe\n",
+                    &rc);
+    ck_assert(has_error(cfg, 3, "tls_port = 99999999: out of range"));
+    ck_assert(has_error(cfg, 2, "tls_port needs tls_certificate"));
+    ck_assert(has_error(cfg, 8, "tls = maybe: expected yes or no"));
+    ck_assert(has_error(cfg, 7, "destination 'p': tls needs the node's tls_ca_certificates"));
+    config_free(cfg);
+    cfg = load_text("[node]\ntls_port = 2762\ntls_certificate = /c\ntls_private_key = /k\n"
+                    "tls_require_client_certificate = maybe\n",
+                    &rc);
+    ck_assert(has_error(cfg, 5, "expected yes or no"));
+    ck_assert_int_eq(cfg->nerr, 1); /* one error for one mistake */
+    config_free(cfg);
     cfg = load_text("[node]\ntls_ca_certificates = /ca\n[destination p]\nhost = h\nae_title = P\n"
                     "tls = yes\ntls_peer_name = pacs.example.org\n[destination q]\nhost = h\n"
                     "ae_title = Q\ntls_peer_name = q.example.org\n",
@@ -1053,6 +1068,16 @@ START_TEST(repeated_list_keys_continue_the_list)
     ck_assert_str_eq(cfg->rule[0].destinations[0], "a");
     ck_assert_str_eq(cfg->rule[0].destinations[1], "b");
     ck_assert_int_eq(cfg->rule[1].ndest, 1); /* another rule starts its own list */
+    config_free(cfg);
+    /* An empty value resets the list (as in systemd's files). */
+    cfg = load_text("[node]\nallowed_calling_aes = CT1\nallowed_calling_aes =\n"
+                    "allowed_calling_aes = CT2\n[destination a]\nhost = h\nae_title = A\n"
+                    "[rule r]\ndestinations = a\ndestinations = \"\"\n",
+                    &rc);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_int_eq(cfg->node.allowed_calling_aes.n, 1);
+    ck_assert(config_ae_allowed(&cfg->node.allowed_calling_aes, "CT2"));
+    ck_assert_int_eq(cfg->rule[0].ndest, 0);
     config_free(cfg);
     cfg = load_text("[destination a]\nhost = h\nae_title = A\n[rule r]\naction = route\n"
                     "destinations = a\ndestinations = nosuch\n",

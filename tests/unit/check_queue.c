@@ -374,9 +374,15 @@ START_TEST(failure_with_retry_goes_back_to_pending)
     ck_assert_int_eq(db_job_claim(d, "w", 6000, &j), 0);
     ck_assert_int_eq(j.attempts, 1);
     ck_assert_int_eq(j.retried, 1);
+    int jobs = 0, sends = 0; /* a crash while it ran: its next run is no new retry */
+    ck_assert_int_eq(db_recover(d, 3, 6200, &jobs, &sends), 0);
+    ck_assert_int_eq(jobs, 1);
+    ck_assert_int_eq(db_job_claim(d, "w", 6300, &j), 0);
+    ck_assert_int_eq(j.attempts, 2);
+    ck_assert_int_eq(j.retried, 0);
     ck_assert_int_eq(db_job_failed(d, j.id, 6500, "disk full", 1), 0);
     ck_assert_int_eq(db_job_claim(d, "w", 7000, &j), 0);
-    ck_assert_int_eq(j.attempts, 2);
+    ck_assert_int_eq(j.attempts, 3);
     ck_assert_int_eq(j.retried, 0);
     db_close(d);
 }
