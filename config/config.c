@@ -1328,24 +1328,13 @@ static void print_value(FILE *f, const opt_def *o, const void *base)
     }
 }
 
-/* Rule indexes in match order: priority, higher first, then file order. */
-static void rules_in_match_order(const ldct_config *cfg, int *idx)
-{
-    for (int i = 0; i < cfg->nrule; i++) {
-        int k = i;
-        for (; k > 0 && cfg->rule[idx[k - 1]].priority < cfg->rule[i].priority; k--)
-            idx[k] = idx[k - 1];
-        idx[k] = i;
-    }
-}
-
 void config_rules_print(const ldct_config *cfg, void *fp)
 {
     FILE *f = fp;
-    int idx[CFG_RULE_MAX + 1];
-    rules_in_match_order(cfg, idx);
-    for (int i = 0; i < cfg->nrule; i++) {
-        const cfg_rule *r = &cfg->rule[idx[i]];
+    const cfg_rule *ordered[CFG_RULE_MAX] = {0};
+    const int n = config_rules_ordered(cfg, ordered, CFG_RULE_MAX);
+    for (int i = 0; i < n; i++) {
+        const cfg_rule *r = ordered[i];
         fprintf(f, "rule %-19s priority %d, %s", r->name, r->priority, ACTIONS[r->action]);
         if (r->action == RULE_PROCESS || r->action == RULE_BOTH)
             fprintf(f, " (%s)", ALGORITHMS[r->algorithm]);
