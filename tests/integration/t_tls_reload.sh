@@ -222,6 +222,12 @@ grep -q "reload: the TLS listener keeps its tls_ keys until the restart" "$T/ldc
 tls_echo scanner ca2 > "$T/e9" 2>&1 || fail "the listener lost its files: $(cat "$T/e9")"
 stop_daemon || fail "exit code $? after SIGTERM"
 
+# checked KEYS...: a configuration of KEYS that ldct check-config passes;
+# what it printed is in check.out.
+checked() {
+    write_config "$@"
+    "$LDCT" check-config "$T/ldctd.conf" > "$T/check.out" 2>&1 || fail "check-config: $(cat "$T/check.out")"
+}
 # A revocation list that does not load is named by check-config.
 write_config "${TLS_KEYS[@]}" "tls_crl = $P/ca.crt"
 "$LDCT" check-config "$T/ldctd.conf" > "$T/check.out" 2>&1 && fail "check-config passed a CRL file without a CRL"
@@ -237,16 +243,14 @@ grep -q "tls_port: the revocation list from CN=ldct test ca in $P/forged.crl is 
     "$T/check.out" || fail "check-config on a forged list: $(cat "$T/check.out")"
 # Two CAs, a list from one: the other one is named.
 cat "$P/ca.crt" "$P/ca2.crt" > "$P/two.crt"
-write_config "${TLS_KEYS[@]}" "tls_ca_certificates = $P/two.crt" "tls_crl = $P/ca.crl"
-"$LDCT" check-config "$T/ldctd.conf" > "$T/check.out" 2>&1 || fail "check-config: $(cat "$T/check.out")"
+checked "${TLS_KEYS[@]}" "tls_ca_certificates = $P/two.crt" "tls_crl = $P/ca.crl"
 grep -q "TLS: tls_crl $P/ca.crl: no revocation list from CN=ldct test ca2: peers with certificates it issued are refused" \
     "$T/check.out" || fail "check-config on a CA without a list: $(cat "$T/check.out")"
 [ "$(grep -c "TLS: tls_crl $P/ca.crl: " "$T/check.out")" = 1 ] || fail "not one warning: $(cat "$T/check.out")"
 # A key rollover: two CAs with one name and a list from one key. The other
 # is named, with its serial number; with its own list too, none is.
 cat "$P/ca.crt" "$P/forger.crt" > "$P/rollover.crt"
-write_config "${TLS_KEYS[@]}" "tls_ca_certificates = $P/rollover.crt" "tls_crl = $P/ca.crl"
-"$LDCT" check-config "$T/ldctd.conf" > "$T/check.out" 2>&1 || fail "check-config: $(cat "$T/check.out")"
+checked "${TLS_KEYS[@]}" "tls_ca_certificates = $P/rollover.crt" "tls_crl = $P/ca.crl"
 serial=$(openssl x509 -in "$P/forger.crt" -noout -serial | cut -d= -f2)
 grep -q "TLS: tls_crl $P/ca.crl: no revocation list from CN=ldct test ca (serial $serial): peers" \
     "$T/check.out" || fail "check-config on a rollover without the new list: $(cat "$T/check.out")"
@@ -257,8 +261,7 @@ grep -q "TLS: tls_crl $P/ca.crl: no revocation list from CN=ldct test ca (serial
 # as a rollover needs); each CA is named. With the identifier, both CAs'
 # peers verify and nothing is said.
 cat "$P/ca.crl" "$P/forged.crl" > "$P/both.crl"
-write_config "${TLS_KEYS[@]}" "tls_ca_certificates = $P/rollover.crt" "tls_crl = $P/both.crl"
-"$LDCT" check-config "$T/ldctd.conf" > "$T/check.out" 2>&1 || fail "check-config: $(cat "$T/check.out")"
+checked "${TLS_KEYS[@]}" "tls_ca_certificates = $P/rollover.crt" "tls_crl = $P/both.crl"
 [ "$(grep -c "has no authorityKeyIdentifier naming that CA's key, and another list has its name" "$T/check.out")" = 2 ] ||
     fail "check-config on lists without an authorityKeyIdentifier: $(cat "$T/check.out")"
 echo "authorityKeyIdentifier = keyid" > "$P/leaf.ext"
@@ -277,15 +280,13 @@ done
 cat "$P/ca.akid.crl" "$P/forger.akid.crl" > "$P/both.akid.crl"
 verified "$P/both.akid.crl" leaf-ca && verified "$P/both.akid.crl" leaf-forger ||
     fail "a CA's peer refused with both identified lists"
-write_config "${TLS_KEYS[@]}" "tls_ca_certificates = $P/rollover.crt" "tls_crl = $P/both.akid.crl"
-"$LDCT" check-config "$T/ldctd.conf" > "$T/check.out" 2>&1 || fail "check-config: $(cat "$T/check.out")"
+checked "${TLS_KEYS[@]}" "tls_ca_certificates = $P/rollover.crt" "tls_crl = $P/both.akid.crl"
 grep -q "no revocation list\|is not used\|authorityKeyIdentifier" "$T/check.out" &&
     fail "a warning with both identified lists: $(cat "$T/check.out")"
 # A root with its intermediate, a list from the intermediate only: the
 # root is named (the peers it issued itself would be refused).
 cat "$P/ca.crt" "$P/inter.crt" > "$P/chain.crt"
-write_config "${TLS_KEYS[@]}" "tls_ca_certificates = $P/chain.crt" "tls_crl = $P/inter.crl"
-"$LDCT" check-config "$T/ldctd.conf" > "$T/check.out" 2>&1 || fail "check-config: $(cat "$T/check.out")"
+checked "${TLS_KEYS[@]}" "tls_ca_certificates = $P/chain.crt" "tls_crl = $P/inter.crl"
 grep -q "TLS: tls_crl $P/inter.crl: no revocation list from CN=ldct test ca: .*(a CA that issues only intermediate CAs needs none)" \
     "$T/check.out" || fail "check-config on a root without a list: $(cat "$T/check.out")"
 grep -q "no revocation list from CN=inter" "$T/check.out" && fail "the intermediate named: $(cat "$T/check.out")"
