@@ -201,7 +201,7 @@ static int run_one(const opts *o, int dim, const int *size, int S, int P, const 
     p.stats = &st;
     int n = o->repeat;
     double *wall = calloc((size_t)n, sizeof *wall), *kern = calloc((size_t)n, sizeof *kern);
-    int slabs = 0, chunks = 0;
+    int slabs = 0, chunks = 0, kcfg = 0;
     rc = wall && kern ? 0 : 1;
     for (int i = -o->warmup; i < n && rc == 0; i++) {
         memset(&st, 0, sizeof st);
@@ -217,6 +217,7 @@ static int run_one(const opts *o, int dim, const int *size, int S, int P, const 
             kern[i] = st.kernel_ms * 1e-3;
             slabs = st.slabs;
             chunks = st.chunks;
+            kcfg = st.kernel_cfg;
         }
     }
     if (rc == 0) {
@@ -244,10 +245,10 @@ static int run_one(const opts *o, int dim, const int *size, int S, int P, const 
                    "\"repeat\":%d,\"seconds_median\":%.6f,\"seconds_min\":%.6f,"
                    "\"kernel_seconds_median\":%.6f,\"voxel_offsets_per_s\":%.4e,"
                    "\"kernel_voxel_offsets_per_s\":%.4e,\"slabs\":%d,\"chunks\":%d,"
-                   "\"sample\":%.4f}\n",
+                   "\"kernel_cfg\":%d,\"sample\":%.4f}\n",
                    o->algo, size[0], size[1], size[2], dname, gname, isa, S, P, o->gaussian,
                    (double)p.cutoff, (double)h, n, wmed, wmin, kmed, vo / wmed,
-                   kmed > 0 ? vo / kmed : 0.0, slabs, chunks, sample);
+                   kmed > 0 ? vo / kmed : 0.0, slabs, chunks, kcfg, sample);
         } else {
             printf("%s %dx%dx%d S=%d P=%d %s%s%s: median %.4f s (min %.4f, kernels %.4f s), "
                    "%.3g voxel-offsets/s\n",

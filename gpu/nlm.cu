@@ -18,12 +18,13 @@
  * patch distance. Accumulators for the chunk stay in registers (the z loop
  * is unrolled). nlm3d_v2_kernel double-buffers the row differences (one
  * barrier per plane step) and handles NDX = 4 consecutive dx offsets per
- * sweep, loading the shared U rows once: 2x faster than nlm3d_kernel. The
- * default for uniform patch weights, P <= 2 and S <= 5 is the v6 kernel of
- * gpu/nlm_cuda_v3.cu (cfg 37: v3's sweep, z box before the exchange and no
- * branches, the distance cutoff in exp2's underflow, on a copy of the
- * block's whole neighbourhood in shared memory): 3.8x faster than v2;
- * larger windows run v3 (cfg 27). All visit the full
+ * sweep, loading the shared U rows once; it serves Gaussian patch weights
+ * and P > 2. Uniform weights with P <= 2 run the kernels of
+ * gpu/nlm_cuda_v3.cu: v8 for S = 5 (the default, cfg 40), v6 for S < 5
+ * (cfg 37: v3's sweep, z box before the exchange and no branches, the
+ * distance cutoff in exp2's underflow, on a copy of the block's whole
+ * neighbourhood in shared memory), v3 for S > 5 (cfg 27); v8 is 4.2x
+ * faster than v2 (see cfg3_pick below). All visit the full
  * window: symmetric pairs (each pair's weight computed once, applied at o
  * and o+d) are not ruled out, only not implemented yet; in this z sweep
  * they need a ring of weight planes and a halo of |d| around the tile (plan
@@ -193,106 +194,9 @@ __global__ void __launch_bounds__(B2X *B2Y)
 
 constexpr int T3X = 32, B3Y = 8, RS3 = RS2, XSPARE = 8; /* spare padded columns for dx groups */
 
-template <int P, int RY, int LZ>
-__global__ void __launch_bounds__(T3X *B3Y)
-    nlm3d_kernel(const float *__restrict__ pad, float *__restrict__ out, int nx, int ny, int nzs,
-                 int PXp, int PY, int S, float kh, float ycut)
-{
-    constexpr int TY = B3Y * RY;
-    constexpr int XH = TY + 2 * P;
-    __shared__ float XS[XH][T3X + 1];
-    const int R = S + P;
-    const int tid = threadIdx.y * T3X + threadIdx.x, NT = T3X * B3Y;
-    const int x0 = blockIdx.x * T3X, y0 = blockIdx.y * TY, z0 = blockIdx.z * LZ;
-    const size_t pp = (size_t)PY * PXp;
-    /* Padded coordinates of voxel (x, y, z): (x + R, y + R, z + R). */
-    const float *base = pad + (size_t)R * pp + (size_t)R * PXp + R;
-    const int tx = threadIdx.x, ty0 = threadIdx.y * RY;
-
-    float aw[RY][LZ], av[RY][LZ];
-#pragma unroll
-    for (int j = 0; j < RY; j++)
-#pragma unroll
-        for (int z = 0; z < LZ; z++) {
-            aw[j][z] = 1.0f;
-            av[j][z] = base[(size_t)(z0 + z) * pp + (size_t)(y0 + ty0 + j) * PXp + x0 + tx];
-        }
-
-    constexpr int NSEG = T3X / RS3;
-    for (int dz = -S; dz <= S; dz++)
-        for (int dy = -S; dy <= S; dy++)
-            for (int dx = -S; dx <= S; dx++) {
-                if (dx == 0 && dy == 0 && dz == 0)
-                    continue;
-                const ptrdiff_t doff = (ptrdiff_t)dz * pp + (ptrdiff_t)dy * PXp + dx;
-                float ring[RY][2 * P + 1];
-#pragma unroll
-                for (int s = 0; s < LZ + 2 * P; s++) {
-                    const int q = z0 - P + s; /* input plane */
-                    const float *pa = base + (ptrdiff_t)q * pp;
-                    /* (a) row differences of plane q. */
-                    for (int it = tid; it < XH * NSEG; it += NT) {
-                        int r = it / NSEG, c0 = (it % NSEG) * RS3;
-                        const float *a = pa + (ptrdiff_t)(y0 - P + r) * PXp + x0 + c0 - P;
-                        const float *b = a + doff;
-                        float d2[RS3 + 2 * P];
-#pragma unroll
-                        for (int k = 0; k < RS3 + 2 * P; k++) {
-                            float t = __ldg(a + k) - __ldg(b + k);
-                            d2[k] = t * t;
-                        }
-#pragma unroll
-                        for (int m = 0; m < RS3; m++) {
-                            float v = 0.0f;
-#pragma unroll
-                            for (int k = 0; k <= 2 * P; k++)
-                                v = fmaf(c_g[0][k], d2[m + k], v);
-                            XS[r][c0 + m] = v;
-                        }
-                    }
-                    __syncthreads();
-                    /* (b) plane sums into the ring; (c) at full ring, weights. */
-                    float xv[RY + 2 * P];
-#pragma unroll
-                    for (int k = 0; k < RY + 2 * P; k++)
-                        xv[k] = XS[ty0 + k][tx];
-#pragma unroll
-                    for (int j = 0; j < RY; j++) {
-                        float v = 0.0f;
-#pragma unroll
-                        for (int k = 0; k <= 2 * P; k++)
-                            v = fmaf(c_g[1][k], xv[j + k], v);
-                        ring[j][s % (2 * P + 1)] = v;
-                    }
-                    if (s >= 2 * P) {
-                        const int z = s - 2 * P;
-#pragma unroll
-                        for (int j = 0; j < RY; j++) {
-                            float D = 0.0f;
-#pragma unroll
-                            for (int k = 0; k <= 2 * P; k++)
-                                D = fmaf(c_g[2][k], ring[j][(s - 2 * P + k) % (2 * P + 1)], D);
-                            float w = nlm_weight(D * kh, ycut);
-                            float u = __ldg(base + (ptrdiff_t)(z0 + z) * pp +
-                                            (ptrdiff_t)(y0 + ty0 + j) * PXp + x0 + tx + doff);
-                            aw[j][z] += w;
-                            av[j][z] = fmaf(w, u, av[j][z]);
-                        }
-                    }
-                    __syncthreads();
-                }
-            }
-#pragma unroll
-    for (int j = 0; j < RY; j++)
-#pragma unroll
-        for (int z = 0; z < LZ; z++) {
-            int x = x0 + tx, y = y0 + ty0 + j, zz = z0 + z;
-            if (x < nx && y < ny && zz < nzs)
-                out[((size_t)zz * ny + y) * nx + x] = av[j][z] / aw[j][z];
-        }
-}
-
-/* nlm3d, second version: the z sweep of nlm3d_kernel with (1) XS double
+/* nlm3d_v2_kernel: the z sweep of the first version (one barrier before
+ * and one after each plane's row differences, one dx per sweep; removed)
+ * with (1) XS double
  * buffered, so one barrier per plane step instead of two, (2) NDX consecutive
  * dx offsets per sweep: phase (a) loads each U(o) row and the overlapping
  * U(o+d) rows once for all of them, and the barrier count drops NDX times,
@@ -414,134 +318,75 @@ __global__ void __launch_bounds__(T3X *B3Y, MINB)
         }
 }
 
-/* 3D configurations (RY rows per thread, LZ planes per block); 0-3 run
- * nlm3d_kernel, 4-14 nlm3d_v2_kernel (RS, NDX and min blocks per SM in the
- * launch3_p switch), 15.. the v3/v4/v6 variants of gpu/nlm_cuda_v3.cu (uniform
- * patch weights and P <= 2 only, v6 also S <= 5 and ~218 KB of shared
- * memory per block, v8 S = 5; other calls fall back to k_cfg3_lean, then
- * k_cfg3_wide, then k_cfg3_fallback).
- * Chosen by measurement, see docs/PERFORMANCE.md; LDCT_NLM3D_CFG selects
- * one. */
-struct cfg3 {
-    int ry, lz;
-};
-const cfg3 k_cfg3[] = {{4, 8},  {2, 16}, {2, 8}, {4, 4}, {4, 8}, {4, 8}, {2, 8}, {4, 8},
-                       {2, 16}, {2, 8},  {4, 8}, {2, 8}, {2, 4}, {4, 4}, {2, 8}};
-constexpr int k_nv12 = sizeof k_cfg3 / sizeof k_cfg3[0];
-constexpr int k_ncfg3 = k_nv12 + GPU__NLM3D_V3_N;
-/* 7: nlm3d_v2_kernel RY 4, LZ 8, RS 8, NDX 4 (fastest v2, 2026-11-21);
- * 18: v3 variant 3 (LZ 6, RS 4, NDX 4, offsets split over two threads);
- * 27: variant 12, variant 3 with slots past S masked instead of branched
- * around and no branch around phase A (H200, 512^3 S=5 P=2, 2026-11-21:
- * kernel 0.382 s against 0.475 s for 18 and 0.697 s for 7); the default
- * for S > 5;
- * 33: variant 18, v6 (variant 12 on the neighbourhood copied to shared
- * memory, prescaled input, LZ 8; H100, same volume, 2026-11-21: 0.200 s,
- * cfg 27 0.382 s in the same run);
- * 34: variant 19, 33 with phase A of a last dx group of 3 valid slots
- * computing 3 (H100: 0.193 s, cfg 33 0.200 s in the same run);
- * 35: variant 20, 34 with the z box as one running sum and the y box as one
- * chain, fastest measured (H100: 0.1833 s, cfg 34 0.1926 s in the same
- * runs);
- * 36: variant 21, 35 with the cutoff in exp2's underflow instead of a
- * compare per weight (H200: 0.1839 s, cfg 35 0.1842 s in the same runs);
- * 37: variant 22, 36 with the x and y boxes as trees of partial sums
- * (H200: 0.1820 s); the default for S < 5;
- * 38: variant 23, v8: 37's sweep on 16-plane tiles (plane classes in phase
- * B, the copy made in two dz halves), S = 5 only (H200: 0.1688 s, 37
- * 0.1820 s in the same runs);
- * 39: variant 24, v8 on 12-plane tiles with two XZ pair buffers (one
- * barrier per plane pair, 252 registers; H200: 0.1685 s, 38 0.1688 s);
- * 40: variant 25, v8 on 12-plane tiles with four plane classes of 14 rows
- * (phase B reads 18 XZ rows per 14 outputs instead of 11 per 7), fastest
- * measured (H200: 0.1657 s, 39 0.1686 s, three alternating runs). */
-constexpr int k_cfg3_fallback = 7;
-constexpr int k_cfg3_lean = 37; /* for windows v8 is not laid out for */
-constexpr int k_cfg3_wide = 27; /* for windows too large for a v6 variant */
-constexpr int k_cfg3_default = 40;
+/* nlm3d kernels, named by their LDCT_NLM3D_CFG numbers in the measurement
+ * history (docs/PERFORMANCE.md, docs/NOTES-gpu.md; 512^3 S=5 P=2 kernel
+ * times):
+ * 40: v8 of gpu/nlm_cuda_v3.cu, the default: v6's lean sweep on 12-plane
+ *     tiles with four plane classes of 14 rows; S = 5, P <= 2, uniform
+ *     weights (H200 0.1657 s; H100 0.1655 s);
+ * 37: v6 lean (the neighbourhood copied to shared memory, prescaled input,
+ *     the cutoff in exp2's underflow, tree boxes), for S < 5 (H200 0.1820 s);
+ * 27: v3 with slots past S masked, for S > 5 (H200 0.382 s);
+ *  7: nlm3d_v2_kernel RY 4, LZ 8, RS 8, NDX 4, for Gaussian weights or
+ *     P > 2 (H200 0.697 s).
+ * A call the chosen kernel does not suit falls back along 37, 27, 7. The
+ * other numbers (0-6, 8-26, 28-36, 38, 39) were variants superseded by
+ * these, removed after commit f6d49fc; figures taken with them are
+ * reproduced at that commit. LDCT_NLM3D_CFG selects one of the four (any
+ * other value: the default). */
+constexpr int k_cfg3_fallback = 7, k_cfg3_wide = 27, k_cfg3_lean = 37, k_cfg3_default = 40;
+constexpr int k_v2_ry = 4, k_v2_lz = 8; /* nlm3d_v2_kernel's rows per thread, planes per block */
 
 int cfg3_pick(void)
 {
     const char *e = getenv("LDCT_NLM3D_CFG");
-    int i = e ? atoi(e) : k_cfg3_default;
-    return i >= 0 && i < k_ncfg3 ? i : k_cfg3_default;
+    const int i = e ? atoi(e) : k_cfg3_default;
+    return i == k_cfg3_fallback || i == k_cfg3_wide || i == k_cfg3_lean ? i : k_cfg3_default;
 }
 
-template <int P, int RY, int LZ, int RS, int NDX, int MINB = 1>
-cudaError_t launch3_v2(const float *pad, float *out, int nx, int ny, int nzs, int PXp, int PY,
-                       int S, float kh, float ycut, cudaStream_t st)
+/* The gpu/nlm_cuda_v3.cu variant behind cfg; -1 for nlm3d_v2_kernel. */
+int cfg3_variant(int cfg)
 {
-    dim3 block(T3X, B3Y),
-        grid((nx + T3X - 1) / T3X, (ny + B3Y * RY - 1) / (B3Y * RY), (nzs + LZ - 1) / LZ);
-    nlm3d_v2_kernel<P, RY, LZ, RS, NDX, MINB>
+    switch (cfg) {
+    case k_cfg3_default:
+        return GPU__NLM3D_V8;
+    case k_cfg3_lean:
+        return GPU__NLM3D_V6;
+    case k_cfg3_wide:
+        return GPU__NLM3D_V3;
+    default:
+        return -1;
+    }
+}
+
+template <int P>
+cudaError_t launch3_p(const float *pad, float *out, int nx, int ny, int nzs, int PXp, int PY, int S,
+                      float kh, float ycut, cudaStream_t st)
+{
+    dim3 block(T3X, B3Y), grid((nx + T3X - 1) / T3X, (ny + B3Y * k_v2_ry - 1) / (B3Y * k_v2_ry),
+                               (nzs + k_v2_lz - 1) / k_v2_lz);
+    nlm3d_v2_kernel<P, k_v2_ry, k_v2_lz, 8, 4, 1>
         <<<grid, block, 0, st>>>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut);
     return cudaGetLastError();
 }
 
-template <int P, int RY, int LZ>
-cudaError_t launch3_t(const float *pad, float *out, int nx, int ny, int nzs, int PXp, int PY, int S,
-                      float kh, float ycut, cudaStream_t st)
-{
-    dim3 block(T3X, B3Y),
-        grid((nx + T3X - 1) / T3X, (ny + B3Y * RY - 1) / (B3Y * RY), (nzs + LZ - 1) / LZ);
-    nlm3d_kernel<P, RY, LZ><<<grid, block, 0, st>>>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut);
-    return cudaGetLastError();
-}
-
-template <int P>
-cudaError_t launch3_p(int cfg, const float *pad, float *out, int nx, int ny, int nzs, int PXp,
-                      int PY, int S, float kh, float ycut, cudaStream_t st)
-{
-    switch (cfg) {
-    case 1:
-        return launch3_t<P, 2, 16>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
-    case 2:
-        return launch3_t<P, 2, 8>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
-    case 3:
-        return launch3_t<P, 4, 4>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
-    case 4:
-        return launch3_v2<P, 4, 8, 8, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
-    case 5:
-        return launch3_v2<P, 4, 8, 8, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
-    case 6:
-        return launch3_v2<P, 2, 8, 4, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
-    case 7:
-        return launch3_v2<P, 4, 8, 8, 4>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
-    case 8:
-        return launch3_v2<P, 2, 16, 8, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
-    case 9:
-        return launch3_v2<P, 2, 8, 8, 4, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
-    case 10:
-        return launch3_v2<P, 4, 8, 8, 4, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
-    case 11:
-        return launch3_v2<P, 2, 8, 8, 6, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
-    case 12:
-        return launch3_v2<P, 2, 4, 8, 4, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
-    case 13:
-        return launch3_v2<P, 4, 4, 8, 4, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
-    case 14:
-        return launch3_v2<P, 2, 8, 8, 6, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
-    default:
-        return launch3_t<P, 4, 8>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
-    }
-}
-
-cudaError_t launch3(int P, int cfg, const float *pad, float *out, int nx, int ny, int nzs, int PXp,
-                    int PY, int S, float kh, float ycut, cudaStream_t st)
+/* nlm3d_v2_kernel for patch radius P. */
+cudaError_t launch3(int P, const float *pad, float *out, int nx, int ny, int nzs, int PXp, int PY,
+                    int S, float kh, float ycut, cudaStream_t st)
 {
     switch (P) {
     case 0:
-        return launch3_p<0>(cfg, pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
+        return launch3_p<0>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
     case 1:
-        return launch3_p<1>(cfg, pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
+        return launch3_p<1>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
     case 2:
-        return launch3_p<2>(cfg, pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
+        return launch3_p<2>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
     case 3:
-        return launch3_p<3>(cfg, pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
+        return launch3_p<3>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
     case 4:
-        return launch3_p<4>(cfg, pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
+        return launch3_p<4>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
     default:
-        return launch3_p<5>(cfg, pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
+        return launch3_p<5>(pad, out, nx, ny, nzs, PXp, PY, S, kh, ycut, st);
     }
 }
 
@@ -625,18 +470,18 @@ void plan_layout(const gpu_nlm_params *p, const gpu_volume *in, int dim, plan *p
     pl->nx = in->nx;
     pl->ny = in->ny;
     pl->nz = in->nz;
-    pl->cfg = dim == 3 ? cfg3_pick() : 0;
-    pl->v3 = pl->cfg >= k_nv12 ? pl->cfg - k_nv12 : -1;
-    if (pl->v3 >= 0) { /* unsupported here: the lean v6, the wide v3, then v2 */
-        const int chain[] = {pl->cfg, k_cfg3_lean, k_cfg3_wide};
-        pl->cfg = k_cfg3_fallback;
-        pl->v3 = -1;
-        for (int c : chain)
-            if (gpu__nlm3d_v3_supported(c - k_nv12, pl->P, pl->S, p->gaussian)) {
+    pl->cfg = 0;
+    pl->v3 = -1;
+    if (dim == 3) { /* the chosen kernel if it suits the call, else the next that does */
+        const int chain[] = {cfg3_pick(), k_cfg3_lean, k_cfg3_wide, k_cfg3_fallback};
+        for (int c : chain) {
+            const int v = cfg3_variant(c);
+            if (v < 0 || gpu__nlm3d_v3_supported(v, pl->P, pl->S, p->gaussian)) {
                 pl->cfg = c;
-                pl->v3 = c - k_nv12;
+                pl->v3 = v;
                 break;
             }
+        }
     }
     pl->tx = T2X;
     pl->ty = T2Y;
@@ -645,8 +490,8 @@ void plan_layout(const gpu_nlm_params *p, const gpu_volume *in, int dim, plan *p
         gpu__nlm3d_v3_tile(pl->v3, pl->P, &pl->tx, &pl->ty, &pl->lz);
     } else if (dim == 3) {
         pl->tx = T3X;
-        pl->ty = B3Y * k_cfg3[pl->cfg].ry;
-        pl->lz = k_cfg3[pl->cfg].lz;
+        pl->ty = B3Y * k_v2_ry;
+        pl->lz = k_v2_lz;
     }
     /* Padded plane: every tile's reads stay inside it (tiles round up). */
     pl->PXp =
@@ -725,8 +570,8 @@ int launch_filter(const plan &pl, const float *pad, float *out, int nzs, cudaStr
         CUDA_CHECK(gpu__nlm3d_v3_launch(pl.v3, pl.P, pad, out, pl.nx, pl.ny, nzs, pl.PXp, pl.PY,
                                         pl.S, pl.kh3, pl.ycut, st));
     else if (pl.dim == 3)
-        CUDA_CHECK(launch3(pl.P, pl.cfg, pad, out, pl.nx, pl.ny, nzs, pl.PXp, pl.PY, pl.S, pl.kh,
-                           pl.ycut, st));
+        CUDA_CHECK(
+            launch3(pl.P, pad, out, pl.nx, pl.ny, nzs, pl.PXp, pl.PY, pl.S, pl.kh, pl.ycut, st));
     else
         CUDA_CHECK(
             launch2(pl.P, pad, out, pl.nx, pl.ny, nzs, pl.PXp, pl.PY, pl.S, pl.kh, pl.ycut, st));
@@ -977,6 +822,7 @@ int run_all(const gpu_nlm_params *p, const plan &pl, const gpu_volume *in, gpu_v
         p->stats->total_ms = tms;
         p->stats->slabs = pl.nslabs * in->nt;
         p->stats->chunks = nch;
+        p->stats->kernel_cfg = pl.cfg;
     }
     log_debug("nlm%dd %dx%dx%dx%d S=%d P=%d on gpu:%d (cfg %d): %d slab(s), %d chunk(s)%s, "
               "kernels %.3f ms, total %.3f ms",

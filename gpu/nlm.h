@@ -54,6 +54,8 @@ typedef struct gpu_nlm_stats {
     double total_ms;  /* whole call including transfers and allocation */
     int slabs;        /* number of slabs the volume was cut into */
     int chunks;       /* single slab: chunks whose copies overlap the kernels (1: none) */
+    int kernel_cfg;   /* nlm3d: the kernel that ran, by its LDCT_NLM3D_CFG number (gpu/nlm.cu:
+                         40 v8, 37 v6, 27 v3, 7 v2); 0 for nlm2d */
 } gpu_nlm_stats;
 
 typedef struct gpu_nlm_params {

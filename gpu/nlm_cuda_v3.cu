@@ -12,9 +12,12 @@
  * each thread owns one column and RYB consecutive rows (NSPLIT threads
  * share a column's offsets), sums 2P+1 XZ rows with running sums (the y
  * box), takes w = 2^(-D kh3) and accumulates w and w U(o+d) in registers
- * for its LZ planes. v4 (below) is v3 with the rows staged in shared memory;
- * v6 (below) runs v3's group body on a copy of the block's whole
- * neighbourhood in shared memory.
+ * for its LZ planes. v6 (below) runs v3's group body on a copy of the
+ * block's whole neighbourhood in shared memory; v8 (below) runs v6's sweep
+ * on taller tiles with plane classes in phase B (the default for S = 5).
+ * Variants superseded by these (v4: v3 with the rows staged in shared
+ * memory; other tilings and sweeps of v3 and v6) were removed after commit
+ * f6d49fc; docs/NOTES-gpu.md has their measurements.
  *
  * Uniform patch weights only: the (2P+1)^3 normalisation is folded into
  * kh3, so D here is the plain sum of squared differences. The centre offset
@@ -28,13 +31,12 @@
  * single-slab runs agree bit for bit; the lean variants' running z sums
  * need slabs to start at multiples of LZ, which nlm.cu arranges).
  *
- * Measured (512^3, S=5, P=2, kernel time; docs/NOTES-gpu.md): v6 variant
- * 20 0.183 s (H100), 19 0.193 s, 18 0.200 s, v3 variant 12 (MASK, and no
- * branch around phase A: no branch in the sweep) 0.382 s (H100 and H200),
- * variant 3 0.475 s, v2 0.70 s. v3 is held back by 64-bit addressing and L1 latency of its
- * global loads (ncu: issue slots 47% busy); v6, with neither, keeps them
- * 70% busy with 2 warps per scheduler (registers and shared memory allow
- * one block of 8 warps per SM), FMA pipe 49%, shared-memory pipe 69%.
+ * Measured (512^3, S=5, P=2, kernel time; docs/NOTES-gpu.md): v8 0.166 s
+ * (H100 and H200), v6 0.182 s (H200), v3 (MASK, and no branch around phase
+ * A: no branch in the sweep) 0.382 s (H100 and H200), v2 0.70 s. v3 is held back by 64-bit
+ * addressing and L1 latency of its global loads (ncu: issue slots 47% busy); v6, with neither,
+ * keeps them 70% busy with 2 warps per scheduler (registers and shared memory allow one block of 8
+ * warps per SM), FMA pipe 49%, shared-memory pipe 69%.
  *
  * Callers: gpu/nlm.cu's host wrapper, on its stream.
  */
@@ -105,7 +107,7 @@ __device__ __forceinline__ void xbox_tree42(const float *ua, const float *ub, fl
     xs[3] = fmaf(e[7], e[7], q3456);
 }
 
-/* Phase A arithmetic shared by the v3 and v4 kernels. xbox: RS x box sums
+/* Phase A arithmetic shared by the v3, v6 and v8 kernels. xbox: RS x box sums
  * (plain sums of squared differences over 2P+1 columns) from the U(o) and
  * U(o+d) row segments, as two independent running sums (halves of the
  * segment) so a warp has more than one dependency chain in flight. */
@@ -609,20 +611,7 @@ __global__ void __launch_bounds__(32 * NG * NSPLIT, MINB)
                                       c.lane, aw, av);
 }
 
-/* ---- v4: v3 with the U rows staged in shared memory ----------------------
- *
- * v3's phase A loads each thread's own row segment straight from global
- * memory: one warp load touches ~8 cache lines for 32 floats, and ncu showed
- * L1 88% busy with issue slots 18% busy, warps mostly waiting on L1TEX. v4
- * copies the rows a step needs (XH rows of U(o) and of U(o+d), TX + 2P (+ NDX
- * - 1) columns) with cp.async, lane = column, into a double-buffered stage;
- * phase A then reads its segments with 16- or 8-byte shared loads. The copy
- * for step s+1 (or the next group's first step) is issued before phase A of
- * step s and waited for before the step's barrier, so one barrier per step
- * covers the stage, the XZ buffer and their reuse. NSPLITA threads share a
- * segment's offsets in phase A (each keeps NDX / NSPLITA rings), so NDX can
- * grow without growing the register ring. */
-
+/* cp.async of one float and its group waits (the v6 and v8 copies). */
 __device__ __forceinline__ void cp4(float *dst, const float *src)
 {
     const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
@@ -639,179 +628,16 @@ __device__ __forceinline__ void cp_wait_all()
     asm volatile("cp.async.wait_group 0;" ::: "memory");
 }
 
-template <int P, int RS, int NDX, int NG, int NSPLIT, int NSPLITA> struct geom4 {
-    static constexpr int NW = NG * NSPLIT, NT = 32 * NW, TX = 32, NSEG = TX / RS;
-    static constexpr int XHMAX = NT / (NSEG * NSPLITA);
-    static constexpr int RYB = (XHMAX - 2 * P) / NG;
-    static constexpr int TY = NG * RYB, XH = TY + 2 * P;
-    static constexpr int WCU = TX + 2 * P, WCB = TX + 2 * P + NDX - 1; /* staged columns */
-    static constexpr int WS = 44; /* stage row stride: 11 float4, odd: no bank conflicts */
-    static constexpr int XW = TX + 4;
-    static constexpr int STAGE = XH * WS;                  /* floats per stage buffer */
-    static constexpr int XZN = NDX * XH * XW;              /* floats per XZ buffer */
-    static constexpr int SMEM = 4 * (4 * STAGE + 2 * XZN); /* bytes: 2 x (U, U+d) + 2 XZ */
-};
-
-template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT, int NSPLITA, int MINB>
-__global__ void __launch_bounds__(32 * NG * NSPLIT, MINB)
-    nlm3d_v4_kernel(const float *__restrict__ pad, float *__restrict__ out, int nx, int ny, int nzs,
-                    int PXp, int PY, int S, float kh3, float ycut)
-{
-    using G = geom4<P, RS, NDX, NG, NSPLIT, NSPLITA>;
-    constexpr int TX = G::TX, TY = G::TY, XH = G::XH, RYB = G::RYB, NSEG = G::NSEG;
-    constexpr int NW = G::NW, WS = G::WS, XW = G::XW, WCU = G::WCU, WCB = G::WCB;
-    constexpr int NDXA = NDX / NSPLITA, NDXB = NDX / NSPLIT, NSTEP = LZ + 2 * P;
-    constexpr int NUA = (RS + 2 * P + 3) / 4;             /* float4 loads of the U(o) segment */
-    constexpr int NUB1 = (RS + 2 * P + NDX - 1 + 3) / 4;  /* float4 loads, NSPLITA == 1 */
-    constexpr int NUB2 = (RS + 2 * P + NDXA - 1 + 1) / 2; /* float2 loads, NSPLITA > 1 */
-    static_assert(NDX % NSPLIT == 0 && NSPLIT <= 2 && NDX % NSPLITA == 0, "offset split");
-    static_assert(NSPLITA == 1 || NDXA % 2 == 0, "8-byte aligned U(o+d) segments");
-    static_assert(NSTEP % 2 == 0, "stage parity must alternate across offset groups");
-    static_assert(RS % 4 == 0 && TX % RS == 0, "16-byte segments");
-    static_assert(RYB >= 1, "tile too small for this patch radius");
-    static_assert(WCB <= 64 && (NSEG - 1) * RS + 4 * NUA <= WS &&
-                      (NSEG - 1) * RS + (NSPLITA == 1 ? 4 * NUB1 : NDX - NDXA + 2 * NUB2) <= WS,
-                  "stage rows too narrow");
-    static_assert(2 * TY * 32 <= 2 * G::XZN, "reduction buffer");
-    extern __shared__ __align__(16) float sm4[];
-    float *SU = sm4, *SB = sm4 + 2 * G::STAGE, *XZ = sm4 + 4 * G::STAGE;
-
-    const int R = S + P;
-    const ptrdiff_t pp = (ptrdiff_t)PY * PXp;
-    const int x0 = blockIdx.x * TX, y0 = blockIdx.y * TY, z0 = blockIdx.z * LZ;
-    const float *orig = pad + (ptrdiff_t)(z0 + R) * pp + (ptrdiff_t)(y0 + R) * PXp + (x0 + R);
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int ar = tid / (NSEG * NSPLITA), ah = NSPLITA == 1 ? 0 : (tid / NSEG) % NSPLITA;
-    const int aseg = tid % NSEG;
-    const bool aact = ar < XH;
-    const int bg = warp % NG, bh = NSPLIT == 1 ? 0 : warp / NG;
-    const float *brow = orig + (ptrdiff_t)(bg * RYB) * PXp + lane;
-    src_global gm; /* accumulate's U(o+d) loads */
-    gm.arow = gm.brow = nullptr;
-    gm.pp = pp;
-    gm.PXp = PXp;
-    /* Copy source of this lane: row `warp`, column lane - P, plane -P. */
-    const float *csrc = orig - P * pp + (ptrdiff_t)(warp - P) * PXp + (lane - P);
-
-    /* Stage step s of the group with offset doff into buffer `b`. */
-    auto issue = [&](int s, ptrdiff_t doff, int b) {
-        const float *u = csrc + (ptrdiff_t)s * pp;
-        float *du = SU + b * G::STAGE + warp * WS + lane,
-              *db = SB + b * G::STAGE + warp * WS + lane;
-#pragma unroll
-        for (int r = 0; r < XH; r += NW) {
-            if (r + warp < XH) {
-                const float *ur = u + (ptrdiff_t)r * PXp, *br = ur + doff;
-                cp4(du + r * WS, ur);
-                cp4(db + r * WS, br);
-                if (lane < WCU - 32)
-                    cp4(du + r * WS + 32, ur + 32);
-                if (lane < WCB - 32)
-                    cp4(db + r * WS + 32, br + 32);
-            }
-        }
-        cp_commit();
-    };
-
-    float aw[RYB][LZ], av[RYB][LZ];
-    zero_acc(aw, av);
-
-    const int W = 2 * S + 1, ngx = (W + NDX - 1) / NDX, ngroups = ngx * W * W;
-    auto group_off = [&](int g, int *dx0) {
-        const int gx = g % ngx, gy = (g / ngx) % W, gz = g / (ngx * W);
-        *dx0 = -S + gx * NDX;
-        return (ptrdiff_t)(gz - S) * pp + (ptrdiff_t)(gy - S) * PXp + *dx0;
-    };
-    int dx0;
-    ptrdiff_t doff = group_off(0, &dx0);
-    issue(0, doff, 0);
-    cp_wait_all();
-    __syncthreads();
-
-    for (int g = 0; g < ngroups; g++) {
-        int ndx0 = dx0;
-        const ptrdiff_t ndoff = g + 1 < ngroups ? group_off(g + 1, &ndx0) : doff;
-        const int nval = S - dx0 + 1; /* slots j < nval are offsets of the window */
-        zring<P> zr[NDXA][RS];
-#pragma unroll
-        for (int s = 0; s < NSTEP; s++) {
-            if (s + 1 < NSTEP)
-                issue(s + 1, doff, (s + 1) & 1);
-            else if (g + 1 < ngroups)
-                issue(0, ndoff, 0);
-            /* Phase A: x box sums of plane z0 - P + s, z box sums. */
-            if (aact) {
-                const float *su = SU + (s & 1) * G::STAGE + ar * WS + aseg * RS;
-                const float *sb = SB + (s & 1) * G::STAGE + ar * WS + aseg * RS;
-                float ua[4 * NUA], ub[NSPLITA == 1 ? 4 * NUB1 : 2 * NUB2];
-#pragma unroll
-                for (int k = 0; k < NUA; k++) {
-                    const float4 t = *reinterpret_cast<const float4 *>(su + 4 * k);
-                    ua[4 * k] = t.x;
-                    ua[4 * k + 1] = t.y;
-                    ua[4 * k + 2] = t.z;
-                    ua[4 * k + 3] = t.w;
-                }
-                if (NSPLITA == 1) {
-#pragma unroll
-                    for (int k = 0; k < NUB1; k++) {
-                        const float4 t = *reinterpret_cast<const float4 *>(sb + 4 * k);
-                        ub[4 * k] = t.x;
-                        ub[4 * k + 1] = t.y;
-                        ub[4 * k + 2] = t.z;
-                        ub[4 * k + 3] = t.w;
-                    }
-                } else {
-#pragma unroll
-                    for (int k = 0; k < NUB2; k++) {
-                        const float2 t = *reinterpret_cast<const float2 *>(sb + ah * NDXA + 2 * k);
-                        ub[2 * k] = t.x;
-                        ub[2 * k + 1] = t.y;
-                    }
-                }
-#pragma unroll
-                for (int jj = 0; jj < NDXA; jj++) {
-                    const int j = ah * NDXA + jj;
-                    if (j >= nval)
-                        continue;
-                    phase_a_slot<RS, P>(ua, ub + jj, zr[jj], s,
-                                        XZ + (((s - 2 * P) & 1) * NDX + j) * XH * XW + ar * XW +
-                                            aseg * RS);
-                }
-            }
-            cp_wait_all(); /* this thread's copies for the next step have landed */
-            __syncthreads();
-            if (s < 2 * P)
-                continue; /* ring still filling: nothing shared yet */
-            /* Phase B: y box sums, weights, accumulation for plane z. */
-            const int z = s - 2 * P, buf = z & 1;
-#pragma unroll
-            for (int jj = 0; jj < NDXB; jj++) {
-                const int j = bh * NDXB + jj;
-                if (j >= nval)
-                    continue;
-                accumulate<RYB, P, LZ>(XZ + (buf * NDX + j) * XH * XW + bg * RYB * XW + lane, XW,
-                                       brow + (ptrdiff_t)z * pp + doff + j, gm, kh3, ycut, z, aw,
-                                       av);
-            }
-        }
-        doff = ndoff;
-        dx0 = ndx0;
-    }
-
-    v3_store<NG, NSPLIT, LZ, RYB, TY>(out, XZ, nx, ny, nzs, x0, y0, z0, bg, bh, lane, aw, av);
-}
-
 /* ---- v6: v3 on a copy of the block's neighbourhood in shared memory -----
  *
  * v3 reads U through L1 with run-time strides, so every step forms 64-bit
  * addresses for its rows and phase B one per row (the integer share of
- * variant 12's SASS). v6 first copies everything the block reads for the
+ * v3's SASS). v6 first copies everything the block reads for the
  * whole window (tile + R = S + P on each side, plus the NDX - 1 spare
  * columns of masked slots) to shared memory with cp.async, then runs v3's
  * group body on it with compile-time strides: each row of a step is an
  * immediate offset from one address. The copy has room for S <= SMAX;
- * larger windows run variant 12 (nlm.cu). Row stride XS is odd, so phase
+ * larger windows run v3 (nlm.cu). Row stride XS is odd, so phase
  * A's four rows per warp fall on different banks. */
 constexpr int k_v6_smax = 5; /* largest search radius of the v6 copy */
 
@@ -906,7 +732,7 @@ __global__ void __launch_bounds__(32 * NG * NSPLIT, 1)
                                       TUNED ? 1.0f / sqrtf(kh3) : 1.0f);
 }
 
-/* v8 (kernel 11 of k_v3): v6's lean sweep (cfg 37) on a tile of 16 planes.
+/* v8: v6's lean sweep (cfg 37) on a tile of 16 planes (cfg 38; now 12).
  * Two changes pay for the depth. Plane classes: phase B's two warp halves
  * take every other plane (bh = plane parity) with all slots of the group,
  * instead of half the slots of every plane, so each voxel's sums live in
@@ -920,7 +746,9 @@ __global__ void __launch_bounds__(32 * NG * NSPLIT, 1)
  * every read stays in the copy. */
 /* NBUF 2 (cfg 39, LZ 12): two XZ buffers of a plane pair, so phase A of
  * the next pair writes one while phase B reads the other, one barrier per
- * pair; the copy of 12 + 2P + S planes leaves room for the second buffer. */
+ * pair; the copy of 12 + 2P + S planes leaves room for the second buffer.
+ * NCL 4 (cfg 40, LZ 12, NBUF 1; the one instantiated, see k_v3): four
+ * plane classes of 14 rows, phase B after each batch of four planes. */
 template <int P, int LZ, int NBUF, int NCL = 2> struct nb8 {
     using G = geom3<P, 8 / NCL, NCL, 4>; /* warps: 8 / NCL row groups x NCL plane classes */
     static constexpr int RM = k_v6_smax + P, TX = 32, TY = G::TY, XH = G::XH, XW = 32;
@@ -1040,40 +868,17 @@ __global__ void __launch_bounds__(256, 1)
         }
 }
 
-/* Variants (nlm.cu's LDCT_NLM3D_CFG 15.. map to 0..): kernel (3, 4, 5: v3
- * with MASK, 6: v6, 7: v6 prescaled with one x chain, 8: 7 lean, 9: 8 with
- * the cutoff in exp2's underflow, 10: 9 with tree boxes), LZ, RS,
- * NDX, NG, NSPLIT, NSPLITA (v4 only), MINB. */
+/* Geometry of each variant (GPU__NLM3D_V3, _V6, _V8): LZ planes per block,
+ * RS columns per phase-A segment, NG row groups x NSPLIT offset shares of
+ * warps. Their former numbers (LDCT_NLM3D_CFG 27, 37 and 40; variants 12,
+ * 22 and 25 of the table this replaced) name them in docs/NOTES-gpu.md. */
 struct v3cfg {
-    int kern, lz, rs, ndx, ng, nsplit, nsplita, minb;
+    int lz, rs, ng, nsplit;
 };
 const v3cfg k_v3[GPU__NLM3D_V3_N] = {
-    {3, 8, 8, 2, 4, 1, 1, 2},   /* 0: 128 threads, 2 blocks per SM */
-    {3, 8, 4, 4, 4, 2, 1, 1},   /* 1: 256 threads, offsets split over two threads */
-    {3, 6, 8, 2, 4, 1, 1, 2},   /* 2: as 0 with 6 planes (fewer registers) */
-    {3, 6, 4, 4, 4, 2, 1, 1},   /* 3: as 1 with 6 planes */
-    {3, 8, 8, 2, 8, 1, 1, 1},   /* 4: 256 threads, 56-row tiles */
-    {3, 6, 8, 2, 8, 1, 1, 1},   /* 5: as 4 with 6 planes */
-    {4, 6, 8, 4, 4, 2, 2, 1},   /* 6: staged; 8-column segments, offsets split in A and B */
-    {4, 6, 4, 4, 4, 2, 1, 1},   /* 7: staged 3 */
-    {4, 6, 8, 2, 4, 1, 1, 2},   /* 8: staged 2 */
-    {4, 8, 8, 4, 4, 2, 2, 1},   /* 9: as 6 with 8 planes */
-    {4, 8, 4, 4, 4, 2, 1, 1},   /* 10: staged 1 */
-    {4, 10, 8, 4, 4, 2, 2, 1},  /* 11: as 6 with 10 planes */
-    {5, 6, 4, 4, 4, 2, 1, 1},   /* 12: as 3 with MASK (no slot branches) */
-    {5, 8, 4, 4, 4, 2, 1, 1},   /* 13: as 12 with 8 planes */
-    {5, 10, 4, 4, 4, 2, 1, 1},  /* 14: as 12 with 10 planes */
-    {6, 6, 4, 4, 4, 2, 1, 1},   /* 15: as 12 on the neighbourhood in shared memory (S <= 5) */
-    {6, 8, 4, 4, 4, 2, 1, 1},   /* 16: as 15 with 8 planes */
-    {7, 6, 4, 4, 4, 2, 1, 1},   /* 17: as 15, prescaled input and one x-box chain */
-    {7, 8, 4, 4, 4, 2, 1, 1},   /* 18: as 17 with 8 planes */
-    {7, 8, 4, 4, 4, 2, 1, 1},   /* 19: as 18, phase A of a 3-slot last dx group has 3 slots */
-    {8, 8, 4, 4, 4, 2, 1, 1},   /* 20: as 19, z box as one running sum, y box one chain */
-    {9, 8, 4, 4, 4, 2, 1, 1},   /* 21: as 20, the cutoff in exp2's underflow (no compare) */
-    {10, 8, 4, 4, 4, 2, 1, 1},  /* 22: as 21, x and y boxes as trees of partial sums */
-    {11, 16, 4, 4, 4, 2, 1, 1}, /* 23: v8, as 22 on 16 planes: plane classes, copy in dz halves */
-    {12, 12, 4, 4, 4, 2, 1, 1}, /* 24: v8 on 12 planes with two XZ pair buffers */
-    {13, 12, 4, 4, 2, 4, 1, 1}, /* 25: v8 on 12 planes, 4 plane classes of 14 rows */
+    {6, 4, 4, 2},  /* v3: slots past S masked (no slot branches), any S */
+    {8, 4, 4, 2},  /* v6: v3 on the neighbourhood copy, prescaled, lean z, tree boxes; S <= 5 */
+    {12, 4, 2, 4}, /* v8: v6 on 12 planes, 4 plane classes of 14 rows; S = 5 */
 };
 
 template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT, int MINB, bool MASK = false>
@@ -1085,22 +890,6 @@ cudaError_t launch_v(const float *pad, float *out, int nx, int ny, int nzs, int 
         grid((nx + G::TX - 1) / G::TX, (ny + G::TY - 1) / G::TY, (nzs + LZ - 1) / LZ);
     nlm3d_v3_kernel<P, LZ, RS, NDX, NG, NSPLIT, MINB, MASK>
         <<<grid, block, 0, st>>>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut);
-    return cudaGetLastError();
-}
-
-template <int P, int LZ, int RS, int NDX, int NG, int NSPLIT, int NSPLITA, int MINB>
-cudaError_t launch_v4(const float *pad, float *out, int nx, int ny, int nzs, int PXp, int PY, int S,
-                      float kh3, float ycut, cudaStream_t st)
-{
-    using G = geom4<P, RS, NDX, NG, NSPLIT, NSPLITA>;
-    auto kern = nlm3d_v4_kernel<P, LZ, RS, NDX, NG, NSPLIT, NSPLITA, MINB>;
-    cudaError_t e =
-        cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, G::SMEM);
-    if (e != cudaSuccess)
-        return e;
-    dim3 block(G::NT),
-        grid((nx + G::TX - 1) / G::TX, (ny + G::TY - 1) / G::TY, (nzs + LZ - 1) / LZ);
-    kern<<<grid, block, G::SMEM, st>>>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut);
     return cudaGetLastError();
 }
 
@@ -1137,80 +926,27 @@ cudaError_t launch_v8(const float *pad, float *out, int nx, int ny, int nzs, int
     return cudaGetLastError();
 }
 
+/* The template arguments below spell k_v3's rows (and NDX 4, one block per
+ * SM for v3; v6 tuned with the 3-slot last dx group and the lean sweep). */
 template <int P>
 cudaError_t launch_p(int v, const float *pad, float *out, int nx, int ny, int nzs, int PXp, int PY,
                      int S, float kh3, float ycut, cudaStream_t st)
 {
     switch (v) {
-    case 1:
-        return launch_v<P, 8, 4, 4, 4, 2, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
-    case 2:
-        return launch_v<P, 6, 8, 2, 4, 1, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
-    case 3:
-        return launch_v<P, 6, 4, 4, 4, 2, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
-    case 4:
-        return launch_v<P, 8, 8, 2, 8, 1, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
-    case 5:
-        return launch_v<P, 6, 8, 2, 8, 1, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
-    case 6:
-        return launch_v4<P, 6, 8, 4, 4, 2, 2, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
-    case 7:
-        return launch_v4<P, 6, 4, 4, 4, 2, 1, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
-    case 8:
-        return launch_v4<P, 6, 8, 2, 4, 1, 1, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
-    case 9:
-        return launch_v4<P, 8, 8, 4, 4, 2, 2, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
-    case 10:
-        return launch_v4<P, 8, 4, 4, 4, 2, 1, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
-    case 11:
-        return launch_v4<P, 10, 8, 4, 4, 2, 2, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
-    case 12:
-        return launch_v<P, 6, 4, 4, 4, 2, 1, true>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut,
-                                                   st);
-    case 13:
-        return launch_v<P, 8, 4, 4, 4, 2, 1, true>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut,
-                                                   st);
-    case 14:
-        return launch_v<P, 10, 4, 4, 4, 2, 1, true>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut,
-                                                    st);
-    case 15:
-        return launch_v6<P, 6, 4, 4, 4, 2, false>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
-    case 16:
-        return launch_v6<P, 8, 4, 4, 4, 2, false>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
-    case 17:
-        return launch_v6<P, 6, 4, 4, 4, 2, true>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
-    case 18:
-        return launch_v6<P, 8, 4, 4, 4, 2, true>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
-    case 19:
-        return launch_v6<P, 8, 4, 4, 4, 2, true, true>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut,
-                                                       st);
-    case 20:
-        return launch_v6<P, 8, 4, 4, 4, 2, true, true, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3,
-                                                          ycut, st);
-    case 21:
-        return launch_v6<P, 8, 4, 4, 4, 2, true, true, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh3,
-                                                          ycut, st);
-    case 22:
+    case GPU__NLM3D_V8:
+        return launch_v8<P, 12, 1, 4>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
+    case GPU__NLM3D_V6:
         return launch_v6<P, 8, 4, 4, 4, 2, true, true, 3>(pad, out, nx, ny, nzs, PXp, PY, S, kh3,
                                                           ycut, st);
-    case 23:
-        return launch_v8<P, 16, 1>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
-    case 24:
-        return launch_v8<P, 12, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
-    case 25:
-        return launch_v8<P, 12, 1, 4>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
     default:
-        return launch_v<P, 8, 8, 2, 4, 1, 2>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut, st);
+        return launch_v<P, 6, 4, 4, 4, 2, 1, true>(pad, out, nx, ny, nzs, PXp, PY, S, kh3, ycut,
+                                                   st);
     }
 }
 
-/* Shared memory a v6 variant (kern 6 to 10 of k_v3) needs for patch radius P. */
-int v6_smem_needed(const v3cfg &c, int P)
+/* Shared memory the v6 variant needs for patch radius P. */
+int v6_smem_needed(int P)
 {
-    if (c.lz == 6)
-        return P == 0   ? v6_smem_bytes<0, 6, 4, 4, 4, 2>()
-               : P == 1 ? v6_smem_bytes<1, 6, 4, 4, 4, 2>()
-                        : v6_smem_bytes<2, 6, 4, 4, 4, 2>();
     return P == 0   ? v6_smem_bytes<0, 8, 4, 4, 4, 2>()
            : P == 1 ? v6_smem_bytes<1, 8, 4, 4, 4, 2>()
                     : v6_smem_bytes<2, 8, 4, 4, 4, 2>();
@@ -1233,34 +969,28 @@ int gpu__nlm3d_v3_supported(int v, int P, int S, int gaussian)
     if (v < 0 || v >= GPU__NLM3D_V3_N || P < 0 || P > 2 || gaussian)
         return 0;
     /* v8: exactly the window its dx groups and copy are laid out for. */
-    if (k_v3[v].kern == 11)
-        return S == k_v6_smax && smem_fits(P == 0   ? nb8<0, 16, 1>::SMEM
-                                           : P == 1 ? nb8<1, 16, 1>::SMEM
-                                                    : nb8<2, 16, 1>::SMEM);
-    if (k_v3[v].kern == 12)
-        return S == k_v6_smax && smem_fits(P == 0   ? nb8<0, 12, 2>::SMEM
-                                           : P == 1 ? nb8<1, 12, 2>::SMEM
-                                                    : nb8<2, 12, 2>::SMEM);
-    if (k_v3[v].kern == 13)
+    if (v == GPU__NLM3D_V8)
         return S == k_v6_smax && smem_fits(P == 0   ? nb8<0, 12, 1, 4>::SMEM
                                            : P == 1 ? nb8<1, 12, 1, 4>::SMEM
                                                     : nb8<2, 12, 1, 4>::SMEM);
     /* v6: the window must fit the copy and the copy the device. */
-    return k_v3[v].kern < 6 || (S <= k_v6_smax && smem_fits(v6_smem_needed(k_v3[v], P)));
+    if (v == GPU__NLM3D_V6)
+        return S <= k_v6_smax && smem_fits(v6_smem_needed(P));
+    return 1;
 }
 
 float gpu__nlm3d_v3_prescale(int v, float kh3)
 {
-    return k_v3[v].kern >= 7 ? sqrtf(kh3) : 1.0f;
+    return v == GPU__NLM3D_V3 ? 1.0f : sqrtf(kh3);
 }
 
 void gpu__nlm3d_v3_tile(int v, int P, int *tx, int *ty, int *lz)
 {
     const v3cfg &c = k_v3[v];
     const int nt = 32 * c.ng * c.nsplit;
-    const int xhmax = nt / ((32 / c.rs) * (c.kern == 4 ? c.nsplita : 1));
+    const int xhmax = nt / (32 / c.rs);
     *tx = 32;
-    *ty = c.ng * ((xhmax - 2 * P) / c.ng); /* geom3<>::TY, geom4<>::TY */
+    *ty = c.ng * ((xhmax - 2 * P) / c.ng); /* geom3<>::TY */
     *lz = c.lz;
 }
 

@@ -1,4 +1,4 @@
-/* nlm3d v3, v4 and v6 kernels (gpu/nlm_cuda_v3.cu), called by the host
+/* nlm3d v3, v6 and v8 kernels (gpu/nlm_cuda_v3.cu), called by the host
  * wrapper in gpu/nlm.cu. Internal to gpu/; plain uniform patch weights only
  * (the Gaussian weighting and P > 2 stay on nlm3d_v2_kernel).
  *
@@ -12,16 +12,16 @@
 
 #include <cuda_runtime.h>
 
-/* Number of v3 variants; variant v in [0, GPU__NLM3D_V3_N). */
-enum { GPU__NLM3D_V3_N = 26 };
+/* The variants: v3 (any S), v6 (S <= 5), v8 (S = 5 only; the fastest). */
+enum { GPU__NLM3D_V3, GPU__NLM3D_V6, GPU__NLM3D_V8, GPU__NLM3D_V3_N };
 
 /* Nonzero when variant v handles patch radius P and search radius S
  * without Gaussian weights. */
 int gpu__nlm3d_v3_supported(int v, int P, int S, int gaussian);
 
-/* Factor variant v expects the padded input to be multiplied by (tuned v6:
- * sqrtf(kh3), so patch sums are exp2's argument; the kernel divides its
- * output by it again), 1 for the others. */
+/* Factor variant v expects the padded input to be multiplied by (v6 and
+ * v8: sqrtf(kh3), so patch sums are exp2's argument; the kernel divides its
+ * output by it again), 1 for v3. */
 float gpu__nlm3d_v3_prescale(int v, float kh3);
 
 /* Output tile of variant v for patch radius P: tx x ty columns, lz planes. */

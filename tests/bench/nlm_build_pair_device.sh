@@ -7,7 +7,9 @@
 # compares the two builds' outputs bit for bit on random volumes of odd and
 # of benchmark size, then benchmarks 512^3 S=5 P=2 alternately (ROUNDS
 # rounds of 5 repeats each). Results under $OUT.
-# Usage: nlm_build_pair_device.sh ARCHIVE [ROUNDS]
+# CASES: the kernels and windows compared bit for bit, as CFG:S:P
+# (CFG: an LDCT_NLM3D_CFG number, or "default"); default "default:5:2".
+# Usage: [CASES="40:5:2 27:6:1 ..."] nlm_build_pair_device.sh ARCHIVE [ROUNDS]
 A=${1:?usage: nlm_build_pair_device.sh ARCHIVE [ROUNDS]}
 ROUNDS=${2:-3}
 OUT=${OUT:-/tmp/pair_out}
@@ -46,15 +48,20 @@ except ImportError:
         continue
     fi
     [ $rc -eq 0 ] || exit 1
-    for b in base cand; do
-        /tmp/pair/$b/gpu_nlm_raw nlm3d /tmp/in.raw /tmp/out_$b.raw $1 $2 $3 5 2 25 1 gpu || exit 1
+    for case in ${CASES:-default:5:2}; do
+        cfg=${case%%:*} win=${case#*:}
+        [ "$cfg" = default ] && cfg=
+        for b in base cand; do
+            env ${cfg:+LDCT_NLM3D_CFG=$cfg} /tmp/pair/$b/gpu_nlm_raw nlm3d /tmp/in.raw /tmp/out_$b.raw \
+                $1 $2 $3 ${win%:*} ${win#*:} 25 1 gpu >/dev/null || exit 1
+        done
+        if cmp -s /tmp/out_base.raw /tmp/out_cand.raw; then
+            echo "$shape $case: identical" | tee -a "$OUT/identity.txt"
+        else
+            echo "$shape $case: DIFFERENT" | tee -a "$OUT/identity.txt"
+            cmp -l /tmp/out_base.raw /tmp/out_cand.raw | wc -l
+        fi
     done
-    if cmp -s /tmp/out_base.raw /tmp/out_cand.raw; then
-        echo "$shape: identical" | tee -a "$OUT/identity.txt"
-    else
-        echo "$shape: DIFFERENT" | tee -a "$OUT/identity.txt"
-        cmp -l /tmp/out_base.raw /tmp/out_cand.raw | wc -l
-    fi
 done
 echo "== bench 512^3 S=5 P=2"
 r=0

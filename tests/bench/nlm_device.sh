@@ -4,15 +4,14 @@
 # $OUT. Usage: tests/bench/nlm_device.sh [DIR-with-check_gpu_nlm-and-gpu_bench] [what]
 #   what: all (default) | test | test3 | bench3 | bench2 | sweep | ncu
 #         (several, comma-separated: test,bench3,bench2)
-#   CFGS: nlm3d block configurations to test and bench (default 7, 27 and
-#         35: the v2 kernel, the v3 kernel for S > 5 and the default; all:
-#         0..35, see gpu/nlm.cu; 15..35 are the v3, v4 and v6 variants of
-#         gpu/nlm_cuda_v3.cu)
+#   CFGS: nlm3d kernels to test and bench, by LDCT_NLM3D_CFG number
+#         (default all four: 7 the v2 kernel, 27 v3, 37 v6, 40 v8, the
+#         default; see cfg3_pick in gpu/nlm.cu)
 #   NCU_CFGS: configurations profiled by `ncu` (one nlm3d launch, 256^3)
 B=${1:-build/gpucarry}
 WHAT=${2:-all}
-CFGS=${CFGS:-7 27 35}
-NCU_CFGS=${NCU_CFGS:-35}
+CFGS=${CFGS:-7 27 37 40}
+NCU_CFGS=${NCU_CFGS:-40}
 OUT=${OUT:-/tmp/nlm_out}
 NCU=${NCU:-$(command -v ncu || echo /usr/local/cuda/bin/ncu)}
 want() { case ",$WHAT," in *",$1,"* | *",all,"*) return 0 ;; esac; return 1; }

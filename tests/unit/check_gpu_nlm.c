@@ -697,12 +697,12 @@ START_TEST(cuda_tiny_budget_slabs_give_identical_result)
 }
 END_TEST
 
-/* nlm3d configurations of gpu/nlm.cu selectable with LDCT_NLM3D_CFG:
- * 0-3 nlm3d_kernel, 4-14 nlm3d_v2_kernel, 15-40 the v3, v4, v6 and v8 variants of
- * gpu/nlm_cuda_v3.cu (which fall back to cfg 7 for Gaussian weights or
- * P > 2, v6 to cfg 27 for S > 5, and v8 to cfg 37 for S != 5). Keep in step
- * with k_ncfg3 there. */
-enum { NLM3D_NCFG = 41, NLM3D_FIRST_V3 = 15 };
+/* nlm3d kernels of gpu/nlm.cu, by their LDCT_NLM3D_CFG numbers: 7
+ * nlm3d_v2_kernel, 27 v3, 37 v6, 40 v8 (the default) of gpu/nlm_cuda_v3.cu
+ * (which fall back to cfg 7 for Gaussian weights or P > 2, v6 to cfg 27 for
+ * S > 5, and v8 to cfg 37 for S != 5). Keep in step with cfg3_pick there. */
+static const int nlm3d_cfgs[] = {7, 27, 37, 40};
+enum { NLM3D_NCFG = sizeof nlm3d_cfgs / sizeof nlm3d_cfgs[0], NLM3D_FIRST_V3 = 1 };
 
 /* Runs nlm3d on the GPU with LDCT_NLM3D_CFG = cfg (poisoned output). */
 static void cuda3d_cfg(int cfg, const gpu_nlm_params *p, const gpu_volume *in, gpu_volume *out,
@@ -742,7 +742,8 @@ static void check_cfgs_vs_ref_cut(int nx, int ny, int nz, int S, int P, int gaus
     gpu_device_parse("cpu", &cpu);
     ck_assert_int_eq(gpu_nlm3d_ref(&p, &in, &ref, &cpu), 0);
     double worst = 0;
-    for (int cfg = 0; cfg < NLM3D_NCFG; cfg++) {
+    for (int i = 0; i < NLM3D_NCFG; i++) {
+        const int cfg = nlm3d_cfgs[i];
         gpu_nlm_stats st = {0};
         cuda3d_cfg(cfg, &p, &in, &out, budget, &st);
         double maxabs = 0;
@@ -756,8 +757,9 @@ static void check_cfgs_vs_ref_cut(int nx, int ny, int nz, int S, int P, int gaus
         if (budget)
             ck_assert_int_gt(st.slabs, 1);
     }
-    printf("cuda nlm3d %dx%dx%d S=%d P=%d g=%d c=%g budget=%zu, cfg 0..%d: worst rel L2 %.3g\n", nx,
-           ny, nz, S, P, gaussian, (double)cutoff, budget, NLM3D_NCFG - 1, worst);
+    printf("cuda nlm3d %dx%dx%d S=%d P=%d g=%d c=%g budget=%zu, cfg 7, 27, 37, 40: worst rel L2"
+           " %.3g\n",
+           nx, ny, nz, S, P, gaussian, (double)cutoff, budget, worst);
     fflush(stdout);
     gpu_volume_close(&in);
     gpu_volume_close(&ref);
@@ -785,6 +787,51 @@ START_TEST(cuda_cutoff_off_and_strong_match_ref)
 }
 END_TEST
 
+/* The kernel a call runs: the chosen one (LDCT_NLM3D_CFG, else 40) where
+ * it suits the call, else the next along 37, 27 and 7 that does; a number
+ * that names no kernel chooses the default. */
+START_TEST(cuda3d_kernel_choice_falls_back_along_the_chain)
+{
+    if (!have_gpu())
+        return;
+    static const struct {
+        int cfg, S, P, gaussian, ran;
+    } cases[] = {
+        {40, 5, 2, 0, 40}, {40, 3, 2, 0, 37}, {40, 6, 1, 0, 27}, {40, 5, 3, 0, 7},
+        {40, 5, 2, 1, 7},  {37, 5, 2, 0, 37}, {37, 6, 2, 0, 27}, {27, 3, 1, 0, 27},
+        {27, 2, 1, 1, 7},  {7, 5, 2, 0, 7},   {38, 5, 2, 0, 40}, {0, 3, 1, 0, 37},
+    };
+    gpu_volume in, out;
+    ck_assert_int_eq(gpu_volume_init(&in, 23, 19, 15, 1), 0);
+    ck_assert_int_eq(gpu_volume_init(&out, 23, 19, 15, 1), 0);
+    fill_phantom(&in, 12.0);
+    gpu_nlm_params p;
+    gpu_nlm_params_default(&p);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        p.search_radius = cases[i].S;
+        p.patch_radius = cases[i].P;
+        p.gaussian = cases[i].gaussian;
+        gpu_nlm_stats st = {0};
+        cuda3d_cfg(cases[i].cfg, &p, &in, &out, 0, &st);
+        ck_assert_msg(st.kernel_cfg == cases[i].ran, "cfg %d S=%d P=%d g=%d ran %d, not %d",
+                      cases[i].cfg, cases[i].S, cases[i].P, cases[i].gaussian, st.kernel_cfg,
+                      cases[i].ran);
+    }
+    /* Without LDCT_NLM3D_CFG: v8 for S = 5. */
+    gpu_device gpu;
+    ck_assert_int_eq(gpu_device_parse("gpu:0", &gpu), 0);
+    gpu_nlm_stats st = {0};
+    p.search_radius = 5;
+    p.patch_radius = 2;
+    p.gaussian = 0;
+    p.stats = &st;
+    ck_assert_int_eq(gpu_nlm3d_cuda(&p, &in, &out, &gpu), 0);
+    ck_assert_int_eq(st.kernel_cfg, 40);
+    gpu_volume_close(&in);
+    gpu_volume_close(&out);
+}
+END_TEST
+
 START_TEST(cuda3d_every_configuration_matches_ref)
 {
     if (!have_gpu())
@@ -797,7 +844,7 @@ START_TEST(cuda3d_every_configuration_matches_ref)
     check_cfgs_vs_ref(33, 35, 27, 3, 2, 0, 1000000); /* slabs (2 or more for every cfg) */
     check_cfgs_vs_ref(11, 9, 7, 4, 2, 0, 0);         /* window larger than the volume */
     check_cfgs_vs_ref(23, 19, 13, 6, 1, 0, 0);       /* S > 5: v6 falls back to cfg 27 */
-    check_cfgs_vs_ref(41, 35, 37, 5, 1, 0, 0);       /* v8 (cfg 38) with P = 1: 30 rows in A */
+    check_cfgs_vs_ref(41, 35, 37, 5, 1, 0, 0);       /* v8 (cfg 40) with P = 1: 30-row tiles */
     check_cfgs_vs_ref(45, 39, 21, 5, 0, 0, 0);       /* v8 with P = 0: 32-row tiles */
 }
 END_TEST
@@ -881,7 +928,7 @@ START_TEST(cuda_overlapped_chunks_give_identical_result)
 {
     if (!have_gpu())
         return;
-    check_chunks_identical(3, -1, 5, 2, 1, 0); /* the default (v6) kernel */
+    check_chunks_identical(3, -1, 5, 2, 1, 0); /* the default (v8) kernel */
     check_chunks_identical(3, -1, 5, 2, 1, 1); /* pinned host memory: no stage */
     check_chunks_identical(3, -1, 3, 1, 2, 0); /* two time points */
     check_chunks_identical(3, 7, 2, 1, 1, 0);  /* the v2 kernel (Gaussian-capable path) */
@@ -905,7 +952,8 @@ START_TEST(cuda3d_v3_slabs_give_identical_result)
     gpu_nlm_params_default(&p);
     p.search_radius = 4;
     p.patch_radius = 2;
-    for (int cfg = NLM3D_FIRST_V3; cfg < NLM3D_NCFG; cfg++) {
+    for (int i = NLM3D_FIRST_V3; i < NLM3D_NCFG; i++) {
+        const int cfg = nlm3d_cfgs[i];
         gpu_nlm_stats sa = {0}, sb = {0};
         cuda3d_cfg(cfg, &p, &in, &a, 0, &sa);
         cuda3d_cfg(cfg, &p, &in, &b, 2500000, &sb); /* above one plane for 56-row tiles */
@@ -915,10 +963,11 @@ START_TEST(cuda3d_v3_slabs_give_identical_result)
         snprintf(what, sizeof what, "cfg %d slabs", cfg);
         assert_identical(&a, &b, what);
     }
-    /* v8 (cfg 38, 39) runs S = 5 only, its slabs start at multiples of its
-     * 16 or 12 planes: 4.8 MB holds 33 planes here, so 2 slabs. */
+    /* v8 (cfg 40) runs S = 5 only, its slabs start at multiples of its
+     * 12 planes: 4.8 MB holds 33 planes here, so 2 slabs. */
     p.search_radius = 5;
-    for (int cfg = 38; cfg <= 40; cfg++) {
+    {
+        const int cfg = 40;
         gpu_nlm_stats sa = {0}, sb = {0};
         cuda3d_cfg(cfg, &p, &in, &a, 0, &sa);
         cuda3d_cfg(cfg, &p, &in, &b, 4800000, &sb);
@@ -983,6 +1032,7 @@ static Suite *nlm_suite(void)
     tcase_add_test(tg, cuda2d_matches_ref_on_random_odd_sizes);
     tcase_add_test(tg, cuda3d_matches_ref_on_random_odd_sizes);
     tcase_add_test(tg, cuda_tiny_budget_slabs_give_identical_result);
+    tcase_add_test(tg, cuda3d_kernel_choice_falls_back_along_the_chain);
     tcase_add_test(tg, cuda3d_every_configuration_matches_ref);
     tcase_add_test(tg, cuda_cutoff_off_and_strong_match_ref);
     tcase_add_test(tg, cuda3d_v3_slabs_give_identical_result);
