@@ -30,8 +30,18 @@ static void close_job_json(list_ctx *c)
         printf("]}");
 }
 
+/* A job's last_error holds a note instead of an error while it is
+ * superseded, waits for disk space, or was queued again by ldct retry. */
+static int job_has_note(const db_job_row *j)
+{
+    int waiting = strcmp(j->state, "pending") == 0 &&
+                  strncmp(j->last_error, DB_JOB_WAIT_SPACE, strlen(DB_JOB_WAIT_SPACE)) == 0;
+    return j->superseded || waiting || strcmp(j->last_error, DB_JOB_RETRIED) == 0;
+}
+
 static void job_json(list_ctx *c, const db_job_row *j)
 {
+    const int note = j->last_error[0] && job_has_note(j);
     close_job_json(c);
     printf("%s{\"id\":%lld", c->jobs ? ",\n" : "", (long long)j->id);
     json_field("series_uid", j->series_uid, 1);
@@ -41,7 +51,8 @@ static void job_json(list_ctx *c, const db_job_row *j)
     json_field("state", j->state, 1);
     json_field("worker", j->worker, 1);
     json_field("derived_series_uid", j->derived_series_uid, 1);
-    json_field("last_error", j->last_error, 1);
+    json_field("last_error", note ? "" : j->last_error, 1);
+    json_field("note", note ? j->last_error : "", 1);
     printf(",\"instances\":%d,\"attempts\":%d,\"priority\":%d,\"created_ms\":%lld,"
            "\"started_ms\":%lld,\"finished_ms\":%lld,\"superseded\":%s",
            j->instances, j->attempts, j->priority, (long long)j->created_ms,
@@ -98,9 +109,7 @@ static void job_text(list_ctx *c, const db_job_row *j)
     if (j->derived_series_uid[0])
         printf("    derived %s\n", j->derived_series_uid);
     progress_text(c, j);
-    int waiting = strcmp(j->state, "pending") == 0 &&
-                  strncmp(j->last_error, DB_JOB_WAIT_SPACE, strlen(DB_JOB_WAIT_SPACE)) == 0;
-    if (j->superseded || waiting || strcmp(j->last_error, DB_JOB_RETRIED) == 0) /* notes */
+    if (j->last_error[0] && job_has_note(j))
         printf("    %s\n", j->last_error);
     else if (j->last_error[0])
         printf("    error   %s\n", j->last_error);

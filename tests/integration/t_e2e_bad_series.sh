@@ -109,3 +109,16 @@ done1() { [ "$(sql "SELECT count(*) FROM jobs WHERE state = 'done' AND algorithm
 wait_until 60 "the good series processed after the bad ones" done1
 [ "$(find "$STATE/results" -name '*.dcm' | wc -l)" = 11 ] || fail "results missing"
 stop_daemon || fail "exit code $?"
+# Queued again while ldctd is stopped: ldct jobs shows the retry as a note,
+# not as an error (JSON: note set, last_error empty).
+"$LDCT" --config "$T/ldctd.conf" retry "$gap" > /dev/null || fail "second ldct retry $gap"
+"$LDCT" --config "$T/ldctd.conf" jobs --json > "$T/jobs2.json" || fail "ldct jobs --json"
+python3 - "$T/jobs2.json" "$gap" <<'PY' || fail "retried job: $(cat "$T/jobs2.json")"
+import json, sys
+j = {j["id"]: j for j in json.load(open(sys.argv[1]))}[int(sys.argv[2])]
+assert j["state"] == "pending" and j["attempts"] == 0, j
+assert j["note"] == "queued again by ldct retry" and j["last_error"] == "", j
+PY
+"$LDCT" --config "$T/ldctd.conf" jobs > "$T/jobs2.txt" || fail "ldct jobs"
+grep -q "^    queued again by ldct retry$" "$T/jobs2.txt" || fail "text: $(cat "$T/jobs2.txt")"
+if grep -q "error   queued again" "$T/jobs2.txt"; then fail "the note is shown as an error"; fi
