@@ -286,6 +286,7 @@ START_TEST(a_down_gpu_leaves_jobs_to_a_working_device_busy_for_less_than_the_wai
 }
 END_TEST
 
+#if LDCT_WITH_CUDA /* the helpers of the GPU-fault test below */
 /* Points stderr (the log) at a fresh file; returns the old descriptor. */
 static int capture_stderr(const char *path)
 {
@@ -312,6 +313,7 @@ static int file_has(const char *path, const char *text)
     snprintf(cmd, sizeof cmd, "grep -qF '%s' '%s'", text, path);
     return system(cmd) == 0;
 }
+#endif
 
 /* On a GPU (SKIP without one): job 1 runs on it; then its CUDA context
  * breaks (a kernel writes to an invalid address, as a faulty kernel or a
