@@ -96,6 +96,10 @@ static int cmd_status(cli_opts *o)
     printf("sends:       %lld pending, %lld sending, %lld done, %lld dead\n",
            (long long)q.sends_pending, (long long)q.sends_sending, (long long)q.sends_done,
            (long long)q.sends_dead);
+    for (int i = 0; i < st.ndest; i++)
+        printf("  to %s: %lld queued, %lld retrying, %lld sending, %lld dead\n",
+               st.dest[i].destination, (long long)st.dest[i].queued, (long long)st.dest[i].retrying,
+               (long long)st.dest[i].sending, (long long)st.dest[i].dead);
     print_running(&st);
     return 0;
 }

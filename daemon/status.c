@@ -41,7 +41,9 @@ int status_read(db *d, int with_running, status_snapshot *s)
     int rc = db_read_begin(d);
     if (rc)
         return rc;
-    if (!(rc = db_totals_get(d, &s->t)) && !(rc = db_queue_totals_get(d, &s->q)) && with_running)
+    if (!(rc = db_totals_get(d, &s->t)) && !(rc = db_queue_totals_get(d, &s->q)))
+        rc = db_destination_totals_get(d, s->dest, STATUS_MAX_DESTINATIONS, &s->ndest);
+    if (!rc && with_running)
         rc = db_jobs_running(d, STATUS_MAX_RUNNING, add_running, s);
     db_read_end(d);
     return rc;
@@ -135,6 +137,22 @@ static void json_running(FILE *f, const status_snapshot *s)
     fputc(']', f);
 }
 
+/* ,"destinations":[{"destination":..,"queued":..,..}]: the open sends by
+ * destination. */
+static void json_destinations(FILE *f, const status_snapshot *s)
+{
+    fputs(",\"destinations\":[", f);
+    for (int i = 0; i < s->ndest; i++) {
+        const db_destination_totals *t = &s->dest[i];
+        fputs(i ? ",{\"destination\":" : "{\"destination\":", f);
+        json_write_string(f, t->destination);
+        fprintf(f, ",\"queued\":%lld,\"retrying\":%lld,\"sending\":%lld,\"dead\":%lld}",
+                (long long)t->queued, (long long)t->retrying, (long long)t->sending,
+                (long long)t->dead);
+    }
+    fputc(']', f);
+}
+
 void status_write_json(FILE *f, const status_snapshot *s)
 {
     const db_totals *t = &s->t;
@@ -153,6 +171,7 @@ void status_write_json(FILE *f, const status_snapshot *s)
     for (int i = 0; i < DB_SERIES_NSTATES; i++)
         fprintf(f, "%s\"%s\":%lld", i ? "," : "", db_series_states[i], (long long)t->by_state[i]);
     fputc('}', f);
+    json_destinations(f, s);
     json_running(f, s);
     json_daemon_part(f, s);
     fputs("}\n", f);
@@ -167,6 +186,39 @@ static void labelled(FILE *f, const char *name, const char *const *labels, const
 {
     for (int i = 0; i < n; i++)
         fprintf(f, "%s{state=\"%s\"} %lld\n", name, labels[i], (long long)v[i]);
+}
+
+/* A label value as the exposition format escapes it (\\, \", \n). */
+static void label_value(FILE *f, const char *v)
+{
+    for (; *v; v++) {
+        if (*v == '\\' || *v == '"')
+            fputc('\\', f), fputc(*v, f);
+        else if (*v == '\n')
+            fputs("\\n", f);
+        else
+            fputc(*v, f);
+    }
+}
+
+/* ldct_destination_sends{destination=..,state=..}: the open sends of each
+ * destination that has any (alert on retrying > 0: its PACS is refusing or
+ * unreachable). */
+static void prometheus_destinations(FILE *f, const status_snapshot *s)
+{
+    static const char *const states[] = {"queued", "retrying", "sending", "dead"};
+    metric(f, "ldct_destination_sends", "gauge",
+           "Open sends of each destination that has any: queued (not tried yet), retrying"
+           " (waiting after a failed attempt), sending, dead (ldct retry requeues them).");
+    for (int i = 0; i < s->ndest; i++) {
+        const db_destination_totals *t = &s->dest[i];
+        const int64_t v[] = {t->queued, t->retrying, t->sending, t->dead};
+        for (int k = 0; k < 4; k++) {
+            fputs("ldct_destination_sends{destination=\"", f);
+            label_value(f, t->destination);
+            fprintf(f, "\",state=\"%s\"} %lld\n", states[k], (long long)v[k]);
+        }
+    }
 }
 
 /* The TLS dates that are set (an alert rule compares them with time()). */
@@ -211,6 +263,7 @@ void status_write_prometheus(FILE *f, const status_snapshot *s)
     labelled(f, "ldct_jobs", job_states, jobs, 4);
     metric(f, "ldct_sends", "gauge", "Sends (series to one destination) by state.");
     labelled(f, "ldct_sends", send_states, sends, 4);
+    prometheus_destinations(f, s);
     if (s->uptime_s < 0)
         return;
     metric(f, "ldct_uptime_seconds", "gauge", "Seconds since ldctd started.");

@@ -20,6 +20,9 @@
  * one job runs per worker, and the daemon has one worker per device). */
 #define STATUS_MAX_RUNNING 16
 
+/* Destinations with open sends listed in a snapshot (by name). */
+#define STATUS_MAX_DESTINATIONS 64
+
 /* A running job and its progress, as its worker last wrote it. */
 typedef struct status_job {
     int64_t id, started_ms;
@@ -36,6 +39,8 @@ typedef struct status_snapshot {
     db_queue_totals q;
     int nrunning; /* entries of running (at most STATUS_MAX_RUNNING) */
     status_job running[STATUS_MAX_RUNNING];
+    int ndest; /* entries of dest */
+    db_destination_totals dest[STATUS_MAX_DESTINATIONS];
     /* Known only inside the daemon; -1 when not (ldct status). */
     int64_t uptime_s;
     int associations_active;

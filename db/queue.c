@@ -60,6 +60,7 @@ enum {
     Q_JOBS_LIST,
     Q_JOB_SENDS,
     Q_TOTALS,
+    Q_DEST_TOTALS,
     Q_SEND_CLAIM,
     Q_SEND_PATHS_DERIVED,
     Q_SEND_DONE,
@@ -1315,6 +1316,30 @@ int db_queue_totals_get(db *d, db_queue_totals *t)
         *f[i] = sqlite3_column_int64(s, i);
     sqlite3_reset(s);
     return 0;
+}
+
+int db_destination_totals_get(db *d, db_destination_totals *out, int max, int *n)
+{
+    *n = 0;
+    sqlite3_stmt *s = db__stmt(
+        d, Q_DEST_TOTALS,
+        "SELECT destination, sum(state = 'pending' AND attempts = 0),"
+        " sum(state = 'pending' AND attempts > 0), sum(state = 'sending'), sum(state = 'dead')"
+        " FROM sends WHERE state <> 'done' GROUP BY destination ORDER BY destination LIMIT ?1");
+    if (!s)
+        return LDCT_EDB;
+    sqlite3_bind_int(s, 1, max);
+    int step;
+    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+        db_destination_totals *t = &out[(*n)++];
+        COPY_COL(t->destination, s, 0);
+        t->queued = sqlite3_column_int64(s, 1);
+        t->retrying = sqlite3_column_int64(s, 2);
+        t->sending = sqlite3_column_int64(s, 3);
+        t->dead = sqlite3_column_int64(s, 4);
+    }
+    sqlite3_reset(s);
+    return step == SQLITE_DONE ? 0 : db__fail(d, "destination totals");
 }
 
 /* ---- sends ------------------------------------------------------------------ */

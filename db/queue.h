@@ -250,6 +250,17 @@ typedef struct db_queue_totals {
 } db_queue_totals;
 int db_queue_totals_get(db *d, db_queue_totals *t);
 
+/* The open sends (not done) of one destination, for alerts on a PACS that
+ * is down: queued (not tried yet, or queued again by ldct retry), retrying
+ * (pending after a failed attempt), sending, dead. */
+typedef struct db_destination_totals {
+    char destination[65];
+    int64_t queued, retrying, sending, dead;
+} db_destination_totals;
+
+/* The destinations with open sends, by name (at most max); *n their number. */
+int db_destination_totals_get(db *d, db_destination_totals *out, int max, int *n);
+
 /* ---- sends ---------------------------------------------------------------- */
 
 typedef struct db_send {

@@ -13,7 +13,8 @@ mkdir -p "$T/up"
 storescp -aet UP -od "$T/up" "$UP_PORT" > "$T/storescp.log" 2>&1 &
 up=$!
 DEAD_PORT=$(free_port)
-write_config "stable_seconds = 1" "devices = cpu" \
+HTTP=$(free_port)
+write_config "stable_seconds = 1" "devices = cpu" "http_port = $HTTP" \
     "[destination pacs]" "host = 127.0.0.1" "port = $ORTHANC_DICOM_PORT" \
     "ae_title = $ORTHANC_AET" "timeout = 5" "retry_initial_seconds = 1" \
     "retry_multiplier = 2" "retry_max_seconds = 2" "retry_max_attempts = 100" \
@@ -41,6 +42,21 @@ sql "SELECT last_error FROM sends WHERE destination = 'pacs'" | grep -qi "connec
     fail "ldct jobs does not show the retry: $("$LDCT" --config "$T/ldctd.conf" jobs)"
 dead() { [ "$(sql "SELECT state FROM sends WHERE destination = 'nowhere'")" = dead ]; }
 wait_until 30 "the send to a destination that stays down ends dead" dead
+# Monitoring sees which destination is down: its send retrying (between
+# attempts), the other's dead; the one that is up has nothing open.
+metric_is() { curl -s "http://127.0.0.1:$HTTP/metrics" | grep -qx "$1"; }
+wait_until 10 "pacs retrying in /metrics" metric_is \
+    'ldct_destination_sends{destination="pacs",state="retrying"} 1'
+metric_is 'ldct_destination_sends{destination="nowhere",state="dead"} 1' ||
+    fail "metrics: $(curl -s "http://127.0.0.1:$HTTP/metrics" | grep destination_sends)"
+curl -s "http://127.0.0.1:$HTTP/metrics" | grep -q 'destination="up"' && fail "up listed"
+"$LDCT" --config "$T/ldctd.conf" status | grep -q "^  to nowhere: 0 queued, 0 retrying, 0 sending, 1 dead$" ||
+    fail "ldct status: $("$LDCT" --config "$T/ldctd.conf" status)"
+"$LDCT" --config "$T/ldctd.conf" status --json | python3 -c '
+import json, sys
+d = {x["destination"]: x for x in json.load(sys.stdin)["destinations"]}
+assert set(d) == {"pacs", "nowhere"} and d["nowhere"]["dead"] == 1, d' ||
+    fail "ldct status --json: $("$LDCT" --config "$T/ldctd.conf" status --json)"
 # The series is processed ("done") but not delivered: ldct series says so.
 "$LDCT" --config "$T/ldctd.conf" series | grep -Eq " done +1 dead " ||
     fail "ldct series hides the dead send: $("$LDCT" --config "$T/ldctd.conf" series)"

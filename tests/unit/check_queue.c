@@ -234,6 +234,46 @@ START_TEST(failing_destinations_leave_a_sender_for_the_others)
 }
 END_TEST
 
+/* The open sends by destination: queued, retrying after a failure,
+ * sending, dead; done sends and destinations with none open are left out. */
+START_TEST(destination_totals_count_open_sends_by_state)
+{
+    char p[128];
+    db *d = open_fresh(p, sizeof p);
+    job(d, stable_series(d, "1.1", 1), 0, "a,b,c", 1);
+    job(d, stable_series(d, "1.2", 1), 0, "a,b", 1);
+    db_send s;
+    ck_assert_int_eq(db_send_claim(d, 5000, &s), 0); /* a of 1.1: fails, retried later */
+    ck_assert_str_eq(s.destination, "a");
+    ck_assert_int_eq(db_send_failed(d, s.id, 5000, 60000, "refused"), 0);
+    ck_assert_int_eq(db_send_claim(d, 5000, &s), 0); /* b of 1.1: dead */
+    ck_assert_str_eq(s.destination, "b");
+    ck_assert_int_eq(db_send_failed(d, s.id, 5000, -1, "refused for good"), 0);
+    ck_assert_int_eq(db_send_claim(d, 5000, &s), 0); /* c of 1.1: done */
+    ck_assert_str_eq(s.destination, "c");
+    ck_assert_int_eq(db_send_done(d, s.id, 6000), 0);
+    ck_assert_int_eq(db_send_claim(d, 6000, &s), 0); /* a or b of 1.2: sending */
+    db_destination_totals t[4];
+    int n = -1;
+    ck_assert_int_eq(db_destination_totals_get(d, t, 4, &n), 0);
+    ck_assert_int_eq(n, 2); /* c has nothing open */
+    ck_assert_str_eq(t[0].destination, "a");
+    ck_assert_str_eq(t[1].destination, "b");
+    const int a_sending = strcmp(s.destination, "a") == 0;
+    ck_assert_int_eq(t[0].retrying, 1);
+    ck_assert_int_eq(t[0].sending, a_sending);
+    ck_assert_int_eq(t[0].queued, !a_sending);
+    ck_assert_int_eq(t[0].dead, 0);
+    ck_assert_int_eq(t[1].dead, 1);
+    ck_assert_int_eq(t[1].sending, !a_sending);
+    ck_assert_int_eq(t[1].queued, a_sending);
+    ck_assert_int_eq(t[1].retrying, 0);
+    ck_assert_int_eq(db_destination_totals_get(d, t, 1, &n), 0); /* at most max */
+    ck_assert_int_eq(n, 1);
+    db_close(d);
+}
+END_TEST
+
 START_TEST(failed_send_waits_for_its_backoff_then_dies)
 {
     char p[128];
@@ -1397,6 +1437,7 @@ int main(void)
     tcase_add_test(tc, done_creates_one_send_per_destination_and_both_sends_the_original);
     tcase_add_test(tc, one_send_in_flight_per_destination);
     tcase_add_test(tc, failing_destinations_leave_a_sender_for_the_others);
+    tcase_add_test(tc, destination_totals_count_open_sends_by_state);
     tcase_add_test(tc, failed_send_waits_for_its_backoff_then_dies);
     tcase_add_test(tc, interrupted_send_is_pending_again_without_an_attempt);
     tcase_add_test(tc, backoff_grows_to_its_cap_then_gives_up);
