@@ -500,18 +500,27 @@ static int start_dicom(server *s)
 /* The daemon part of a status snapshot; runs on the HTTP thread. */
 static void live_status(void *ctx, status_snapshot *st)
 {
-    const server *s = ctx;
+    server *s = ctx;
     st->uptime_s = (ldct_now_ms() - s->started_ms) / 1000;
     scp_server *srv = __atomic_load_n(&s->scp, __ATOMIC_ACQUIRE),
                *tls = __atomic_load_n(&s->scp_tls, __ATOMIC_ACQUIRE);
     st->associations_active =
         (srv ? scp_server_active(srv) : 0) + (tls ? scp_server_active(tls) : 0);
-    scp_server_counts c = {0, 0, 0};
+    scp_server_counts c = {0};
     scp_server_add_counts(srv, &c);
     scp_server_add_counts(tls, &c);
     st->conn_accepted = c.accepted;
     st->conn_rejected = c.rejected;
     st->conn_failed = c.failed;
+    st->refused_resources = c.refused_resources;
+    st->refused_error = c.refused_error;
+    char dir[sizeof s->cfg->node.state_dir + 8];
+    pthread_mutex_lock(&s->cfg_lock);
+    snprintf(dir, sizeof dir, "%s/spool", s->cfg->node.state_dir); /* what ingest guards */
+    st->min_free_bytes = (int64_t)s->cfg->node.min_free_mb * 1024 * 1024;
+    pthread_mutex_unlock(&s->cfg_lock);
+    uint64_t avail = 0, total = 0;
+    st->free_bytes = fs_space_bytes(dir, &avail, &total) == 0 ? (int64_t)avail : -1;
     st->tls_not_after = __atomic_load_n(&s->tls_dates.certificate_not_after, __ATOMIC_RELAXED);
     st->tls_crl_next_update = __atomic_load_n(&s->tls_dates.crl_next_update, __ATOMIC_RELAXED);
     st->workers = s->nworkers;

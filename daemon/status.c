@@ -111,6 +111,10 @@ static void json_daemon_part(FILE *f, const status_snapshot *s)
             LDCT_VERSION, (long long)s->uptime_s, s->associations_active, s->workers, s->gpus_down);
     fprintf(f, ",\"connections\":{\"accepted\":%lld,\"rejected\":%lld,\"failed\":%lld}",
             (long long)s->conn_accepted, (long long)s->conn_rejected, (long long)s->conn_failed);
+    fprintf(f, ",\"refused\":{\"resources\":%lld,\"error\":%lld}", (long long)s->refused_resources,
+            (long long)s->refused_error);
+    fprintf(f, ",\"free_bytes\":%lld,\"min_free_bytes\":%lld", (long long)s->free_bytes,
+            (long long)s->min_free_bytes);
     fputs(",\"tls\":{\"certificate_not_after\":", f);
     json_time_or_null(f, s->tls_not_after);
     fputs(",\"crl_next_update\":", f);
@@ -277,6 +281,22 @@ void status_write_prometheus(FILE *f, const status_snapshot *s)
     fprintf(f, "ldct_connections_total{outcome=\"accepted\"} %lld\n", (long long)s->conn_accepted);
     fprintf(f, "ldct_connections_total{outcome=\"rejected\"} %lld\n", (long long)s->conn_rejected);
     fprintf(f, "ldct_connections_total{outcome=\"failed\"} %lld\n", (long long)s->conn_failed);
+    metric(f, "ldct_instances_refused_total", "counter",
+           "C-STOREs answered with a failure status since ldctd started: resources (0xA7xx:"
+           " below min_free_mb or the spool full; the sender may resend) and error (every"
+           " other failure: invalid or unstorable data; the log names each).");
+    fprintf(f, "ldct_instances_refused_total{reason=\"resources\"} %lld\n",
+            (long long)s->refused_resources);
+    fprintf(f, "ldct_instances_refused_total{reason=\"error\"} %lld\n",
+            (long long)s->refused_error);
+    if (s->free_bytes >= 0) {
+        metric(f, "ldct_spool_free_bytes", "gauge",
+               "Bytes free for ldctd on the spool's file system (state_dir/spool).");
+        fprintf(f, "ldct_spool_free_bytes %lld\n", (long long)s->free_bytes);
+    }
+    metric(f, "ldct_spool_min_free_bytes", "gauge",
+           "min_free_mb in bytes: with less free on the spool every C-STORE is refused (0xA700).");
+    fprintf(f, "ldct_spool_min_free_bytes %lld\n", (long long)s->min_free_bytes);
     prometheus_tls(f, s);
     metric(f, "ldct_workers", "gauge", "Processing workers (one per device).");
     fprintf(f, "ldct_workers %d\n", s->workers);

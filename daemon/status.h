@@ -50,6 +50,13 @@ typedef struct status_snapshot {
      * an association accepted, rejected (A-ASSOCIATE-RJ), or failed (no
      * usable request: a TLS handshake refused, an unreadable request). */
     int64_t conn_accepted, conn_rejected, conn_failed;
+    /* C-STOREs answered with a failure status since ldctd started: out of
+     * resources (0xA7xx: below min_free_mb, the spool full; the sender may
+     * resend) and every other failure (invalid or unstorable data). */
+    int64_t refused_resources, refused_error;
+    /* Bytes free for ldctd on the spool's file system (state_dir/spool; -1:
+     * unknown) and the floor below which C-STOREs are refused (min_free_mb). */
+    int64_t free_bytes, min_free_bytes;
     /* When the node's TLS certificate and its revocation lists run out
      * (Unix seconds; 0: not set). */
     int64_t tls_not_after, tls_crl_next_update;

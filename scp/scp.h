@@ -205,10 +205,12 @@ int scp_server_active(scp_server *srv);
 
 /* What became of the connections a server took since it started. */
 typedef struct scp_server_counts {
-    long long accepted; /* associations accepted */
-    long long rejected; /* A-ASSOCIATE-RJ: busy, stopping, or the caller's verdict */
-    long long failed;   /* connections that brought no usable request: a failed TLS
-                         * handshake, an unreadable or refused A-ASSOCIATE-RQ */
+    long long accepted;          /* associations accepted */
+    long long rejected;          /* A-ASSOCIATE-RJ: busy, stopping, or the caller's verdict */
+    long long failed;            /* connections that brought no usable request: a failed TLS
+                                  * handshake, an unreadable or refused A-ASSOCIATE-RQ */
+    long long refused_resources; /* C-STOREs answered 0xA7xx (disk space: may be resent) */
+    long long refused_error;     /* C-STOREs answered any other failure status */
 } scp_server_counts;
 
 /* Adds srv's counts to *c (NULL srv: nothing). */

@@ -165,6 +165,7 @@ struct scp_server {
     std::atomic<bool> quit{false};     /* the listener leaves its loop */
     std::atomic<int> active{0};
     std::atomic<long long> accepted{0}, rejected{0}, failed{0}; /* scp_server_counts */
+    std::atomic<long long> refused_resources{0}, refused_error{0};
     std::mutex mu; /* guards slots, their fds and the three fields below */
     std::condition_variable cv;
     std::list<std::unique_ptr<assoc_slot>> slots;
@@ -375,13 +376,19 @@ void report_refused(scp_server *srv, const assoc_ctx &a)
     srv->h.assoc_interrupted(srv->h.ctx, &a.info, uids.data(), (int)uids.size(), SCP_CUT_REFUSED);
 }
 
-/* A refusal for lack of resources (0xA7xx): the sender may resend, so the
- * series it touches are held at once, before they can go stable while the
- * refused datasets are still being read off the wire. */
+/* Counts a C-STORE answered with a failure status (not success, not a
+ * warning 0xBxxx). A refusal for lack of resources (0xA7xx): the sender may
+ * resend, so the series it touches are held at once, before they can go
+ * stable while the refused datasets are still being read off the wire. */
 void note_refusal(scp_server *srv, const assoc_ctx *a, unsigned status)
 {
-    if ((status & 0xFF00u) != SCP_STATUS_OUT_OF_RESOURCES)
+    if (status == STATUS_Success || (status & 0xF000u) == 0xB000u)
         return;
+    if ((status & 0xFF00u) != SCP_STATUS_OUT_OF_RESOURCES) {
+        srv->refused_error++;
+        return;
+    }
+    srv->refused_resources++;
     a->refused_for_resources++;
     report_refused(srv, *a);
 }
@@ -1470,6 +1477,8 @@ extern "C" void scp_server_add_counts(scp_server *srv, scp_server_counts *c)
     c->accepted += srv->accepted.load();
     c->rejected += srv->rejected.load();
     c->failed += srv->failed.load();
+    c->refused_resources += srv->refused_resources.load();
+    c->refused_error += srv->refused_error.load();
 }
 
 extern "C" void scp_server_share_limit(scp_server *srv, scp_server *other)

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Below min_free_mb every C-STORE is refused with 0xA700 (out of resources)
-# and nothing is written.
+# and nothing is written; /metrics counts the refusals and shows free space
+# under the floor.
 . "$(dirname "$0")/lib.sh"
-write_config "min_free_mb = 100000000"
+HTTP=$(free_port)
+write_config "min_free_mb = 100000000" "http_port = $HTTP"
 start_daemon
 "$MKSERIES" --out "$T/s" --rows 64 --cols 64 --slices 2 || fail "mkseries"
 out=$(storescu -v -aec LDCTNODE 127.0.0.1 "$PORT" "$T"/s/*.dcm 2>&1)
@@ -13,6 +15,16 @@ echo "$out" | grep -q "Refused: OutOfResources" || fail "no A700 status: $out"
 left=$(find "$STATE/spool" -type f \( -name '*.dcm' -o \( -name '*.part' -size +0 \) \) | head -n1)
 [ -z "$left" ] || fail "files left behind: $left"
 grep -q "out of disk space" "$T/ldctd.log" || fail "no log line"
+curl -s "http://127.0.0.1:$HTTP/metrics" > "$T/metrics.txt" || fail "GET /metrics"
+# storescu stops at the first refusal: one counted.
+grep -qx 'ldct_instances_refused_total{reason="resources"} 1' "$T/metrics.txt" ||
+    fail "refusals: $(grep refused "$T/metrics.txt")"
+python3 - "$T/metrics.txt" << 'PY' || fail "free space: $(grep free "$T/metrics.txt")"
+import sys
+m = dict(l.split() for l in open(sys.argv[1]) if l.startswith("ldct_spool_") and "{" not in l)
+assert int(m["ldct_spool_free_bytes"]) < int(m["ldct_spool_min_free_bytes"]), m
+assert int(m["ldct_spool_min_free_bytes"]) == 100000000 * 1024 * 1024, m
+PY
 stop_daemon || fail "exit code $?"
 
 # The guard off (min_free_mb = 0) and the spool really full: a dataset cut

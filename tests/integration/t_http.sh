@@ -21,6 +21,10 @@ storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T"/s/*.dcm || fail "storescu"
 echoscu -aec SOMEONEELSE 127.0.0.1 "$PORT" 2> /dev/null && fail "an echo to another AE title"
 python3 "$ROOT/tests/tools/rawscu.py" 127.0.0.1 "$PORT" garbage --wait 5 > /dev/null ||
     fail "rawscu garbage"
+# An instance without a Series Instance UID is refused (0xC000): counted.
+cp "$T/s/IMG0001.dcm" "$T/nouid.dcm" && dcmodify -nb -ea "(0020,000e)" "$T/nouid.dcm" ||
+    fail "dcmodify"
+storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T/nouid.dcm" > /dev/null 2>&1
 curl -s "$url/status" > "$T/status.json" || fail "GET /status"
 python3 - "$T/status.json" << 'PY' || fail "status: $(cat "$T/status.json")"
 import json, sys
@@ -30,7 +34,9 @@ assert s["uptime_s"] >= 0 and s["workers"] >= 1 and s["associations_active"] == 
 assert s["gpus_down"] == 0, s
 assert set(s["jobs"]) == {"pending", "running", "done", "failed"}, s
 assert s["version"], s
-assert s["connections"] == {"accepted": 1, "rejected": 1, "failed": 1}, s
+assert s["connections"] == {"accepted": 2, "rejected": 1, "failed": 1}, s
+assert s["refused"] == {"resources": 0, "error": 1}, s
+assert s["free_bytes"] > 0 and s["min_free_bytes"] == 0, s  # lib.sh: min_free_mb = 0
 assert s["tls"] == {"certificate_not_after": None, "crl_next_update": None}, s
 PY
 curl -s "$url/metrics" > "$T/metrics.txt" || fail "GET /metrics"
@@ -39,9 +45,14 @@ grep -qx 'ldct_jobs{state="failed"} 0' "$T/metrics.txt" || fail "no job states"
 grep -q '^# TYPE ldct_spool_bytes gauge$' "$T/metrics.txt" || fail "no TYPE lines"
 grep -qx "ldct_gpus_down 0" "$T/metrics.txt" || fail "no ldct_gpus_down"
 grep -q '^# TYPE ldct_connections_total counter$' "$T/metrics.txt" || fail "no connection counter"
-for o in accepted rejected failed; do
+for o in rejected failed; do
     grep -qx "ldct_connections_total{outcome=\"$o\"} 1" "$T/metrics.txt" || fail "no $o connection"
 done
+grep -qx 'ldct_connections_total{outcome="accepted"} 2' "$T/metrics.txt" || fail "accepted"
+grep -qx 'ldct_instances_refused_total{reason="error"} 1' "$T/metrics.txt" || fail "no refusal"
+grep -qx 'ldct_instances_refused_total{reason="resources"} 0' "$T/metrics.txt" || fail "resources"
+grep -Eqx 'ldct_spool_free_bytes [1-9][0-9]*' "$T/metrics.txt" || fail "no free bytes"
+grep -qx 'ldct_spool_min_free_bytes 0' "$T/metrics.txt" || fail "no min free bytes"
 uid=$(dcmdump -q +P 0020,000e "$T/s/IMG0001.dcm" | sed -E 's/.*\[([^]]*)\].*/\1/')
 ! grep -q "$uid" "$T/status.json" "$T/metrics.txt" || fail "a UID in the status"
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$url/nothing")" = 404 ] || fail "no 404"
