@@ -346,7 +346,7 @@ static void keep_restart_only(const cfg_node *run, cfg_node *next)
  * again daily from the expire timer. */
 static void watch_tls(server *s, const cfg_node *n)
 {
-    scp_tls_dates d = {0, 0};
+    scp_tls_dates d = {0};
     char why[600];
     if (node_tls_dates(n, &d, why, sizeof why))
         log_warn("TLS: %s: cannot tell when it runs out", why);
@@ -354,7 +354,9 @@ static void watch_tls(server *s, const cfg_node *n)
     __atomic_store_n(&s->tls_dates.certificate_not_after, d.certificate_not_after,
                      __ATOMIC_RELAXED);
     __atomic_store_n(&s->tls_dates.crl_next_update, d.crl_next_update, __ATOMIC_RELAXED);
-    s->tls_warn_ms = ldct_now_ms(); /* the expire timer's next tick */
+    __atomic_store_n(&s->tls_dates.ca_not_after, d.ca_not_after, __ATOMIC_RELAXED);
+    memcpy(s->tls_dates.ca_name, d.ca_name, sizeof d.ca_name); /* read on this thread only */
+    s->tls_warn_ms = ldct_now_ms();                            /* the expire timer's next tick */
 }
 
 /* The TLS files, read again whether or not their paths changed (a renewed
@@ -523,6 +525,7 @@ static void live_status(void *ctx, status_snapshot *st)
     st->free_bytes = fs_space_bytes(dir, &avail, &total) == 0 ? (int64_t)avail : -1;
     st->tls_not_after = __atomic_load_n(&s->tls_dates.certificate_not_after, __ATOMIC_RELAXED);
     st->tls_crl_next_update = __atomic_load_n(&s->tls_dates.crl_next_update, __ATOMIC_RELAXED);
+    st->tls_ca_not_after = __atomic_load_n(&s->tls_dates.ca_not_after, __ATOMIC_RELAXED);
     st->workers = s->nworkers;
     st->gpus_down = s->workers ? worker_pool_gpus_down(s->workers) : 0;
 }

@@ -119,6 +119,8 @@ static void json_daemon_part(FILE *f, const status_snapshot *s)
     json_time_or_null(f, s->tls_not_after);
     fputs(",\"crl_next_update\":", f);
     json_time_or_null(f, s->tls_crl_next_update);
+    fputs(",\"ca_not_after\":", f);
+    json_time_or_null(f, s->tls_ca_not_after);
     fputc('}', f);
 }
 
@@ -233,6 +235,13 @@ static void prometheus_tls(FILE *f, const status_snapshot *s)
                "Unix time the node's TLS certificate (tls_certificate) expires.");
         fprintf(f, "ldct_tls_certificate_expiry_timestamp_seconds %lld\n",
                 (long long)s->tls_not_after);
+    }
+    if (s->tls_ca_not_after > 0) {
+        metric(f, "ldct_tls_ca_expiry_timestamp_seconds", "gauge",
+               "Unix time the first CA certificate expires, of tls_ca_certificates and the"
+               " chain in tls_certificate (past it, peers whose certificates chain to it, or"
+               " the node's own, are refused).");
+        fprintf(f, "ldct_tls_ca_expiry_timestamp_seconds %lld\n", (long long)s->tls_ca_not_after);
     }
     if (s->tls_crl_next_update > 0) {
         metric(f, "ldct_tls_crl_next_update_timestamp_seconds", "gauge",

@@ -60,6 +60,7 @@ typedef struct status_snapshot {
     /* When the node's TLS certificate and its revocation lists run out
      * (Unix seconds; 0: not set). */
     int64_t tls_not_after, tls_crl_next_update;
+    int64_t tls_ca_not_after; /* the first CA certificate to expire (0: none) */
 } status_snapshot;
 
 /* Reads the database's totals and, when `with_running` (GET /status and

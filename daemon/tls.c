@@ -96,7 +96,15 @@ int node_tls_warn(const cfg_node *n, const scp_tls_dates *d, int64_t now_s)
                               "is due for its next update on",
                               "was due for its next update on",
                               "every peer is refused (CRL has expired)"};
-    return warn_one(&cert, now_s) + warn_one(&crl, now_s);
+    const tls_deadline ca = {"CA certificate",
+                             d->ca_name,
+                             d->ca_not_after,
+                             TLS_CERT_WARN_DAYS,
+                             "expires on",
+                             "expired on",
+                             "peers whose certificates chain to it are refused, and so is the"
+                             " node's own if it does"};
+    return warn_one(&cert, now_s) + warn_one(&crl, now_s) + warn_one(&ca, now_s);
 }
 
 static void warn_gap(void *ctx, const char *text)

@@ -248,6 +248,10 @@ typedef struct scp_tls_dates {
     int64_t certificate_not_after; /* the first certificate of tls->certificate */
     int64_t crl_next_update;       /* the earliest next update of the lists in
                                     * tls->crl_file */
+    int64_t ca_not_after;          /* the earliest notAfter of the CA certificates: those in
+                                    * tls->ca_file and those after the first in
+                                    * tls->certificate (its chain) */
+    char ca_name[256];             /* that CA certificate's subject ("" when none) */
 } scp_tls_dates;
 
 /* Reads *out from the files of tls: 0, or LDCT_EINVAL_CONFIG with the file

@@ -309,6 +309,28 @@ int read_not_after(const char *path, int64_t *out)
     return 0;
 }
 
+/* Lowers *out to the earliest notAfter of the certificates in path after
+ * the first `skip`, and names that one's subject in name. Not a PEM file
+ * or none in it: nothing changes. */
+void read_earliest_not_after(const char *path, int skip, int64_t *out, char *name, size_t len)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    for (int i = 0;; i++) {
+        X509 *x = PEM_read_X509(f, nullptr, nullptr, nullptr);
+        if (!x)
+            break;
+        const int64_t t = i < skip ? 0 : unix_seconds(X509_get0_notAfter(x));
+        if (t > 0 && (*out == 0 || t < *out)) {
+            *out = t;
+            X509_NAME_oneline(X509_get_subject_name(x), name, (int)len);
+        }
+        X509_free(x);
+    }
+    fclose(f);
+}
+
 /* The earliest nextUpdate of the lists in path (0: none says). */
 int read_next_update(const char *path, int64_t *out)
 {
@@ -407,12 +429,18 @@ OFCondition scp__tls_verify_reason(const OFCondition &c, SSL *ssl)
 
 extern "C" int scp_tls_dates_read(const scp_tls *tls, scp_tls_dates *out, char *err, size_t err_len)
 {
-    *out = scp_tls_dates{0, 0};
+    *out = scp_tls_dates{};
     int rc = 0;
     if (set(tls->certificate) && read_not_after(tls->certificate, &out->certificate_not_after)) {
         scp__set_err(err, err_len, "cannot read the TLS certificate %s (PEM)", tls->certificate);
         rc = LDCT_EINVAL_CONFIG;
     }
+    if (!rc && set(tls->certificate))
+        read_earliest_not_after(tls->certificate, 1, &out->ca_not_after, out->ca_name,
+                                sizeof out->ca_name);
+    if (!rc && set(tls->ca_file))
+        read_earliest_not_after(tls->ca_file, 0, &out->ca_not_after, out->ca_name,
+                                sizeof out->ca_name);
     if (!rc && set(tls->crl_file) && read_next_update(tls->crl_file, &out->crl_next_update)) {
         scp__set_err(err, err_len, "cannot read the TLS certificate revocation list %s (PEM)",
                      tls->crl_file);

@@ -37,7 +37,8 @@ assert s["version"], s
 assert s["connections"] == {"accepted": 2, "rejected": 1, "failed": 1}, s
 assert s["refused"] == {"resources": 0, "error": 1}, s
 assert s["free_bytes"] > 0 and s["min_free_bytes"] == 0, s  # lib.sh: min_free_mb = 0
-assert s["tls"] == {"certificate_not_after": None, "crl_next_update": None}, s
+assert s["tls"] == {"certificate_not_after": None, "crl_next_update": None,
+                    "ca_not_after": None}, s
 PY
 curl -s "$url/metrics" > "$T/metrics.txt" || fail "GET /metrics"
 grep -qx "ldct_instances 3" "$T/metrics.txt" || fail "metrics: $(cat "$T/metrics.txt")"

@@ -114,6 +114,14 @@ metric() { curl -s "http://127.0.0.1:$HTTP_PORT/metrics" | sed -n "s/^$1 //p"; }
 [ "$(metric ldct_tls_certificate_expiry_timestamp_seconds)" = "$(not_after "$P/node.crt")" ] ||
     fail "certificate expiry metric $(metric ldct_tls_certificate_expiry_timestamp_seconds)"
 [ -z "$(metric ldct_tls_crl_next_update_timestamp_seconds)" ] || fail "a CRL metric without tls_crl"
+# The CA expires too (2 days): its own date and warning, not only the node's.
+[ "$(metric ldct_tls_ca_expiry_timestamp_seconds)" = "$(not_after "$P/ca.crt")" ] ||
+    fail "CA expiry metric $(metric ldct_tls_ca_expiry_timestamp_seconds)"
+ca_warned() {
+    grep -Eq "TLS: CA certificate /CN=ldct test ca expires on 20[0-9-]+ [0-9:]+ UTC \(in (4[78] h [0-9]+ min|2 days)\): install" \
+        "$T/ldctd.log"
+}
+wait_until 10 "the warning that the CA expires in 2 days" ca_warned
 cert_warned() {
     grep -Eq "TLS: tls_certificate $T/live/node.crt expires on 20[0-9-]+ [0-9:]+ UTC \(in (4[78] h|2 days)" \
         "$T/ldctd.log"
