@@ -34,8 +34,7 @@ static void close_job_json(list_ctx *c)
  * superseded, waits for disk space, or was queued again by ldct retry. */
 static int job_has_note(const db_job_row *j)
 {
-    int waiting = strcmp(j->state, "pending") == 0 &&
-                  strncmp(j->last_error, DB_JOB_WAIT_SPACE, strlen(DB_JOB_WAIT_SPACE)) == 0;
+    int waiting = strncmp(j->last_error, DB_JOB_WAIT_SPACE, strlen(DB_JOB_WAIT_SPACE)) == 0;
     return j->superseded || waiting || strcmp(j->last_error, DB_JOB_RETRIED) == 0;
 }
 

@@ -270,7 +270,7 @@ template <int RYB, int P> __device__ __forceinline__ void ybox(const float *xv, 
 }
 
 /* Where a group reads U. src_global: the padded slab in global memory
- * through the read-only cache, run-time strides (v3, v4). src_shared: the
+ * through the read-only cache, run-time strides (v3). src_shared: the
  * block's neighbourhood copied to shared memory, compile-time strides, so
  * the rows of a step are immediate offsets from one 32-bit address (v6).
  * arow: phase A's row segment, brow: phase B's first row, both at plane

@@ -52,7 +52,7 @@ except ImportError:
         cfg=${case%%:*} win=${case#*:}
         [ "$cfg" = default ] && cfg=
         for b in base cand; do
-            env ${cfg:+LDCT_NLM3D_CFG=$cfg} /tmp/pair/$b/gpu_nlm_raw nlm3d /tmp/in.raw /tmp/out_$b.raw \
+            env -u LDCT_NLM3D_CFG ${cfg:+LDCT_NLM3D_CFG=$cfg} /tmp/pair/$b/gpu_nlm_raw nlm3d /tmp/in.raw /tmp/out_$b.raw \
                 $1 $2 $3 ${win%:*} ${win#*:} 25 1 gpu >/dev/null || exit 1
         done
         if cmp -s /tmp/out_base.raw /tmp/out_cand.raw; then
