@@ -203,6 +203,7 @@ static int cmd_check_config(cli_opts *o)
         if (node_tls_dates(&cfg->node, &d, tls, sizeof tls) == 0)
             node_tls_warn(&cfg->node, &d, ldct_now_ms() / 1000); /* near or past: logged */
         node_tls_warn_crl_gaps(&cfg->node);
+        node_tls_warn_key_mode(&cfg->node);
     } else {
         fprintf(stderr, "%s: %d error(s)\n", o->argv[0], cfg->nerr + tls_bad);
     }

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static void usage(FILE *f)
 {
@@ -43,6 +44,10 @@ int main(int argc, char **argv)
      * with lazy loading against 0.13-0.19 s for the next ones, and the
      * start 0.15 s longer with eager loading (docs/PERFORMANCE.md). */
     gpu_load_kernels_eagerly();
+    /* The state holds patient data: nothing the daemon creates may be read
+     * by other users, whatever umask it was started with (the systemd unit
+     * sets 0027 as well). A stricter umask is kept. */
+    umask(umask(0) | 027);
     /* A reload asked for before the loop's handler is installed (a manual
      * or logrotate HUP during the start) must not kill the daemon: SIGHUP
      * is blocked here, before any thread starts (they all inherit it), and

@@ -90,11 +90,35 @@ static scp_assoc_verdict check_association(void *ctx, const scp_assoc_info *a)
     return v;
 }
 
+/* A node on its defaults takes series from anyone who reaches its port. */
+static void warn_open_node(const cfg_node *n)
+{
+    if (n->allowed_hosts.n == 0 && n->allowed_calling_aes.n == 0)
+        log_warn("any host and any calling AE title may send to this node (allowed_hosts and"
+                 " allowed_calling_aes are empty); list the scanners there before it goes on a"
+                 " clinical network");
+}
+
+/* allowed_hosts, checked as soon as a connection is accepted. */
+static int allow_host(void *ctx, const char *host)
+{
+    server *s = ctx;
+    pthread_mutex_lock(&s->cfg_lock);
+    const int ok = config_host_allowed(&s->cfg->node.allowed_hosts, host);
+    pthread_mutex_unlock(&s->cfg_lock);
+    return ok;
+}
+
 static unsigned store_begin(void *ctx, const scp_assoc_info *a, char *tmp, size_t tmp_len,
                             char *comment, size_t comment_len)
 {
     (void)a;
     return ingest_store_begin(((server *)ctx)->ingest, tmp, tmp_len, comment, comment_len);
+}
+
+static uint64_t store_min_free_mb(void *ctx)
+{
+    return ingest_min_free_mb(((server *)ctx)->ingest);
 }
 
 static unsigned store_end(void *ctx, const scp_assoc_info *a, const scp_instance *inst,
@@ -351,6 +375,7 @@ static void watch_tls(server *s, const cfg_node *n)
     if (node_tls_dates(n, &d, why, sizeof why))
         log_warn("TLS: %s: cannot tell when it runs out", why);
     node_tls_warn_crl_gaps(n);
+    node_tls_warn_key_mode(n);
     __atomic_store_n(&s->tls_dates.certificate_not_after, d.certificate_not_after,
                      __ATOMIC_RELAXED);
     __atomic_store_n(&s->tls_dates.crl_next_update, d.crl_next_update, __ATOMIC_RELAXED);
@@ -483,7 +508,9 @@ static int start_dicom(server *s)
     };
     scp_handlers h = {.ctx = s,
                       .check_association = check_association,
+                      .allow_host = allow_host,
                       .store_begin = store_begin,
+                      .store_min_free_mb = store_min_free_mb,
                       .store_end = store_end,
                       .assoc_interrupted = assoc_interrupted};
     scp_server *srv = NULL;
@@ -861,6 +888,7 @@ int server_run(const char *config_path)
     }
     start_loop_handles(&s);
     const cfg_node *n = &s.cfg->node;
+    warn_open_node(n);
     char tls[32] = "", where[PATH_MAX + 4] = "";
     if (n->tls_port > 0)
         snprintf(tls, sizeof tls, " (TLS on %d)", n->tls_port);

@@ -6,6 +6,7 @@
 #include "common/log.h"
 
 #include <stdio.h>
+#include <sys/stat.h>
 #include <time.h>
 
 scp_tls node_tls(const cfg_node *n)
@@ -116,6 +117,20 @@ int node_tls_warn_crl_gaps(const cfg_node *n)
 {
     const scp_tls tls = node_tls(n);
     return scp_tls_crl_gaps(&tls, warn_gap, (void *)n->tls_crl);
+}
+
+int node_tls_warn_key_mode(const cfg_node *n)
+{
+    struct stat st;
+    if (!*n->tls_private_key || stat(n->tls_private_key, &st) != 0)
+        return 0; /* no key, or one that does not load: its own error */
+    if (!(st.st_mode & (S_IRWXO | S_IWGRP)))
+        return 0;
+    log_warn("TLS: tls_private_key %s can be %s by %s (mode %04o): anyone who reads it can"
+             " pose as this node; chmod 600 it (or 640, group of the daemon only)",
+             n->tls_private_key, st.st_mode & (S_IROTH | S_IRGRP) ? "read" : "changed",
+             st.st_mode & S_IRWXO ? "other users" : "its group", (unsigned)(st.st_mode & 07777));
+    return 1;
 }
 
 int node_tls_check(const ldct_config *cfg, char *err, size_t len)

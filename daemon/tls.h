@@ -42,4 +42,9 @@ int node_tls_warn(const cfg_node *n, const scp_tls_dates *d, int64_t now_s);
  * Returns how many lines it logged. */
 int node_tls_warn_crl_gaps(const cfg_node *n);
 
+/* Logs a warning when tls_private_key is set and other users may read or
+ * write it, or its group may write it (a group that may read it is the
+ * usual ssl-cert arrangement and is left alone). Returns 1 when logged. */
+int node_tls_warn_key_mode(const cfg_node *n);
+
 #endif

@@ -136,14 +136,19 @@ static ingest_policy policy_get(ingest *in)
     return p;
 }
 
+uint64_t ingest_min_free_mb(ingest *in)
+{
+    const int mb = policy_get(in).min_free_mb;
+    return mb > 1 ? (uint64_t)mb : 1;
+}
+
 unsigned ingest_store_begin(ingest *in, char *tmp_path, size_t tmp_len, char *comment,
                             size_t comment_len)
 {
-    ingest_policy p = policy_get(in);
     /* Under 1 MiB nothing is accepted, even with min_free_mb = 0: when the
      * write of a dataset's last PDV fails, DCMTK's file receive waits for
      * more PDVs until dimse_timeout and the association is aborted. */
-    int floor_mb = p.min_free_mb > 1 ? p.min_free_mb : 1;
+    int floor_mb = (int)ingest_min_free_mb(in);
     uint64_t free_mb = 0, inodes = 0;
     int rc = fs_free_mb_inodes(in->spool, &free_mb, &inodes);
     if (rc || free_mb < (uint64_t)floor_mb) {
@@ -290,7 +295,7 @@ static int cut_by_a_full_disk(ingest *in, const scp_instance *inst, char *commen
     if (!inst->write_failed &&
         (inst->parsed || fs_free_mb(in->spool, &free_mb) != 0 || free_mb >= 1))
         return 0;
-    snprintf(comment, len, "out of disk space while receiving (spool full)");
+    snprintf(comment, len, "out of disk space while receiving (spool full or down to min_free_mb)");
     return 1;
 }
 

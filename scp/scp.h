@@ -104,6 +104,11 @@ typedef struct scp_handlers {
     void *ctx;
     /* Decides whether to accept an association request. */
     scp_assoc_verdict (*check_association)(void *ctx, const scp_assoc_info *assoc);
+    /* Optional: decides, right after a connection is accepted and before
+     * anything is read from it, whether its peer (numeric address) may call
+     * at all; 0 closes the connection at once, so a host that may not call
+     * cannot hold a connection slot until the ACSE timeout. */
+    int (*allow_host)(void *ctx, const char *host);
     /* Called when a C-STORE request arrives, before its dataset is read.
      * Returns SCP_STATUS_SUCCESS and writes into tmp_path (size tmp_len) the
      * file name the dataset is to be received into; or returns a failure
@@ -111,6 +116,12 @@ typedef struct scp_handlers {
      * reads the dataset off the wire, discards it and answers that status. */
     unsigned (*store_begin)(void *ctx, const scp_assoc_info *assoc, char *tmp_path, size_t tmp_len,
                             char *comment, size_t comment_len);
+    /* Optional: the free space (MiB) the file system a dataset is received
+     * onto must keep while it is written; checked after every MiB written,
+     * and below it the reception fails as on a full disk (the file is
+     * removed, store_end gets write_failed). So concurrent large datasets
+     * cannot take the space store_begin saw free. 0 or NULL: no check. */
+    uint64_t (*store_min_free_mb)(void *ctx);
     /* Called once the dataset is completely in inst->file_path. Returns the
      * DIMSE status to answer (a message in comment on failure). It owns the
      * file from then on (moves or removes it). If reception failed, the

@@ -24,8 +24,11 @@
  * Invariants:
  * - `active` counts associations accepted and being served; it never exceeds
  *   max_associations (checked and incremented under `mu`).
- * - At most k_max_pending connections wait for their A-ASSOCIATE-RQ at once;
- *   beyond that new connections wait in the kernel's backlog.
+ * - At most k_max_pending connections wait for their A-ASSOCIATE-RQ at once,
+ *   at most k_max_pending_per_host of them from one address; beyond that new
+ *   connections wait in the kernel's backlog, or (one address over its
+ *   share) are closed at once. A host the allow_host handler refuses is
+ *   closed at once too, before anything is read.
  * - At most k_max_closing threads wait for a peer to close after our last
  *   PDU (a rejection, a release); past that a connection is closed at once.
  * - A received file is either handed to store_end (which then owns it) or
@@ -68,6 +71,7 @@ extern "C" {
 #include <cstring>
 #include <exception>
 #include <list>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -80,6 +84,7 @@ extern "C" {
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 namespace
@@ -107,10 +112,12 @@ const char *k_transfer_syntaxes[] = {
 };
 const int k_n_transfer_syntaxes = sizeof k_transfer_syntaxes / sizeof k_transfer_syntaxes[0];
 
-const int k_listen_poll_s = 1; /* how often acceptor and listener check for stop */
-const int k_max_pending = 32;  /* connections waiting for their A-ASSOCIATE-RQ */
-const int k_max_closing = 32;  /* threads waiting for a peer to close after our last PDU */
-const int k_max_stop = 8;      /* servers one scp_servers_stop takes */
+const int k_listen_poll_s = 1;          /* how often acceptor and listener check for stop */
+const int k_max_pending = 32;           /* connections waiting for their A-ASSOCIATE-RQ */
+const int k_max_pending_per_host = 8;   /* of those, from one address */
+const int64_t k_refusal_log_ms = 10000; /* at most one early-refusal line per 10 s */
+const int k_max_closing = 32;           /* threads waiting for a peer to close after our last PDU */
+const int k_max_stop = 8;               /* servers one scp_servers_stop takes */
 const int k_default_acse_s = 30;
 const int k_default_dimse_s = 60;
 const size_t k_comment_len = 256;
@@ -119,10 +126,12 @@ const size_t k_comment_len = 256;
 struct assoc_slot {
     std::thread thread;
     std::atomic<bool> done{false};
-    bool accepted = false;   /* written by its own thread only (accept hook) */
-    bool rq_refused = false; /* its request was refused unparsed (own thread only) */
-    int fd = -1;             /* guarded by scp_server::mu; -1 once the thread drops it */
-    char peer[64] = "?";     /* the connection's numeric address (own thread only) */
+    bool accepted = false;     /* written by its own thread only (accept hook) */
+    bool rq_refused = false;   /* its request was refused unparsed (own thread only) */
+    bool closed_early = false; /* closed right after accept (on_accepted; own thread) */
+    bool host_counted = false; /* counted in scp_server::pending_by_host (under mu) */
+    int fd = -1;               /* guarded by scp_server::mu; -1 once the thread drops it */
+    char peer[64] = "?";       /* the connection's numeric address (own thread only) */
 };
 
 /* What the listener's connections (guarded_connection) show of their
@@ -169,10 +178,13 @@ struct scp_server {
     std::mutex mu; /* guards slots, their fds and the three fields below */
     std::condition_variable cv;
     std::list<std::unique_ptr<assoc_slot>> slots;
-    bool acceptor_waiting = false; /* an acceptor thread waits for a connection */
-    int pending = 0;               /* accepted, A-ASSOCIATE-RQ not read yet */
-    int closing = 0;               /* in drop_when_closed's wait for the peer */
-    bool aborting = false;         /* stop: shut every new connection down */
+    bool acceptor_waiting = false;              /* an acceptor thread waits for a connection */
+    int pending = 0;                            /* accepted, A-ASSOCIATE-RQ not read yet */
+    std::map<std::string, int> pending_by_host; /* the same, per peer address */
+    int64_t refusal_logged_ms = 0;              /* the last early-refusal line */
+    long long refusals_unlogged = 0;            /* early refusals since that line */
+    int closing = 0;                            /* in drop_when_closed's wait for the peer */
+    bool aborting = false;                      /* stop: shut every new connection down */
     bool started = false;
     bool stopped = false;
 };
@@ -445,7 +457,8 @@ void stop_writeback(store_ctx *sc)
 class spool_consumer : public DcmConsumer
 {
   public:
-    explicit spool_consumer(int fd) : fd_(fd) {}
+    /* min_free: the bytes the file system must keep free (0: no check) */
+    spool_consumer(int fd, uint64_t min_free) : fd_(fd), min_free_(min_free) {}
     OFBool good() const override
     {
         return OFTrue;
@@ -475,6 +488,9 @@ class spool_consumer : public DcmConsumer
             else
                 done += n;
         }
+        unchecked_ += (uint64_t)len;
+        if (!err_ && min_free_ && unchecked_ >= k_space_check_bytes)
+            check_space();
         return len;
     }
     int error() const
@@ -483,7 +499,18 @@ class spool_consumer : public DcmConsumer
     }
 
   private:
+    static const uint64_t k_space_check_bytes = 1 << 20;
+    /* Below the floor the rest of the dataset is read and discarded, as on
+     * a full disk. */
+    void check_space()
+    {
+        unchecked_ = 0;
+        struct statvfs st;
+        if (fstatvfs(fd_, &st) == 0 && (uint64_t)st.f_bavail * st.f_frsize < min_free_)
+            err_ = ENOSPC;
+    }
     int fd_, err_ = 0;
+    uint64_t min_free_, unchecked_ = 0;
 };
 
 class spool_stream : public DcmOutputStream
@@ -509,7 +536,9 @@ OFCondition receive_into(scp_server *srv, T_ASC_Association *assoc, T_ASC_Presen
     delete meta; /* closes the file: preamble and meta header */
     int fd = c.good() ? open(path, O_WRONLY | O_APPEND | O_CLOEXEC) : -1;
     struct stat st;
-    spool_consumer cons(fd);
+    const uint64_t min_free_mb =
+        srv->h.store_min_free_mb ? srv->h.store_min_free_mb(srv->h.ctx) : 0;
+    spool_consumer cons(fd, min_free_mb * 1024 * 1024);
     spool_stream out(&cons);
     T_ASC_PresentationContextID pid_data = 0;
     c = DIMSE_receiveDataSetInFile(assoc, block_mode(srv), srv->opt.dimse_timeout_s, &pid_data,
@@ -883,13 +912,69 @@ void peer_address(int fd, char *buf, size_t len)
         scp__strlcpy(buf, "?", len);
 }
 
+/* A peer's address as one key for IPv4 and IPv4-mapped IPv6. */
+std::string host_key(const char *peer)
+{
+    return std::string(strncmp(peer, "::ffff:", 7) == 0 ? peer + 7 : peer);
+}
+
+/* Logs a connection closed right after accept, at most one line per
+ * k_refusal_log_ms (a flood of connections must not flood the log); called
+ * with srv->mu held. */
+void log_early_refusal(scp_server *srv, const char *peer, const char *why)
+{
+    const int64_t now = ldct_now_ms();
+    if (srv->refusal_logged_ms && now - srv->refusal_logged_ms < k_refusal_log_ms) {
+        srv->refusals_unlogged++;
+        return;
+    }
+    if (srv->refusals_unlogged)
+        log_warn("scp: connection from %s closed before its association request: %s "
+                 "(and %lld more closed early since the last such line)",
+                 peer, why, srv->refusals_unlogged);
+    else
+        log_warn("scp: connection from %s closed before its association request: %s", peer, why);
+    srv->refusal_logged_ms = now;
+    srv->refusals_unlogged = 0;
+}
+
+/* Why a connection just accepted from slot's peer is closed at once, or
+ * nullptr when it may send its request (then it is counted against its
+ * address's share of the waiting connections); called with srv->mu held. */
+const char *early_refusal(scp_server *srv, assoc_slot *slot, bool host_allowed)
+{
+    if (!host_allowed)
+        return "host not in allowed_hosts";
+    int &n = srv->pending_by_host[host_key(slot->peer)];
+    if (n >= k_max_pending_per_host)
+        return "too many connections from it waiting for their association request";
+    n++;
+    slot->host_counted = true;
+    return nullptr;
+}
+
+/* Gives back what early_refusal counted for slot; called with srv->mu held. */
+void uncount_host(scp_server *srv, assoc_slot *slot)
+{
+    if (!slot->host_counted)
+        return;
+    slot->host_counted = false;
+    auto it = srv->pending_by_host.find(host_key(slot->peer));
+    if (it != srv->pending_by_host.end() && --it->second <= 0)
+        srv->pending_by_host.erase(it);
+}
+
 /* Called by DCMTK (in the acceptor thread) right after accept() and before it
  * reads the A-ASSOCIATE-RQ: records the socket for stop, lets the listener
- * start the next acceptor, and shuts the socket down at once when stopping. */
+ * start the next acceptor, and shuts the socket down at once when stopping,
+ * when its host may not call, or when its host already has its share of
+ * connections waiting for their request. */
 void on_accepted(scp_server *srv, int fd)
 {
     if (t_slot)
         peer_address(fd, t_slot->peer, sizeof t_slot->peer);
+    const bool host_allowed = !t_slot || !srv->h.allow_host ||
+                              srv->h.allow_host(srv->h.ctx, host_key(t_slot->peer).c_str());
     std::lock_guard<std::mutex> lk(srv->mu);
     if (t_slot) {
         t_slot->accepted = true;
@@ -897,7 +982,13 @@ void on_accepted(scp_server *srv, int fd)
     }
     srv->acceptor_waiting = false;
     srv->pending++;
-    if (srv->aborting)
+    const char *why = t_slot && !srv->aborting ? early_refusal(srv, t_slot, host_allowed) : nullptr;
+    if (why) {
+        t_slot->closed_early = true;
+        srv->rejected++;
+        log_early_refusal(srv, t_slot->peer, why);
+    }
+    if (srv->aborting || why)
         shutdown(fd, SHUT_RDWR);
     srv->cv.notify_all();
 }
@@ -1134,10 +1225,10 @@ T_ASC_Association *accept_one(scp_server *srv, assoc_slot *slot)
                                    srv->opt.tls ? OFTrue : OFFalse, DUL_NOBLOCK, k_listen_poll_s);
         if (c.good() && slot->accepted)
             return assoc;
-        if (c != DUL_NOASSOCIATIONREQUEST && !slot->rq_refused) /* the guard said why */
-            log_accept_error(c, slot);
-        srv->failed += slot->accepted; /* counted before the peer sees the close */
-        drop(&assoc, 0);               /* an unreadable request: nothing to wait for */
+        if (c != DUL_NOASSOCIATIONREQUEST && !slot->rq_refused && !slot->closed_early)
+            log_accept_error(c, slot); /* else the guard or on_accepted said why */
+        srv->failed += slot->accepted && !slot->closed_early; /* before the peer sees the close */
+        drop(&assoc, 0); /* an unreadable request: nothing to wait for */
         if (slot->accepted)
             return nullptr;
         if (c != DUL_NOASSOCIATIONREQUEST) /* e.g. out of descriptors: no spin */
@@ -1161,13 +1252,17 @@ void acceptor_run(scp_server *srv, assoc_slot *slot)
     if (slot->accepted) {
         std::lock_guard<std::mutex> lk(srv->mu);
         srv->pending--;
+        uncount_host(srv, slot);
     }
     if (!assoc)
         return;
     /* DCMTK reports a connection closed before any A-ASSOCIATE-RQ as a
      * success with empty AE titles; AE titles are never empty in a real
      * request, so there is nobody to answer. */
-    if (!assoc->params->DULparams.calledAPTitle[0] || !assoc->params->DULparams.callingAPTitle[0])
+    if (slot->closed_early)
+        ; /* on_accepted said why */
+    else if (!assoc->params->DULparams.calledAPTitle[0] ||
+             !assoc->params->DULparams.callingAPTitle[0])
         log_debug("scp: connection from %s closed without an association request",
                   assoc->params->DULparams.callingPresentationAddress);
     else

@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
 # Calling-AE and peer-host allow lists: a refused calling AE gets "calling AE
-# title not recognized", a refused host "no reason given"; SIGHUP reloads
+# title not recognized", a refused host's connection is closed before its
+# request is read (t_silent_peer has the flood); SIGHUP reloads
 # the lists without a restart, and names each option that needs one, with
 # the running value (compared with what runs, not with the last file read).
 . "$(dirname "$0")/lib.sh"
 write_config "allowed_calling_aes = CT1, CT2"
+umask 022 # the daemon keeps what it creates from other users all the same
 start_daemon
+grep -q "any host and any calling AE title may send" "$T/ldctd.log" &&
+    fail "warned about an open node with allowed_calling_aes set"
+for f in "$STATE"/ldct.db*; do
+    [ $((0$(stat -c %a "$f") & 07)) = 0 ] || fail "$f is mode $(stat -c %a "$f") under umask 022"
+done
 echoscu -aet CT1 -aec LDCTNODE 127.0.0.1 "$PORT" || fail "allowed AE refused"
 out=$(echoscu -aet CT9 -aec LDCTNODE 127.0.0.1 "$PORT" 2>&1) && fail "CT9 accepted"
 echo "$out" | grep -q "Calling AE Title Not Recognized" || fail "wrong reason: $out"
@@ -16,7 +23,9 @@ write_config "allowed_hosts = 10.9.9.9"
 kill -HUP "$DAEMON_PID"
 for _ in $(seq 1 50); do grep -q "configuration reloaded" "$T/ldctd.log" && break; sleep 0.1; done
 out=$(echoscu -aet CT9 -aec LDCTNODE 127.0.0.1 "$PORT" 2>&1) && fail "host allow list not applied"
-echo "$out" | grep -q "No Reason" || fail "wrong reason for host: $out"
+echo "$out" | grep -q "Association Request Failed" || fail "wrong failure for host: $out"
+grep -q "connection from 127.0.0.1 closed before its association request: host not in allowed_hosts" \
+    "$T/ldctd.log" || fail "no log line for the refused host"
 
 # A changed port is named once with the running one; back to the running
 # value, nothing is said.

@@ -96,3 +96,26 @@ storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T/s/IMG0001.dcm" || fail "store after
 [ "$(db_instances)" = 1 ] || fail "after freeing space: $(db_instances) instances"
 [ "$(sql "SELECT interrupted_ms > 0 FROM series")" = 0 ] || fail "the resend did not clear the hold"
 stop_daemon || fail "exit code $?"
+
+# min_free_mb holds while datasets are written, not only when they begin:
+# four 8 MiB instances at once, with 40 MiB free and a floor of 16 MiB,
+# may not take the spool down to 8 MiB (each reception checks the space
+# after every MiB it writes and fails as on a full disk below the floor).
+mount -o remount,size=40m "$SPOOL_MNT" || fail "remount the spool's tmpfs"
+write_config "min_free_mb = 16" "dimse_timeout = 30"
+start_daemon
+"$MKSERIES" --out "$T/huge" --rows 2048 --cols 2048 --slices 4 > /dev/null || fail "mkseries huge"
+pids=()
+for i in 1 2 3 4; do
+    storescu -v -aec LDCTNODE 127.0.0.1 "$PORT" "$T/huge/IMG000$i.dcm" > "$T/huge$i.out" 2>&1 &
+    pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p"; done
+free_mb=$(( $(df -k --output=avail "$SPOOL_MNT" | tail -n 1) / 1024 ))
+note "free after four concurrent 8 MiB instances (floor 16 MiB): $free_mb MiB"
+[ "$free_mb" -ge 12 ] || fail "the spool went down to $free_mb MiB with min_free_mb = 16"
+refused=$(grep -l "Refused: OutOfResources" "$T"/huge?.out | wc -l)
+[ "$refused" -ge 1 ] || fail "all four were accepted"
+grep -q "out of disk space while receiving (spool full or down to min_free_mb)" "$T/ldctd.log" ||
+    fail "no log line for the floor reached while receiving"
+stop_daemon || fail "exit code $?"

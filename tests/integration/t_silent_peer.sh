@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # A peer that connects and never sends its A-ASSOCIATE-RQ holds only its own
 # connection: while it stays silent, other peers associate at once, and the
-# daemon still stops promptly.
+# daemon still stops promptly. One address holding many silent connections
+# gets at most 8 waiting (the rest are closed at once), so it cannot take
+# the 32 places for waiting requests from everyone else; a host not in
+# allowed_hosts is closed before anything is read.
 . "$(dirname "$0")/lib.sh"
 start_daemon
+grep -q "any host and any calling AE title may send to this node" "$T/ldctd.log" ||
+    fail "no warning that anyone may send"
 exec 3<>/dev/tcp/127.0.0.1/"$PORT" || fail "cannot connect"
 exec 4<>/dev/tcp/127.0.0.1/"$PORT" || fail "cannot connect a second time"
 sleep 0.5
@@ -22,3 +27,63 @@ stop_daemon || fail "exit code $? after SIGTERM"
 secs=$(( $(date +%s) - start ))
 [ "$secs" -le 10 ] || fail "stop took ${secs} s with a silent connection open"
 exec 3>&-
+
+# Opens $2 silent connections from address $1 and keeps them open $3 s;
+# prints how many the daemon closed within 2 s.
+silent_from() {
+    python3 - "$1" "$PORT" "$2" "$3" << 'PY'
+import select, socket, sys, time
+src, port, n, hold = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+socks = []
+for _ in range(n):
+    s = socket.socket()
+    s.bind((src, 0))
+    s.connect(("127.0.0.1", port))
+    socks.append(s)
+closed, t0 = set(), time.time()
+while time.time() - t0 < 2:
+    r, _, _ = select.select([s for s in socks if s not in closed], [], [], 0.1)
+    for s in r:
+        if not s.recv(1):
+            closed.add(s)
+print(len(closed), flush=True)
+time.sleep(hold)
+PY
+}
+# A C-ECHO beside the flood named $1 answers within 3 s.
+echo_beside_flood() {
+    local start ms
+    start=$(date +%s%N)
+    timeout 8 echoscu -to 8 -ta 8 -aec LDCTNODE 127.0.0.1 "$PORT" || fail "C-ECHO failed beside $1"
+    ms=$(( ($(date +%s%N) - start) / 1000000 ))
+    note "C-ECHO beside $1: ${ms} ms"
+    [ "$ms" -lt 3000 ] || fail "C-ECHO took ${ms} ms beside $1"
+}
+
+write_config "acse_timeout = 30"
+start_daemon
+silent_from 127.0.0.2 40 6 > "$T/flood.out" &
+flood=$!
+sleep 2.5
+[ "$(head -n 1 "$T/flood.out")" = 32 ] ||
+    fail "of 40 silent connections from one address, $(cat "$T/flood.out") were closed (want 32)"
+echo_beside_flood "40 silent connections from one address"
+grep -q "connection from 127.0.0.2 closed before its association request: too many connections" \
+    "$T/ldctd.log" || fail "no log line for the closed connections"
+[ "$(grep -c "closed before its association request" "$T/ldctd.log")" = 1 ] ||
+    fail "one line per closed connection: $(grep -c "closed before" "$T/ldctd.log")"
+wait "$flood"
+stop_daemon || fail "exit code $? after SIGTERM"
+
+write_config "allowed_hosts = 127.0.0.1"
+start_daemon
+silent_from 127.0.0.2 40 6 > "$T/flood.out" &
+flood=$!
+sleep 2.5
+[ "$(head -n 1 "$T/flood.out")" = 40 ] ||
+    fail "of 40 connections from a host not allowed, $(cat "$T/flood.out") were closed (want 40)"
+echo_beside_flood "40 connections from a host not allowed"
+grep -q "connection from 127.0.0.2 closed before its association request: host not in allowed_hosts" \
+    "$T/ldctd.log" || fail "no log line for the host not allowed"
+wait "$flood"
+stop_daemon || fail "exit code $? after SIGTERM"

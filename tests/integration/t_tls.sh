@@ -53,7 +53,17 @@ write_config "stable_seconds = 1" "devices = cpu" "max_associations = 1" "tls_po
     "tls = yes" "timeout = 5" "retry_max_attempts = 1" \
     "[rule r]" "action = process" "destinations = pacs, silent, rogue"
 "$LDCT" check-config "$T/ldctd.conf" > "$T/check.out" 2>&1 || fail "check-config: $(cat "$T/check.out")"
+# A private key others may read is named; one its group may read is not.
+key_warned() { grep -q "tls_private_key $P/node.key can be read by other users (mode 0644)" "$1"; }
+chmod 640 "$P/node.key"
+"$LDCT" check-config "$T/ldctd.conf" > "$T/check.out" 2>&1 || fail "check-config at 0640"
+grep -q "node.key can be" "$T/check.out" && fail "a key at 0640 was warned about: $(cat "$T/check.out")"
+chmod 644 "$P/node.key"
+"$LDCT" check-config "$T/ldctd.conf" > "$T/check.out" 2>&1 || fail "check-config at 0644"
+key_warned "$T/check.out" || fail "no warning for a key at 0644: $(cat "$T/check.out")"
 start_daemon
+key_warned "$T/ldctd.log" || fail "the daemon did not warn about the key at 0644"
+chmod 600 "$P/node.key"
 grep -q "listening on port $TLS_PORT for TLS with client certificates required" "$T/ldctd.log" ||
     fail "no TLS listener line"
 # A caller that connects and says nothing is dropped after acse_timeout.
