@@ -110,6 +110,9 @@ static const opt_def OPTIONS[] = {
     NODE("history_days", T_INT, 0, 36500, "30", history_days,
          "the database rows of removed series (jobs, sends, derived UIDs) are deleted this long"
          " after their last instance; 0 = kept forever"),
+    NODE("quarantine_days", T_INT, 0, 36500, "30", quarantine_days,
+         "instances refused for their content, kept in state_dir/quarantine for inspection,"
+         " are deleted this long after they came; 0 = kept until deleted by hand"),
     NODE("retention_hours", T_INT, 0, 87600, "72", retention_hours,
          "unmatched and discarded series are removed after this, delivered ones this long"
          " after delivery; 0 = at once"),

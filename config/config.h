@@ -66,6 +66,7 @@ typedef struct cfg_node {
     int sender_threads;
     int retention_hours;              /* unmatched / discarded series are removed after this */
     int history_days;                 /* rows of removed series are deleted after this */
+    int quarantine_days;              /* refused instances kept are deleted after this */
     int job_max_attempts;             /* a job failing for a passing reason is retried this often */
     int gpu_check_seconds;            /* a down GPU is checked again this often */
     int gpu_down_wait_seconds;        /* jobs wait this long for a busy working worker, then a down

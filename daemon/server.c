@@ -33,6 +33,7 @@
 
 #define STABLE_CHECK_MS 1000
 #define EXPIRE_CHECK_MS 5000
+#define QUARANTINE_CHECK_MS 60000
 
 typedef struct server {
     uv_loop_t loop;
@@ -55,10 +56,12 @@ typedef struct server {
     int64_t clock_offset;    /* wall minus monotonic clock (ldct_clock_step) */
     scp_tls_dates tls_dates; /* of the TLS files last loaded (read by the HTTP thread) */
     int64_t tls_warn_ms;     /* when to look at them again (daily) */
-    int64_t clock_pending;   /* steps not yet applied to the database */
-    int lock_fd;             /* ldctd.lock: "PID receiving" while receiving, emptied once stopped */
-    int unclean_start;       /* the last run did not empty it: killed, crashed, power lost */
-    int suspects_marked;     /* its receiving series are marked (db_series_interrupt_receiving) */
+    int64_t quarantine_ms;   /* the next look at the quarantine */
+    int64_t quarantine_instances, quarantine_bytes; /* what it held then (-1: not yet) */
+    int64_t clock_pending;                          /* steps not yet applied to the database */
+    int lock_fd;         /* ldctd.lock: "PID receiving" while receiving, emptied once stopped */
+    int unclean_start;   /* the last run did not empty it: killed, crashed, power lost */
+    int suspects_marked; /* its receiving series are marked (db_series_interrupt_receiving) */
     int exit_code;
 } server;
 
@@ -236,12 +239,34 @@ static void warn_tls_daily(server *s, int64_t now_ms)
     s->tls_warn_ms = now_ms + 86400 * 1000LL;
 }
 
+/* Once a minute: refused instances kept over quarantine_days are deleted,
+ * and what is left is counted for /status and /metrics. */
+static void expire_quarantine(server *s, int64_t now_ms)
+{
+    if (now_ms < s->quarantine_ms)
+        return;
+    s->quarantine_ms = now_ms + QUARANTINE_CHECK_MS;
+    const int days = s->cfg->node.quarantine_days;
+    ingest_quarantine_totals t;
+    int n = ingest_quarantine_expire(s->cfg->node.state_dir, days, now_ms, &t);
+    if (n < 0) {
+        log_warn("quarantine: cannot read %s/quarantine: %s", s->cfg->node.state_dir,
+                 ldct_strerror(n));
+        return;
+    }
+    if (n > 0)
+        log_notice("quarantine: deleted %d refused instance(s) kept over %d day(s)", n, days);
+    __atomic_store_n(&s->quarantine_instances, t.instances, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->quarantine_bytes, t.bytes, __ATOMIC_RELAXED);
+}
+
 static void on_expire_timer(uv_timer_t *t)
 {
     server *s = t->data;
     int rc = schedule_expire(s->db, s->cfg, ldct_now_ms()), failed = 0;
     purge_history(s, ldct_now_ms());
     warn_tls_daily(s, ldct_now_ms());
+    expire_quarantine(s, ldct_now_ms());
     if (rc < 0 && fail_run_first(&s->expire_fails))
         log_warn("retention check failed: %s (retrying every 5 s)", ldct_strerror(rc));
     if (rc >= 0 && (failed = fail_run_end(&s->expire_fails)) > 0)
@@ -553,6 +578,8 @@ static void live_status(void *ctx, status_snapshot *st)
     st->tls_not_after = __atomic_load_n(&s->tls_dates.certificate_not_after, __ATOMIC_RELAXED);
     st->tls_crl_next_update = __atomic_load_n(&s->tls_dates.crl_next_update, __ATOMIC_RELAXED);
     st->tls_ca_not_after = __atomic_load_n(&s->tls_dates.ca_not_after, __ATOMIC_RELAXED);
+    st->quarantine_instances = __atomic_load_n(&s->quarantine_instances, __ATOMIC_RELAXED);
+    st->quarantine_bytes = __atomic_load_n(&s->quarantine_bytes, __ATOMIC_RELAXED);
     st->workers = s->nworkers;
     st->gpus_down = s->workers ? worker_pool_gpus_down(s->workers) : 0;
 }
@@ -862,7 +889,9 @@ static void state_dir_absolute(const char *dir, char *out, size_t len)
 
 int server_run(const char *config_path)
 {
-    server s = {.config_path = config_path,
+    server s = {.quarantine_instances = -1,
+                .quarantine_bytes = -1,
+                .config_path = config_path,
                 .exit_code = 0,
                 .started_ms = ldct_now_ms(),
                 .clock_offset = INT64_MIN,

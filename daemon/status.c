@@ -34,6 +34,7 @@ static void add_running(void *ctx, const db_job_row *j)
 int status_read(db *d, int with_running, status_snapshot *s)
 {
     s->uptime_s = -1;
+    s->quarantine_instances = s->quarantine_bytes = -1;
     s->associations_active = -1;
     s->workers = -1;
     s->gpus_down = -1;
@@ -115,6 +116,9 @@ static void json_daemon_part(FILE *f, const status_snapshot *s)
             (long long)s->refused_error);
     fprintf(f, ",\"free_bytes\":%lld,\"min_free_bytes\":%lld", (long long)s->free_bytes,
             (long long)s->min_free_bytes);
+    if (s->quarantine_instances >= 0)
+        fprintf(f, ",\"quarantine\":{\"instances\":%lld,\"bytes\":%lld}",
+                (long long)s->quarantine_instances, (long long)s->quarantine_bytes);
     fputs(",\"tls\":{\"certificate_not_after\":", f);
     json_time_or_null(f, s->tls_not_after);
     fputs(",\"crl_next_update\":", f);
@@ -306,6 +310,15 @@ void status_write_prometheus(FILE *f, const status_snapshot *s)
     metric(f, "ldct_spool_min_free_bytes", "gauge",
            "min_free_mb in bytes: with less free on the spool every C-STORE is refused (0xA700).");
     fprintf(f, "ldct_spool_min_free_bytes %lld\n", (long long)s->min_free_bytes);
+    if (s->quarantine_instances >= 0) {
+        metric(f, "ldct_quarantine_instances", "gauge",
+               "Instances refused for their content and kept in state_dir/quarantine (deleted"
+               " after quarantine_days); counted once a minute.");
+        fprintf(f, "ldct_quarantine_instances %lld\n", (long long)s->quarantine_instances);
+        metric(f, "ldct_quarantine_bytes", "gauge",
+               "Bytes in state_dir/quarantine (the instances and their .reason files).");
+        fprintf(f, "ldct_quarantine_bytes %lld\n", (long long)s->quarantine_bytes);
+    }
     prometheus_tls(f, s);
     metric(f, "ldct_workers", "gauge", "Processing workers (one per device).");
     fprintf(f, "ldct_workers %d\n", s->workers);

@@ -57,6 +57,9 @@ typedef struct status_snapshot {
     /* Bytes free for ldctd on the spool's file system (state_dir/spool; -1:
      * unknown) and the floor below which C-STOREs are refused (min_free_mb). */
     int64_t free_bytes, min_free_bytes;
+    /* Refused instances kept in state_dir/quarantine and its bytes, as of
+     * the last look (once a minute; -1: not looked yet). */
+    int64_t quarantine_instances, quarantine_bytes;
     /* When the node's TLS certificate and its revocation lists run out
      * (Unix seconds; 0: not set). */
     int64_t tls_not_after, tls_crl_next_update;

@@ -10,6 +10,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -254,6 +255,47 @@ static int record(ingest *in, const scp_assoc_info *a, const scp_instance *inst,
     if (rc == 0 && old[0] && unlink(old) == 0)
         log_info("instance %s moved series; removed the old file", inst->sop_instance_uid);
     return rc;
+}
+
+/* Whether name ends in suffix. */
+static int ends_with(const char *name, const char *suffix)
+{
+    size_t n = strlen(name), k = strlen(suffix);
+    return n >= k && strcmp(name + n - k, suffix) == 0;
+}
+
+/* One quarantine entry: deleted when older than cutoff_s (Unix s; 0:
+ * never), else counted. 1 when a refused instance was deleted. */
+static int quarantine_entry(int dirfd, const char *name, int64_t cutoff_s,
+                            ingest_quarantine_totals *t)
+{
+    struct stat st;
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+        return 0;
+    const int instance = ends_with(name, ".dcm");
+    if (cutoff_s && (int64_t)st.st_mtime < cutoff_s && unlinkat(dirfd, name, 0) == 0)
+        return instance;
+    t->instances += instance;
+    t->bytes += (int64_t)st.st_size;
+    return 0;
+}
+
+int ingest_quarantine_expire(const char *state_dir, int days, int64_t now_ms,
+                             ingest_quarantine_totals *t)
+{
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%s/quarantine", state_dir);
+    *t = (ingest_quarantine_totals){0, 0};
+    DIR *d = opendir(dir);
+    if (!d)
+        return errno == ENOENT ? 0 : -errno;
+    const int64_t cutoff_s = days > 0 ? now_ms / 1000 - (int64_t)days * 86400 : 0;
+    int removed = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        if (e->d_name[0] != '.')
+            removed += quarantine_entry(dirfd(d), e->d_name, cutoff_s, t);
+    closedir(d);
+    return removed;
 }
 
 /* Moves a refused instance's file to the quarantine folder, as received,

@@ -64,4 +64,16 @@ int ingest_uid_valid(const char *uid);
 /* Path of the database under a state directory. */
 void ingest_db_path(const char *state_dir, char *out, size_t len);
 
+/* What the quarantine holds: refused instances (.dcm) and all its bytes. */
+typedef struct ingest_quarantine_totals {
+    int64_t instances, bytes;
+} ingest_quarantine_totals;
+
+/* Deletes the files in state_dir/quarantine last modified over `days` days
+ * before now_ms (days 0: none) and counts what is left into *t. Returns how
+ * many refused instances were deleted, or a negative error (the folder
+ * cannot be read; a missing one holds nothing). */
+int ingest_quarantine_expire(const char *state_dir, int days, int64_t now_ms,
+                             ingest_quarantine_totals *t);
+
 #endif
