@@ -74,7 +74,8 @@ typedef struct opt_def {
 
 static const opt_def OPTIONS[] = {
     NODE("ae_title", T_AE, 0, 0, "LDCTNODE", ae_title, "our AE title"),
-    NODE("port", T_INT, 1, 65535, "11112", port, "TCP port of the DICOM listener"),
+    NODE("port", T_INT, 0, 65535, "11112", port,
+         "TCP port of the DICOM listener; 0 = none (TLS only, on tls_port)"),
     NODE("state_dir", T_STR, 1, 0, "./var/ldct", state_dir,
          "spool, outbox, results and database live here"),
     NODE("check_called_ae", T_BOOL, 0, 0, "yes", check_called_ae,
@@ -1003,6 +1004,9 @@ static int node_line(const int *node_key_line, const char *name, const char *ins
 static void validate_tls(ldct_config *cfg, const int *key_line)
 {
     const cfg_node *n = &cfg->node;
+    if (n->port == 0 && n->tls_port <= 0)
+        add_error(cfg, node_line(key_line, "port", NULL),
+                  "port = 0 turns plain DICOM off: it needs tls_port (TLS only)");
     if (n->tls_port <= 0)
         return;
     const int port_line = node_line(key_line, "tls_port", NULL);

@@ -540,12 +540,16 @@ static int start_dicom(server *s)
                       .assoc_interrupted = assoc_interrupted};
     scp_server *srv = NULL;
     int rc = scp_server_new(&opt, &h, &srv);
-    /* The HTTP thread already serves /status: publish the receiver whole. */
+    /* The HTTP thread already serves /status: publish the receiver whole.
+     * With port = 0 it is never started: it only holds max_associations
+     * for the TLS server. */
     __atomic_store_n(&s->scp, srv, __ATOMIC_RELEASE);
-    if (rc == 0)
+    if (rc == 0 && n->port > 0)
         rc = scp_server_start(s->scp);
     if (rc)
         log_err("cannot listen on port %d: %s", n->port, ldct_strerror(rc));
+    else if (n->port == 0)
+        log_notice("port = 0: no plain DICOM listener, TLS only");
     if (rc == 0 && n->tls_port > 0)
         rc = start_dicom_tls(s, &opt, &h);
     return rc;
@@ -918,14 +922,18 @@ int server_run(const char *config_path)
     start_loop_handles(&s);
     const cfg_node *n = &s.cfg->node;
     warn_open_node(n);
-    char tls[32] = "", where[PATH_MAX + 4] = "";
-    if (n->tls_port > 0)
-        snprintf(tls, sizeof tls, " (TLS on %d)", n->tls_port);
+    char ports[64] = "", where[PATH_MAX + 4] = "";
+    if (n->port == 0)
+        snprintf(ports, sizeof ports, "TLS port %d only", n->tls_port);
+    else if (n->tls_port > 0)
+        snprintf(ports, sizeof ports, "port %d (TLS on %d)", n->port, n->tls_port);
+    else
+        snprintf(ports, sizeof ports, "port %d", n->port);
     state_dir_absolute(n->state_dir, where, sizeof where);
-    log_notice("ldctd ready: AE %s on port %d%s, state in %s%s%s%s", n->ae_title, n->port, tls,
-               n->state_dir, where, config_path ? ", config " : ", embedded defaults",
+    log_notice("ldctd ready: AE %s on %s, state in %s%s%s%s", n->ae_title, ports, n->state_dir,
+               where, config_path ? ", config " : ", embedded defaults",
                config_path ? config_path : "");
-    sd_notifyf(0, "READY=1\nSTATUS=listening as %s on port %d", n->ae_title, n->port);
+    sd_notifyf(0, "READY=1\nSTATUS=listening as %s on %s", n->ae_title, ports);
     uv_run(&s.loop, UV_RUN_DEFAULT);
     shutdown_all(&s);
     log_notice("ldctd stopped");

@@ -156,7 +156,9 @@ typedef struct scp_tls {
 
 typedef struct scp_server_options {
     const char *ae_title; /* our AE title (1..16 chars); copied */
-    int port;
+    int port;             /* 0: a server that is never started (it only holds the
+                           * association limit another shares, see
+                           * scp_server_share_limit); scp_server_start refuses it */
     int max_associations; /* beyond this, A-ASSOCIATE-RJ local limit exceeded */
     int acse_timeout_s;   /* <= 0: 30 s; also bounds how long a connection
                            * may stay silent before its A-ASSOCIATE-RQ */

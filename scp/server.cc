@@ -1381,7 +1381,7 @@ int check_options(const scp_server_options *o)
 {
     if (!o->ae_title || !o->ae_title[0] || strlen(o->ae_title) > 16)
         return -EINVAL;
-    if (o->port <= 0 || o->port > 65535 || o->max_associations <= 0)
+    if (o->port < 0 || o->port > 65535 || o->max_associations <= 0)
         return -EINVAL;
     return 0;
 }
@@ -1489,7 +1489,7 @@ extern "C" int scp_server_new(const scp_server_options *opt, const scp_handlers 
 extern "C" int scp_server_start(scp_server *srv)
 {
     try {
-        if (!srv || srv->started)
+        if (!srv || srv->started || srv->opt.port == 0)
             return -EINVAL;
         int err = scp__global_init_once();
         if (err < 0)

@@ -8,9 +8,9 @@
 [ "$(grep "^rule " "$T/out" | sed 's/  */ /g')" = "rule projections priority 20, process (fdk) -> results folder
 rule cardiac priority 15, process (adaptive4d) -> results folder
 rule lowdose-chest priority 10, process (auto) -> pacs" ] || fail "check-config's rules: $(cat "$T/out")"
-printf '[node]\nport = 0\nfoo = bar\n[destination x]\nport = 104\n' > "$T/bad.conf"
+printf '[node]\nport = 70000\nfoo = bar\n[destination x]\nport = 104\n' > "$T/bad.conf"
 "$LDCT" check-config "$T/bad.conf" 2> "$T/err" && fail "bad config accepted"
-grep -q "bad.conf:2: port = 0: out of range" "$T/err" || fail "line 2: $(cat "$T/err")"
+grep -q "bad.conf:2: port = 70000: out of range" "$T/err" || fail "line 2: $(cat "$T/err")"
 grep -q "bad.conf:3: unknown option 'foo'" "$T/err" || fail "line 3: $(cat "$T/err")"
 grep -q "bad.conf:4: destination 'x' needs host" "$T/err" || fail "line 4: $(cat "$T/err")"
 printf '[rule r]\nalgorithm = nlm3d\npatch_weighting = box\n' > "$T/pw.conf"

@@ -147,3 +147,19 @@ old_peer_served || fail "TLS 1.2 with AES128-SHA refused under bcp195: $(tail -5
 tls_echo +tls "$P/intruder.key" "$P/intruder.crt" +cf "$P/ca.crt" > "$T/e6" 2>&1 &&
     fail "a certificate from another CA served under bcp195"
 stop_daemon || fail "exit code $? after SIGTERM"
+
+# port = 0: TLS only. Nothing listens on the plain port, TLS callers are
+# served; port = 0 without tls_port is refused with its line.
+write_config "${TLS_KEYS[@]}"
+sed -i "s/^port = .*/port = 0/" "$T/ldctd.conf"
+start_daemon
+grep -q "ldctd ready: AE LDCTNODE on TLS port $TLS_PORT only" "$T/ldctd.log" ||
+    fail "no TLS-only ready line: $(grep "ldctd ready" "$T/ldctd.log" | tail -n 1)"
+tls_echo +tls "$P/scanner.key" "$P/scanner.crt" +cf "$P/ca.crt" > "$T/e7" 2>&1 ||
+    fail "C-ECHO over TLS with port = 0: $(cat "$T/e7")"
+echoscu -aec LDCTNODE 127.0.0.1 "$PORT" > "$T/e8" 2>&1 && fail "plain DICOM served with port = 0"
+stop_daemon || fail "exit code $? after SIGTERM"
+printf '[node]\nport = 0\n' > "$T/notls.conf"
+"$LDCT" check-config "$T/notls.conf" > "$T/check.out" 2>&1 && fail "port = 0 without tls_port passed"
+grep -q "notls.conf:2: port = 0 turns plain DICOM off: it needs tls_port" "$T/check.out" ||
+    fail "check-config: $(cat "$T/check.out")"

@@ -1100,7 +1100,7 @@ START_TEST(out_of_range_names_the_bounds)
     /* An integer beyond long was "not an integer". */
     cfg = load_text("[node]\nport = 99999999999999999999\nmax_pdu = -9223372036854775809\n", &rc);
     ck_assert_int_eq(rc, LDCT_EINVAL_CONFIG);
-    ck_assert(has_error(cfg, 2, "port = 99999999999999999999: out of range (1 to 65535)"));
+    ck_assert(has_error(cfg, 2, "port = 99999999999999999999: out of range (0 to 65535)"));
     ck_assert(has_error(cfg, 3, "max_pdu = -9223372036854775809: out of range (4096 to 4194304)"));
     config_free(cfg);
 }
