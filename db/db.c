@@ -319,7 +319,7 @@ static int series_upsert(db *d, const db_instance_rec *r, int64_t *id)
     db__bind_text(s, 1, r->study_uid);
     db__bind_text(s, 2, r->series_uid);
     db__bind_text(s, 3, r->modality);
-    db__bind_text(s, 4, r->series_description);
+    db__bind_text(s, 4, ""); /* description: free text, not kept (rules read the file) */
     db__bind_text(s, 5, r->calling_ae);
     db__bind_text(s, 6, r->called_ae);
     sqlite3_bind_int64(s, 7, r->received_ms);

@@ -45,7 +45,7 @@ void db_read_end(db *d);
 /* One received instance, as ingest records it. */
 typedef struct db_instance_rec {
     const char *study_uid, *series_uid, *sop_instance_uid, *sop_class_uid;
-    const char *transfer_syntax_uid, *modality, *series_description;
+    const char *transfer_syntax_uid, *modality;
     const char *calling_ae, *called_ae;
     const char *path;
     uint64_t size;

@@ -14,6 +14,10 @@ storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T"/s/IMG0001.dcm "$T"/s/IMG0002.dcm |
 uid=$(dcmdump -q +P 0020,000e "$T/s/IMG0001.dcm" | sed -E 's/.*\[([^]]*)\].*/\1/')
 state() { sql "SELECT state FROM series WHERE series_uid = '$1'"; }
 [ "$(state "$uid")" = receiving ] || fail "not receiving: $(state "$uid")"
+# The rules read SeriesDescription from the files; the database keeps no
+# free text of a series.
+[ "$(sql "SELECT count(*) FROM series WHERE description != ''")" = 0 ] ||
+    fail "the database keeps the series description"
 sleep 3
 grep -q "series $uid is stable with 2 instance" "$T/ldctd.log" || fail "no stable log line"
 [ "$(state "$uid")" = unmatched ] || [ "$(state "$uid")" = removed ] ||
