@@ -24,6 +24,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,7 +97,8 @@ static scp_assoc_verdict check_association(void *ctx, const scp_assoc_info *a)
 /* A node on its defaults takes series from anyone who reaches its port. */
 static void warn_open_node(const cfg_node *n)
 {
-    if (n->allowed_hosts.n == 0 && n->allowed_calling_aes.n == 0)
+    const int tls_only_with_certificates = n->port == 0 && n->tls_require_client_certificate;
+    if (n->allowed_hosts.n == 0 && n->allowed_calling_aes.n == 0 && !tls_only_with_certificates)
         log_warn("any host and any calling AE title may send to this node (allowed_hosts and"
                  " allowed_calling_aes are empty); list the scanners there before it goes on a"
                  " clinical network");
@@ -254,10 +256,10 @@ static void expire_quarantine(server *s, int64_t now_ms)
                  ldct_strerror(n));
         return;
     }
-    if (n > 0)
-        log_notice("quarantine: deleted %d refused instance(s) kept over %d day(s)", n, days);
     __atomic_store_n(&s->quarantine_instances, t.instances, __ATOMIC_RELAXED);
     __atomic_store_n(&s->quarantine_bytes, t.bytes, __ATOMIC_RELAXED);
+    if (n > 0)
+        log_notice("quarantine: deleted %d refused instance(s) kept over %d day(s)", n, days);
 }
 
 static void on_expire_timer(uv_timer_t *t)
@@ -804,6 +806,26 @@ static int lock_state(server *s, const char *state_dir)
     return 0;
 }
 
+/* A database made by an older version under a lax umask may be readable by
+ * every local user: other users lose access to it and its WAL files. */
+static void make_database_private(const char *db_path)
+{
+    static const char *const suffixes[] = {"", "-wal", "-shm"};
+    for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
+        char path[1200];
+        struct stat st;
+        snprintf(path, sizeof path, "%s%s", db_path, suffixes[i]);
+        if (stat(path, &st) != 0 || !(st.st_mode & S_IRWXO))
+            continue;
+        if (chmod(path, st.st_mode & 0770) == 0)
+            log_notice("%s was open to other users (mode %04o); now %04o", path,
+                       (unsigned)(st.st_mode & 07777), (unsigned)(st.st_mode & 0770));
+        else
+            log_warn("%s is open to other users (mode %04o) and cannot be changed: %s", path,
+                     (unsigned)(st.st_mode & 07777), strerror(errno));
+    }
+}
+
 static int open_state(server *s)
 {
     int lrc = lock_state(s, s->cfg->node.state_dir);
@@ -817,6 +839,7 @@ static int open_state(server *s)
     snprintf(path, sizeof path, "%s/fdk-tune.cache", s->cfg->node.state_dir);
     gpu_fdk_tune_cache_set(path); /* written by `ldct tune fdk` */
     ingest_db_path(s->cfg->node.state_dir, path, sizeof path);
+    make_database_private(path);
     if ((rc = db_open(path, 0, &s->db)))
         return rc;
     db_series_quiet_from(s->db, s->started_ms); /* a series cut off by the stop waits */

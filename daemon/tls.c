@@ -128,7 +128,7 @@ int node_tls_warn_key_mode(const cfg_node *n)
         return 0;
     log_warn("TLS: tls_private_key %s can be %s by %s (mode %04o): anyone who reads it can"
              " pose as this node; chmod 600 it (or 640, group of the daemon only)",
-             n->tls_private_key, st.st_mode & (S_IROTH | S_IRGRP) ? "read" : "changed",
+             n->tls_private_key, st.st_mode & S_IROTH ? "read" : "changed",
              st.st_mode & S_IRWXO ? "other users" : "its group", (unsigned)(st.st_mode & 07777));
     return 1;
 }

@@ -140,7 +140,7 @@ static ingest_policy policy_get(ingest *in)
 uint64_t ingest_min_free_mb(ingest *in)
 {
     const int mb = policy_get(in).min_free_mb;
-    return mb > 1 ? (uint64_t)mb : 1;
+    return mb > 0 ? (uint64_t)mb : 0;
 }
 
 unsigned ingest_store_begin(ingest *in, char *tmp_path, size_t tmp_len, char *comment,
@@ -149,7 +149,8 @@ unsigned ingest_store_begin(ingest *in, char *tmp_path, size_t tmp_len, char *co
     /* Under 1 MiB nothing is accepted, even with min_free_mb = 0: when the
      * write of a dataset's last PDV fails, DCMTK's file receive waits for
      * more PDVs until dimse_timeout and the association is aborted. */
-    int floor_mb = (int)ingest_min_free_mb(in);
+    ingest_policy p = policy_get(in);
+    int floor_mb = p.min_free_mb > 1 ? p.min_free_mb : 1;
     uint64_t free_mb = 0, inodes = 0;
     int rc = fs_free_mb_inodes(in->spool, &free_mb, &inodes);
     if (rc || free_mb < (uint64_t)floor_mb) {

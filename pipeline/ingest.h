@@ -45,8 +45,9 @@ enum { INGEST_MIN_FREE_INODES = 64 };
 /* store_begin / store_end handlers (see scp.h for the contract). */
 unsigned ingest_store_begin(ingest *in, char *tmp_path, size_t tmp_len, char *comment,
                             size_t comment_len);
-/* The free space (MiB) a reception must leave on the spool
- * (store_min_free_mb): min_free_mb, at least 1. */
+/* The free space (MiB) a reception must leave on the spool while it
+ * writes (store_min_free_mb): min_free_mb as set, 0 = no check (a write
+ * that fails still fails the reception). */
 uint64_t ingest_min_free_mb(ingest *in);
 unsigned ingest_store_end(ingest *in, const scp_assoc_info *assoc, const scp_instance *inst,
                           char *comment, size_t comment_len);

@@ -114,7 +114,7 @@ const int k_n_transfer_syntaxes = sizeof k_transfer_syntaxes / sizeof k_transfer
 
 const int k_listen_poll_s = 1;          /* how often acceptor and listener check for stop */
 const int k_max_pending = 32;           /* connections waiting for their A-ASSOCIATE-RQ */
-const int k_max_pending_per_host = 8;   /* of those, from one address */
+const int k_max_pending_per_host = 8;   /* of those, from one address, once half are taken */
 const int64_t k_refusal_log_ms = 10000; /* at most one early-refusal line per 10 s */
 const int k_max_closing = 32;           /* threads waiting for a peer to close after our last PDU */
 const int k_max_stop = 8;               /* servers one scp_servers_stop takes */
@@ -129,6 +129,7 @@ struct assoc_slot {
     bool accepted = false;     /* written by its own thread only (accept hook) */
     bool rq_refused = false;   /* its request was refused unparsed (own thread only) */
     bool closed_early = false; /* closed right after accept (on_accepted; own thread) */
+    bool pending_done = false; /* no longer counted in scp_server::pending (under mu) */
     bool host_counted = false; /* counted in scp_server::pending_by_host (under mu) */
     int fd = -1;               /* guarded by scp_server::mu; -1 once the thread drops it */
     char peer[64] = "?";       /* the connection's numeric address (own thread only) */
@@ -923,7 +924,7 @@ std::string host_key(const char *peer)
  * with srv->mu held. */
 void log_early_refusal(scp_server *srv, const char *peer, const char *why)
 {
-    const int64_t now = ldct_now_ms();
+    const int64_t now = ldct_mono_ms();
     if (srv->refusal_logged_ms && now - srv->refusal_logged_ms < k_refusal_log_ms) {
         srv->refusals_unlogged++;
         return;
@@ -940,22 +941,30 @@ void log_early_refusal(scp_server *srv, const char *peer, const char *why)
 
 /* Why a connection just accepted from slot's peer is closed at once, or
  * nullptr when it may send its request (then it is counted against its
- * address's share of the waiting connections); called with srv->mu held. */
+ * address's share of the waiting connections). One address may hold more
+ * than its share while at most half of the places are taken, so that a
+ * sender opening many TLS associations at once (each waits through its
+ * handshake) is not cut short on a quiet node. Called with srv->mu held. */
 const char *early_refusal(scp_server *srv, assoc_slot *slot, bool host_allowed)
 {
     if (!host_allowed)
         return "host not in allowed_hosts";
     int &n = srv->pending_by_host[host_key(slot->peer)];
-    if (n >= k_max_pending_per_host)
+    if (n >= k_max_pending_per_host && srv->pending > k_max_pending / 2)
         return "too many connections from it waiting for their association request";
     n++;
     slot->host_counted = true;
     return nullptr;
 }
 
-/* Gives back what early_refusal counted for slot; called with srv->mu held. */
-void uncount_host(scp_server *srv, assoc_slot *slot)
+/* Gives back what on_accepted counted for slot, once; called with srv->mu
+ * held. */
+void release_pending(scp_server *srv, assoc_slot *slot)
 {
+    if (slot->pending_done)
+        return;
+    slot->pending_done = true;
+    srv->pending--;
     if (!slot->host_counted)
         return;
     slot->host_counted = false;
@@ -964,12 +973,8 @@ void uncount_host(scp_server *srv, assoc_slot *slot)
         srv->pending_by_host.erase(it);
 }
 
-/* Called by DCMTK (in the acceptor thread) right after accept() and before it
- * reads the A-ASSOCIATE-RQ: records the socket for stop, lets the listener
- * start the next acceptor, and shuts the socket down at once when stopping,
- * when its host may not call, or when its host already has its share of
- * connections waiting for their request. */
-void on_accepted(scp_server *srv, int fd)
+/* on_accepted's work; may throw (allocation). */
+void note_accepted(scp_server *srv, int fd)
 {
     if (t_slot)
         peer_address(fd, t_slot->peer, sizeof t_slot->peer);
@@ -991,6 +996,31 @@ void on_accepted(scp_server *srv, int fd)
     if (srv->aborting || why)
         shutdown(fd, SHUT_RDWR);
     srv->cv.notify_all();
+}
+
+/* Called by DCMTK (in the acceptor thread) right after accept() and before it
+ * reads the A-ASSOCIATE-RQ: records the socket for stop, lets the listener
+ * start the next acceptor, and shuts the socket down at once when stopping,
+ * when its host may not call, or when its host already has its share of
+ * connections waiting for their request. A connection closed early is
+ * never read (refused_early_connection). Nothing is thrown into DCMTK: a
+ * failure closes the connection. */
+void on_accepted(scp_server *srv, int fd)
+{
+    try {
+        note_accepted(srv, fd);
+    } catch (...) {
+        if (t_slot)
+            t_slot->closed_early = true;
+        shutdown(fd, SHUT_RDWR);
+    }
+}
+
+/* The connection DCMTK gets for one closed early: it reads nothing of what
+ * the peer may have sent, on either port (no TLS handshake either). */
+bool closed_early()
+{
+    return t_slot && t_slot->closed_early;
 }
 
 /* Follows the PDU and PDV headers of what a peer sends and says when a DIMSE
@@ -1125,6 +1155,10 @@ template <class Base> class guarded_connection : public Base, public socket_view
     }
     ssize_t read(void *buf, size_t nbyte) override
     {
+        if (closed_early()) { /* on_accepted refused it: read nothing */
+            errno = ECONNRESET;
+            return -1;
+        }
         ssize_t r = Base::read(buf, nbyte);
         if (r > 0 && !guard_.feed(static_cast<const unsigned char *>(buf), (size_t)r)) {
             if (guard_.rq_fault()) {
@@ -1161,7 +1195,7 @@ class accept_layer : public DcmTransportLayer
     DcmTransportConnection *createConnection(DcmNativeSocketType sock, OFBool secure) override
     {
         on_accepted(srv_, (int)sock);
-        if (secure)
+        if (secure && !closed_early())
             return nullptr; /* a plain listener */
         return new guarded_connection<DcmTCPConnection>(sock);
     }
@@ -1185,6 +1219,8 @@ class tls_accept_layer : public DcmTLSTransportLayer
     DcmTransportConnection *createConnection(DcmNativeSocketType sock, OFBool secure) override
     {
         on_accepted(srv_, (int)sock);
+        if (closed_early()) /* no handshake: nothing of the peer's is read */
+            return new guarded_connection<DcmTCPConnection>(sock);
         if (!secure)
             return nullptr; /* a TLS listener */
         std::shared_ptr<DcmTLSTransportLayer> reloaded;
@@ -1251,8 +1287,7 @@ void acceptor_run(scp_server *srv, assoc_slot *slot)
     T_ASC_Association *assoc = accept_one(srv, slot);
     if (slot->accepted) {
         std::lock_guard<std::mutex> lk(srv->mu);
-        srv->pending--;
-        uncount_host(srv, slot);
+        release_pending(srv, slot);
     }
     if (!assoc)
         return;
@@ -1282,6 +1317,8 @@ void acceptor_main(scp_server *srv, assoc_slot *slot)
         log_err("scp: association thread failed (exception)");
     }
     std::lock_guard<std::mutex> lk(srv->mu); /* so stop's wait sees it */
+    if (slot->accepted)
+        release_pending(srv, slot); /* an exception came before acceptor_run's */
     slot->fd = -1;
     if (!slot->accepted)
         srv->acceptor_waiting = false;

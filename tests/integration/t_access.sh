@@ -51,3 +51,13 @@ for _ in $(seq 1 50); do grep -q "reload failed" "$T/ldctd.log" && break; sleep 
 grep -q "ldctd.conf:2: port = nope: not an integer" "$T/ldctd.log" || fail "no file:line error"
 kill -0 "$DAEMON_PID" || fail "daemon died on a bad reload"
 stop_daemon || fail "exit code $?"
+
+# A database left readable by everyone (an older version under umask 022)
+# is made private at the next start.
+chmod 644 "$STATE/ldct.db"
+write_config
+start_daemon
+[ "$(stat -c %a "$STATE/ldct.db")" = 640 ] || fail "ldct.db is $(stat -c %a "$STATE/ldct.db")"
+grep -q "ldct.db was open to other users (mode 0644); now 0640" "$T/ldctd.log" ||
+    fail "no log line for the database made private"
+stop_daemon || fail "exit code $?"

@@ -28,7 +28,8 @@ HTTP=$(free_port)
 write_config "quarantine_days = 2" "http_port = $HTTP"
 start_daemon
 storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T"/s/IMG0002.dcm > /dev/null 2>&1
-wait_until 10 "a second quarantined instance" test "$(ls "$STATE"/quarantine/*.dcm | wc -l)" = 2
+two_kept() { [ "$(ls "$STATE"/quarantine/*.dcm | wc -l)" = 2 ]; }
+wait_until 10 "a second quarantined instance" two_kept
 stop_daemon || fail "exit code $?"
 touch -d "3 days ago" "${kept[0]}" "${kept[0]%.dcm}.reason"
 start_daemon

@@ -163,3 +163,15 @@ printf '[node]\nport = 0\n' > "$T/notls.conf"
 "$LDCT" check-config "$T/notls.conf" > "$T/check.out" 2>&1 && fail "port = 0 without tls_port passed"
 grep -q "notls.conf:2: port = 0 turns plain DICOM off: it needs tls_port" "$T/check.out" ||
     fail "check-config: $(cat "$T/check.out")"
+
+# A host not in allowed_hosts is closed at the TLS port's accept, before any
+# handshake: one line says so, none about a TLS error.
+write_config "allowed_hosts = 10.9.9.9" "${TLS_KEYS[@]}"
+start_daemon
+tls_echo +tls "$P/scanner.key" "$P/scanner.crt" +cf "$P/ca.crt" > "$T/e9" 2>&1 &&
+    fail "a host not allowed was served over TLS"
+wait_until 10 "the refusal logged" grep -q \
+    "connection from 127.0.0.1 closed before its association request: host not in allowed_hosts" \
+    "$T/ldctd.log"
+tail -n 5 "$T/ldctd.log" | grep -q "TLS error" && fail "a handshake ran for a refused host"
+stop_daemon || fail "exit code $? after SIGTERM"
