@@ -939,6 +939,21 @@ void log_early_refusal(scp_server *srv, const char *peer, const char *why)
     srv->refusals_unlogged = 0;
 }
 
+/* Logs the early refusals not logged yet, once k_refusal_log_ms has passed
+ * since the last such line (so the count of a flood that stopped is not
+ * lost); called by the listener about once a second, with srv->mu held. */
+void flush_early_refusals(scp_server *srv)
+{
+    const int64_t now = ldct_mono_ms();
+    if (!srv->refusals_unlogged || now - srv->refusal_logged_ms < k_refusal_log_ms)
+        return;
+    log_warn("scp: %lld more connection(s) closed before their association request since the"
+             " last such line",
+             srv->refusals_unlogged);
+    srv->refusal_logged_ms = now;
+    srv->refusals_unlogged = 0;
+}
+
 /* Why a connection just accepted from slot's peer is closed at once, or
  * nullptr when it may send its request (then it is counted against its
  * address's share of the waiting connections). One address may hold more
@@ -1362,6 +1377,7 @@ void listen_loop(scp_server *srv)
     std::unique_lock<std::mutex> lk(srv->mu);
     while (!srv->quit) {
         reap_finished(srv);
+        flush_early_refusals(srv);
         if (!srv->acceptor_waiting && srv->pending < k_max_pending)
             start_acceptor(srv);
         srv->cv.wait_for(lk, std::chrono::seconds(k_listen_poll_s));

@@ -84,6 +84,10 @@ grep -q "connection from 127.0.0.2 closed before its association request: too ma
     "$T/ldctd.log" || fail "no log line for the closed connections"
 [ "$(grep -c "closed before its association request" "$T/ldctd.log")" = 1 ] ||
     fail "one line per closed connection: $(grep -c "closed before" "$T/ldctd.log")"
+# The others are counted in one line 10 s after the first.
+wait_until $((15 * SLOWDOWN)) "the count of the other closed connections" grep -q \
+    "23 more connection(s) closed before their association request since the last such line" \
+    "$T/ldctd.log"
 wait "$flood"
 stop_daemon || fail "exit code $? after SIGTERM"
 
