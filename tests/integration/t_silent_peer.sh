@@ -72,16 +72,22 @@ echo_beside_flood() {
 }
 flood_counted() { test -s "$T/flood.out"; }
 
+# 40 silent connections from 127.0.0.2 beside a C-ECHO: $1 of them are
+# closed, with a log line ending in $2; $3 names the case.
+flood_case() {
+    silent_from 127.0.0.2 40 "$1" 8 > "$T/flood.out" &
+    flood=$!
+    wait_until $((12 * SLOWDOWN)) "the flood counted" flood_counted
+    [ "$(head -n 1 "$T/flood.out")" = "$1" ] ||
+        fail "of $3, $(cat "$T/flood.out") were closed (want $1)"
+    echo_beside_flood "$3"
+    grep -q "connection from 127.0.0.2 closed before its association request: $2" \
+        "$T/ldctd.log" || fail "no log line for $3"
+}
+
 write_config "acse_timeout = 30"
 start_daemon
-silent_from 127.0.0.2 40 24 8 > "$T/flood.out" &
-flood=$!
-wait_until $((12 * SLOWDOWN)) "the flood counted" flood_counted
-[ "$(head -n 1 "$T/flood.out")" = 24 ] ||
-    fail "of 40 silent connections from one address, $(cat "$T/flood.out") were closed (want 24)"
-echo_beside_flood "40 silent connections from one address"
-grep -q "connection from 127.0.0.2 closed before its association request: too many connections" \
-    "$T/ldctd.log" || fail "no log line for the closed connections"
+flood_case 24 "too many connections" "40 silent connections from one address"
 [ "$(grep -c "closed before its association request" "$T/ldctd.log")" = 1 ] ||
     fail "one line per closed connection: $(grep -c "closed before" "$T/ldctd.log")"
 # The others are counted in one line 10 s after the first.
@@ -93,13 +99,6 @@ stop_daemon || fail "exit code $? after SIGTERM"
 
 write_config "allowed_hosts = 127.0.0.1"
 start_daemon
-silent_from 127.0.0.2 40 40 8 > "$T/flood.out" &
-flood=$!
-wait_until $((12 * SLOWDOWN)) "the flood counted" flood_counted
-[ "$(head -n 1 "$T/flood.out")" = 40 ] ||
-    fail "of 40 connections from a host not allowed, $(cat "$T/flood.out") were closed (want 40)"
-echo_beside_flood "40 connections from a host not allowed"
-grep -q "connection from 127.0.0.2 closed before its association request: host not in allowed_hosts" \
-    "$T/ldctd.log" || fail "no log line for the host not allowed"
+flood_case 40 "host not in allowed_hosts" "40 connections from a host not allowed"
 wait "$flood"
 stop_daemon || fail "exit code $? after SIGTERM"
