@@ -52,10 +52,11 @@ typedef struct cfg_node {
     cfg_ae_list allowed_calling_aes; /* empty = anyone */
     cfg_host_list allowed_hosts;     /* empty = anyone; numeric addresses */
     int max_associations;
-    int acse_timeout;  /* seconds */
-    int dimse_timeout; /* seconds */
-    int max_pdu;       /* bytes */
-    int min_free_mb;   /* refuse C-STOREs (0xA700) below this free space */
+    int max_associations_per_host; /* 0: half of max_associations, rounded up */
+    int acse_timeout;              /* seconds */
+    int dimse_timeout;             /* seconds */
+    int max_pdu;                   /* bytes */
+    int min_free_mb;               /* refuse C-STOREs (0xA700) below this free space */
     int stable_seconds;
     int interrupted_seconds; /* quiet a series cut short by an abort waits at least */
     int shutdown_grace_seconds;

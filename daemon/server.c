@@ -381,6 +381,7 @@ static void keep_restart_only(const cfg_node *run, cfg_node *next)
     KEEP_RUNNING_STR(ae_title);
     KEEP_RUNNING_STR(state_dir);
     KEEP_RUNNING_INT(max_associations);
+    KEEP_RUNNING_INT(max_associations_per_host);
     KEEP_RUNNING_INT(max_pdu);
     KEEP_RUNNING_INT(acse_timeout);
     KEEP_RUNNING_INT(dimse_timeout);
@@ -522,6 +523,14 @@ static int start_dicom_tls(server *s, const scp_server_options *plain, const scp
     return rc;
 }
 
+/* max_associations_per_host as it applies: 0 is half of max_associations,
+ * rounded up, so that one sender leaves room for the others. */
+static int associations_per_host(const cfg_node *n)
+{
+    return n->max_associations_per_host > 0 ? n->max_associations_per_host
+                                            : (n->max_associations + 1) / 2;
+}
+
 static int start_dicom(server *s)
 {
     const cfg_node *n = &s->cfg->node;
@@ -529,6 +538,7 @@ static int start_dicom(server *s)
         .ae_title = n->ae_title,
         .port = n->port,
         .max_associations = n->max_associations,
+        .max_associations_per_host = associations_per_host(n),
         .acse_timeout_s = n->acse_timeout,
         .dimse_timeout_s = n->dimse_timeout,
         .max_pdu = (uint32_t)n->max_pdu,

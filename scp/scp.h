@@ -155,18 +155,20 @@ typedef struct scp_tls {
 } scp_tls;
 
 typedef struct scp_server_options {
-    const char *ae_title; /* our AE title (1..16 chars); copied */
-    int port;             /* 0: a server that is never started (it only holds the
-                           * association limit another shares, see
-                           * scp_server_share_limit); scp_server_start refuses it */
-    int max_associations; /* beyond this, A-ASSOCIATE-RJ local limit exceeded */
-    int acse_timeout_s;   /* <= 0: 30 s; also bounds how long a connection
-                           * may stay silent before its A-ASSOCIATE-RQ */
-    int dimse_timeout_s;  /* <= 0: 60 s; idle time between and within messages */
-    uint32_t max_pdu;     /* our maximum receive PDU length; 0: 131072;
-                           * clamped to 4096..131072 */
-    const scp_tls *tls;   /* NULL: plain TCP; else every connection speaks TLS
-                           * (files read at scp_server_start; copied) */
+    const char *ae_title;          /* our AE title (1..16 chars); copied */
+    int port;                      /* 0: a server that is never started (it only holds the
+                                    * association limit another shares, see
+                                    * scp_server_share_limit); scp_server_start refuses it */
+    int max_associations;          /* beyond this, A-ASSOCIATE-RJ local limit exceeded */
+    int max_associations_per_host; /* the same for the associations from one peer
+                                    * address; <= 0: no such limit */
+    int acse_timeout_s;            /* <= 0: 30 s; also bounds how long a connection
+                                    * may stay silent before its A-ASSOCIATE-RQ */
+    int dimse_timeout_s;           /* <= 0: 60 s; idle time between and within messages */
+    uint32_t max_pdu;              /* our maximum receive PDU length; 0: 131072;
+                                    * clamped to 4096..131072 */
+    const scp_tls *tls;            /* NULL: plain TCP; else every connection speaks TLS
+                                    * (files read at scp_server_start; copied) */
 } scp_server_options;
 
 typedef struct scp_server scp_server;

@@ -154,6 +154,15 @@ struct assoc_ctx {
     mutable int refused_for_resources = 0;          /* instances answered 0xA7xx */
 };
 
+/* Running associations, in all and per peer address (max_associations,
+ * max_associations_per_host); one per server, or shared by the node's two
+ * ports. */
+struct assoc_limit {
+    std::mutex mu;
+    int total = 0;
+    std::map<std::string, int> by_host; /* hosts with at least one */
+};
+
 } // namespace
 
 struct scp_server {
@@ -167,7 +176,7 @@ struct scp_server {
     std::shared_ptr<DcmTLSTransportLayer> tls_ctx;
     /* Associations counted against max_associations: this server's, or
      * shared with another port of the node (scp_server_share_limit). */
-    std::shared_ptr<std::atomic<int>> limit = std::make_shared<std::atomic<int>>(0);
+    std::shared_ptr<assoc_limit> limit = std::make_shared<assoc_limit>();
     scp_handlers h{};
     T_ASC_Network *net = nullptr;
     std::thread listener;
@@ -733,16 +742,37 @@ void report_interrupted(scp_server *srv, const assoc_ctx &a, bool cut)
     }
 }
 
-/* Counts one more association against max_associations (shared with the
- * node's other port), unless that would exceed it. */
-bool take_slot(scp_server *srv)
+enum class slot_verdict { taken, stopping, node_full, host_full };
+
+/* Counts one more association from host against max_associations and
+ * max_associations_per_host (shared with the node's other port), unless
+ * that would exceed either. */
+slot_verdict take_slot(scp_server *srv, const std::string &host)
 {
-    int n = srv->limit->load();
-    do {
-        if (n >= srv->opt.max_associations)
-            return false;
-    } while (!srv->limit->compare_exchange_weak(n, n + 1));
-    return true;
+    assoc_limit &l = *srv->limit;
+    std::lock_guard<std::mutex> lk(l.mu);
+    if (l.total >= srv->opt.max_associations)
+        return slot_verdict::node_full;
+    const int cap = srv->opt.max_associations_per_host;
+    auto it = l.by_host.find(host);
+    if (cap > 0 && it != l.by_host.end() && it->second >= cap)
+        return slot_verdict::host_full;
+    if (it == l.by_host.end())
+        it = l.by_host.emplace(host, 0).first; /* may throw: nothing counted yet */
+    it->second++;
+    l.total++;
+    return slot_verdict::taken;
+}
+
+/* Gives back what take_slot counted for host. */
+void give_slot(scp_server *srv, const std::string &host)
+{
+    assoc_limit &l = *srv->limit;
+    std::lock_guard<std::mutex> lk(l.mu);
+    l.total--;
+    auto it = l.by_host.find(host);
+    if (it != l.by_host.end() && --it->second <= 0)
+        l.by_host.erase(it);
 }
 
 /* Runs f; an exception from it (an allocation that failed) is logged and
@@ -773,31 +803,32 @@ bool serve_or_abort(scp_server *srv, const assoc_ctx *a, T_ASC_Association *asso
     return abort_on_exception(srv, assoc, [&] { clean = serve(srv, a, assoc); }) && clean;
 }
 
-/* One association counted in max_associations and in srv->active, given
- * back however its thread leaves (an exception included), so that neither a
- * slot of the shared limit nor stop's wait for active associations leaks. */
+/* One association counted in max_associations (and per host) and in
+ * srv->active, given back however its thread leaves (an exception
+ * included), so that neither a slot of the shared limit nor stop's wait for
+ * active associations leaks. */
 class counted_association
 {
   public:
-    explicit counted_association(scp_server *srv) : srv_(srv) {}
+    counted_association(scp_server *srv, const std::string &host) : srv_(srv), host_(host) {}
     counted_association(const counted_association &) = delete;
     counted_association &operator=(const counted_association &) = delete;
 
-    /* Takes a slot unless stopping or full; sets *stopping. */
-    bool take(bool *stopping)
+    /* Takes a slot unless stopping or full. */
+    slot_verdict take()
     {
         std::lock_guard<std::mutex> lk(srv_->mu);
-        *stopping = srv_->stopping;
-        held_ = !*stopping && take_slot(srv_);
+        const slot_verdict v = srv_->stopping ? slot_verdict::stopping : take_slot(srv_, host_);
+        held_ = v == slot_verdict::taken;
         srv_->active += held_;
-        return held_;
+        return v;
     }
 
     ~counted_association()
     {
         if (!held_)
             return;
-        srv_->limit->fetch_sub(1);
+        give_slot(srv_, host_);
         std::lock_guard<std::mutex> lk(srv_->mu);
         srv_->active--;
         srv_->cv.notify_all();
@@ -805,8 +836,20 @@ class counted_association
 
   private:
     scp_server *srv_;
+    const std::string &host_;
     bool held_ = false;
 };
+
+/* Why an association was refused as busy, for the log. */
+std::string busy_detail(const scp_server *srv, slot_verdict v, const std::string &host)
+{
+    if (v == slot_verdict::stopping)
+        return "the node is shutting down";
+    if (v == slot_verdict::host_full)
+        return "all max_associations_per_host = " +
+               std::to_string(srv->opt.max_associations_per_host) + " in use by " + host;
+    return "all max_associations = " + std::to_string(srv->opt.max_associations) + " in use";
+}
 
 /* What the log adds to a refusal: the AE title we answer to, or the
  * certificate a bound calling AE title came with. */
@@ -828,14 +871,11 @@ void run_association(scp_server *srv, T_ASC_Association *assoc)
 {
     assoc_ctx a;
     fill_assoc_ctx(assoc, srv->opt.tls != nullptr, &a);
-    bool stopping;
-    counted_association counted(srv);
-    if (!counted.take(&stopping)) {
+    counted_association counted(srv, a.peer);
+    const slot_verdict slot = counted.take();
+    if (slot != slot_verdict::taken) {
         srv->rejected++;
-        reject(assoc, SCP_ASSOC_REJECT_BUSY, a,
-               stopping ? std::string("the node is shutting down")
-                        : "all max_associations = " + std::to_string(srv->opt.max_associations) +
-                              " in use");
+        reject(assoc, SCP_ASSOC_REJECT_BUSY, a, busy_detail(srv, slot, a.peer));
         return;
     }
     scp_assoc_verdict v =
@@ -1566,12 +1606,16 @@ extern "C" int scp_server_start(scp_server *srv)
             return -EAGAIN;
         }
         srv->started = true;
-        log_notice("scp: %s listening on port %d%s (at most %d associations)",
+        const int per_host = srv->opt.max_associations_per_host;
+        log_notice("scp: %s listening on port %d%s (at most %d associations, %d from one host)",
                    srv->ae_title.c_str(), srv->opt.port,
                    !srv->opt.tls           ? ""
                    : srv->tls.require_peer ? " for TLS with client certificates required"
                                            : " for TLS",
-                   srv->opt.max_associations);
+                   srv->opt.max_associations,
+                   per_host > 0 && per_host < srv->opt.max_associations
+                       ? per_host
+                       : srv->opt.max_associations);
         return 0;
     } catch (const std::bad_alloc &) {
         return -ENOMEM;

@@ -53,7 +53,8 @@ Modes:
                      then wait (up to --wait seconds) for the peer to give up;
                      prints "closed after S s" or "still open after S s"
 
-With --tls CA CERT KEY every connection is TLS (the peer's certificate is
+With --source ADDR every connection comes from that local address (another
+peer on loopback: 127.0.0.2). With --tls CA CERT KEY every connection is TLS (the peer's certificate is
 checked against CA, host names are not; CERT and KEY identify this caller):
 the same misbehaviour, behind a completed handshake.
 
@@ -196,7 +197,8 @@ def status_of(command):
 
 
 def connect(a):
-    s = socket.create_connection((a.host, a.port), timeout=a.wait)
+    source = (a.source, 0) if a.source else None
+    s = socket.create_connection((a.host, a.port), timeout=a.wait, source_address=source)
     if not a.tls:
         return s
     ca, cert, key = a.tls
@@ -347,6 +349,7 @@ def main():
     p.add_argument("--called", default="LDCTNODE")
     p.add_argument("--calling", default="RAWSCU")
     p.add_argument("--tls", nargs=3, metavar=("CA", "CERT", "KEY"))
+    p.add_argument("--source", help="connect from this local address (e.g. 127.0.0.2)")
     a = p.parse_args()
     try:
         modes = {"garbage": mode_garbage, "store": mode_store, "associate": mode_associate,
