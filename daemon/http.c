@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,8 @@ struct http_server {
     db *db; /* used by the MHD thread only */
     http_live_fn live;
     void *ctx;
+    pthread_mutex_t stop_lock; /* guards stopping and every call of live */
+    int stopping;              /* http_set_stopping was called */
 };
 
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type,
@@ -46,6 +49,28 @@ static enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status, con
     return body ? reply(c, status, "text/plain; charset=utf-8", body, strlen(body)) : MHD_NO;
 }
 
+static int is_stopping(http_server *h)
+{
+    pthread_mutex_lock(&h->stop_lock);
+    const int stopping = h->stopping;
+    pthread_mutex_unlock(&h->stop_lock);
+    return stopping;
+}
+
+/* Adds the daemon's live figures to s; -1 once the node is stopping (what
+ * the live callback reads is being taken down). */
+static int add_live(http_server *h, status_snapshot *s)
+{
+    pthread_mutex_lock(&h->stop_lock);
+    const int stopping = h->stopping;
+    if (!stopping && h->live)
+        h->live(h->ctx, s);
+    pthread_mutex_unlock(&h->stop_lock);
+    return stopping ? -1 : 0;
+}
+
+static const char k_stopping[] = "stopping\n";
+
 /* The snapshot written by `write` into a fresh buffer. */
 static enum MHD_Result reply_status(http_server *h, struct MHD_Connection *c, const char *type,
                                     int running, void (*write)(FILE *, const status_snapshot *))
@@ -53,8 +78,8 @@ static enum MHD_Result reply_status(http_server *h, struct MHD_Connection *c, co
     status_snapshot s;
     if (status_read(h->db, running, &s) != 0)
         return reply_text(c, MHD_HTTP_SERVICE_UNAVAILABLE, "database unavailable\n");
-    if (h->live)
-        h->live(h->ctx, &s);
+    if (add_live(h, &s) != 0)
+        return reply_text(c, MHD_HTTP_SERVICE_UNAVAILABLE, k_stopping);
     char *body = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&body, &len);
@@ -88,6 +113,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                             status_write_prometheus);
     if (strcmp(url, "/healthz") == 0) {
         status_snapshot s;
+        if (is_stopping(h))
+            return reply_text(c, MHD_HTTP_SERVICE_UNAVAILABLE, k_stopping);
         return status_read(h->db, 0, &s) == 0
                    ? reply_text(c, MHD_HTTP_OK, "ok\n")
                    : reply_text(c, MHD_HTTP_SERVICE_UNAVAILABLE, "database unavailable\n");
@@ -151,6 +178,12 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     log_limited(LOG_LVL_WARNING, line); /* a connection flood repeats one message */
 }
 
+static void free_server(http_server *h)
+{
+    pthread_mutex_destroy(&h->stop_lock);
+    free(h);
+}
+
 int http_start(const http_opts *o, http_server **out)
 {
     *out = NULL;
@@ -164,13 +197,14 @@ int http_start(const http_opts *o, http_server **out)
         return -ENOMEM;
     h->live = o->live;
     h->ctx = o->ctx;
+    pthread_mutex_init(&h->stop_lock, NULL);
     if ((rc = db_open(o->db_path, 1, &h->db)) != 0) {
-        free(h);
+        free_server(h);
         return rc;
     }
     if ((rc = http_guard_start(k_request_deadline_ms, &h->guard)) != 0) {
         db_close(h->db);
-        free(h);
+        free_server(h);
         return rc;
     }
     /* The logger first: libmicrohttpd warns about options before it. */
@@ -185,7 +219,7 @@ int http_start(const http_opts *o, http_server **out)
         log_err("cannot listen for HTTP on %s port %d", o->bind, o->port);
         http_guard_free(h->guard);
         db_close(h->db);
-        free(h);
+        free_server(h);
         return LDCT_ENET;
     }
     *out = h;
@@ -199,5 +233,14 @@ void http_stop(http_server *h)
     MHD_stop_daemon(h->mhd);
     http_guard_free(h->guard); /* after: the daemon reports its connections closed */
     db_close(h->db);
-    free(h);
+    free_server(h);
+}
+
+void http_set_stopping(http_server *h)
+{
+    if (!h)
+        return;
+    pthread_mutex_lock(&h->stop_lock); /* waits for a live callback running now */
+    h->stopping = 1;
+    pthread_mutex_unlock(&h->stop_lock);
 }

@@ -4,6 +4,7 @@
  *                 associations running and workers
  *   GET /metrics  the same in Prometheus text format
  *   GET /healthz  200 "ok" when the database answers, else 503
+ * From http_set_stopping on, all three answer 503 "stopping".
  * Counts and times only, no patient data. Other paths 404, other methods
  * 405.
  *
@@ -37,5 +38,11 @@ int http_start(const http_opts *o, http_server **out);
 /* Stops the listener (waits for the request running now) and frees it.
  * NULL is a no-op. */
 void http_stop(http_server *h);
+
+/* The node is stopping: from now on /healthz, /status and /metrics answer
+ * 503 "stopping", and the live callback is not called again (a call running
+ * now is waited for), so what it reads may be freed. A health checker sees
+ * the stop rather than a refused connection. NULL is a no-op. */
+void http_set_stopping(http_server *h);
 
 #endif

@@ -706,8 +706,7 @@ static void mark_reception_stopped(server *s)
 static void shutdown_all(server *s)
 {
     const int64_t t0 = ldct_now_ms();
-    http_stop(s->http);
-    s->http = NULL;
+    http_set_stopping(s->http);    /* answers "stopping" until the end */
     worker_pool_drain(s->workers); /* no job starts only to be cut off at the grace's end */
     if (s->scp) {
         int active = scp_server_active(s->scp) + (s->scp_tls ? scp_server_active(s->scp_tls) : 0);
@@ -736,6 +735,8 @@ static void shutdown_all(server *s)
         _exit(s->exit_code);
     }
     log_queue_left(s);
+    http_stop(s->http);
+    s->http = NULL;
     /* Closing the signal handles restores the default actions, under which
      * a late SIGHUP (logrotate) or a second SIGTERM would kill a stop that
      * has already handed everything on: blocked in this thread across the

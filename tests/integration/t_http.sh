@@ -8,7 +8,8 @@
 # and the idle ones are dropped after the 5 s idle timeout; a flood over
 # the connection limit is one log line, not one per connection. A second node
 # whose http_port is taken does not start (monitoring would reach the first
-# node): exit 1 with the reason, its DICOM port never opened.
+# node): exit 1 with the reason, its DICOM port never opened. While a stop
+# waits for an association, the three answer 503 "stopping".
 . "$(dirname "$0")/lib.sh"
 command -v curl > /dev/null || skip "no curl"
 HTTP=$(free_port)
@@ -94,4 +95,23 @@ grep -q "cannot start the status listener (http_port = $HTTP)" "$T/second.log" |
     fail "no reason: $(cat "$T/second.log")"
 grep -q "ldctd ready" "$T/second.log" && fail "the second node said it was ready"
 [ "$(curl -s "$url/healthz")" = ok ] || fail "the first node's monitoring was disturbed"
-stop_daemon || fail "exit code $?"
+# While a stop waits for a running association, monitoring hears
+# "stopping" (503) instead of a refused connection.
+python3 "$ROOT/tests/tools/rawscu.py" 127.0.0.1 "$PORT" associate --wait $((30 * SLOWDOWN)) \
+    > "$T/held.out" 2>&1 &
+held=$!
+wait_until 10 "an idle association accepted" grep -q "^accepted" "$T/held.out"
+kill -TERM "$DAEMON_PID"
+says_stopping() {
+    [ "$(curl -s "$url/$1")" = stopping ] &&
+        [ "$(curl -s -o /dev/null -w '%{http_code}' "$url/$1")" = 503 ]
+}
+wait_until 10 "/healthz says stopping" says_stopping healthz
+says_stopping status || fail "/status while stopping: $(curl -s "$url/status")"
+says_stopping metrics || fail "/metrics while stopping: $(curl -s "$url/metrics")"
+kill "$held"
+wait "$held"
+stop_rc=0
+wait "$DAEMON_PID" || stop_rc=$?
+DAEMON_PID=
+[ $stop_rc = 0 ] || fail "exit code $stop_rc"
