@@ -87,7 +87,7 @@ static const opt_def OPTIONS[] = {
     NODE("max_associations", T_INT, 1, 512, "16", max_associations,
          "concurrent associations; more are refused (local limit exceeded)"),
     NODE("max_associations_per_host", T_INT, 0, 512, "0", max_associations_per_host,
-         "concurrent associations from one peer address; 0 = half of max_associations"),
+         "concurrent associations from one peer address; 0 = max_associations less a quarter"),
     NODE("acse_timeout", T_INT, 1, 3600, "30", acse_timeout, "seconds"),
     NODE("dimse_timeout", T_INT, 1, 3600, "60", dimse_timeout, "seconds"),
     NODE("max_pdu", T_INT, 4096, 4194304, "131072", max_pdu, "maximum receive PDU, bytes"),

@@ -523,12 +523,15 @@ static int start_dicom_tls(server *s, const scp_server_options *plain, const scp
     return rc;
 }
 
-/* max_associations_per_host as it applies: 0 is half of max_associations,
- * rounded up, so that one sender leaves room for the others. */
+/* max_associations_per_host as it applies: 0 keeps a quarter of
+ * max_associations (at least one) for the other peers, so that one sender
+ * cannot shut them out while a lone one still has most of the node. */
 static int associations_per_host(const cfg_node *n)
 {
-    return n->max_associations_per_host > 0 ? n->max_associations_per_host
-                                            : (n->max_associations + 1) / 2;
+    if (n->max_associations_per_host > 0)
+        return n->max_associations_per_host;
+    const int all = n->max_associations, kept = all / 4 > 1 ? all / 4 : 1;
+    return all > kept ? all - kept : 1;
 }
 
 static int start_dicom(server *s)

@@ -22,7 +22,7 @@ Modes:
                      waits for each to be closed; prints how many were
                      closed without an answer
   associate          send a valid A-ASSOCIATE-RQ, print "accepted" or
-                     "rejected", then keep the connection open without a
+                     "rejected (result R, source S, reason N)", then keep the connection open without a
                      word (no release) and wait (up to --wait seconds) for
                      the peer to close it; prints "closed after S s" or
                      "still open after S s"
@@ -265,8 +265,11 @@ def mode_bad_associate(a):
 def mode_associate(a):
     s = connect(a)
     s.sendall(associate_rq(a.called, a.calling, a.ts))
-    kind, _ = recv_pdu(s)
-    print({0x02: "accepted", 0x03: "rejected"}.get(kind, "PDU type 0x%02x" % kind), flush=True)
+    kind, body = recv_pdu(s)
+    if kind == 0x03:  # A-ASSOCIATE-RJ: reserved, result, source, reason/diag.
+        print("rejected (result %d, source %d, reason %d)" % tuple(body[1:4]), flush=True)
+    else:
+        print("accepted" if kind == 0x02 else "PDU type 0x%02x" % kind, flush=True)
     secs, closed = wait_closed(s, a.wait)
     print("%s after %.1f s" % ("closed" if closed else "still open", secs))
     return 0
