@@ -326,6 +326,17 @@ static void log_config_errors(const ldct_config *cfg)
         log_err("... and %d more error(s)", cfg->nerr - CFG_ERR_MAX);
 }
 
+/* max_associations_per_host as it applies: 0 keeps a quarter of
+ * max_associations (at least one) for the other peers, so that one sender
+ * cannot shut them out while a lone one still has most of the node. */
+static int associations_per_host(const cfg_node *n)
+{
+    if (n->max_associations_per_host > 0)
+        return n->max_associations_per_host;
+    const int all = n->max_associations, kept = all / 4 > 1 ? all / 4 : 1;
+    return all > kept ? all - kept : 1;
+}
+
 /* Settings that only a restart applies: the reloaded configuration keeps
  * the running values (so everything that reads it tells the truth), and
  * each option the file changes is named with both values. */
@@ -373,6 +384,21 @@ static void keep_callers_unbound(const cfg_node *run, cfg_node *next)
     log_warn("reload: tls_caller_names takes effect with tls_port, after the restart");
 }
 
+/* As KEEP_RUNNING_INT, naming the value in force when the running one is
+ * the default 0. */
+static void keep_associations_per_host(const cfg_node *run, cfg_node *next)
+{
+    if (next->max_associations_per_host == run->max_associations_per_host)
+        return;
+    char in_force[32] = "";
+    if (run->max_associations_per_host == 0)
+        snprintf(in_force, sizeof in_force, ", i.e. %d", associations_per_host(run));
+    log_warn("reload: max_associations_per_host = %d takes effect after a restart (running with "
+             "%d%s)",
+             next->max_associations_per_host, run->max_associations_per_host, in_force);
+    next->max_associations_per_host = run->max_associations_per_host;
+}
+
 static void keep_restart_only(const cfg_node *run, cfg_node *next)
 {
     keep_tls_listener(run, next);
@@ -381,7 +407,7 @@ static void keep_restart_only(const cfg_node *run, cfg_node *next)
     KEEP_RUNNING_STR(ae_title);
     KEEP_RUNNING_STR(state_dir);
     KEEP_RUNNING_INT(max_associations);
-    KEEP_RUNNING_INT(max_associations_per_host);
+    keep_associations_per_host(run, next);
     KEEP_RUNNING_INT(max_pdu);
     KEEP_RUNNING_INT(acse_timeout);
     KEEP_RUNNING_INT(dimse_timeout);
@@ -521,17 +547,6 @@ static int start_dicom_tls(server *s, const scp_server_options *plain, const scp
     if (rc)
         log_err("cannot listen on tls_port %d: %s", n->tls_port, ldct_strerror(rc));
     return rc;
-}
-
-/* max_associations_per_host as it applies: 0 keeps a quarter of
- * max_associations (at least one) for the other peers, so that one sender
- * cannot shut them out while a lone one still has most of the node. */
-static int associations_per_host(const cfg_node *n)
-{
-    if (n->max_associations_per_host > 0)
-        return n->max_associations_per_host;
-    const int all = n->max_associations, kept = all / 4 > 1 ? all / 4 : 1;
-    return all > kept ? all - kept : 1;
 }
 
 static int start_dicom(server *s)

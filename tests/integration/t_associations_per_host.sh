@@ -5,7 +5,8 @@
 # together: with 3 plain and 1 TLS association held, its next one is refused
 # (A-ASSOCIATE-RJ transient, service provider, local limit exceeded; the log
 # names the host and the limit) while 127.0.0.1 still gets in, and a slot
-# the host gives back can be taken again. An explicit
+# the host gives back can be taken again; a reload that changes the key
+# names the limit in force (it needs a restart). An explicit
 # max_associations_per_host = 1 applies as set.
 . "$(dirname "$0")/lib.sh"
 command -v openssl > /dev/null || skip "no openssl"
@@ -59,6 +60,13 @@ kill "${HOLDERS[0]}"
 wait_until 10 "the slot of a closed association given back" \
     sh -c "$RAW 127.0.0.1 $PORT associate --source 127.0.0.2 --wait 1 | grep -q '^accepted'"
 release_holders
+# The key needs a restart; a reload names the value in force.
+write_config "max_associations = 5" "max_associations_per_host = 2" "tls_port = $TLS_PORT" \
+    "tls_certificate = $P/node.crt" "tls_private_key = $P/node.key" "tls_ca_certificates = $P/ca.crt"
+kill -HUP "$DAEMON_PID"
+wait_until 10 "the reload names the limit in force" grep -q \
+    "reload: max_associations_per_host = 2 takes effect after a restart (running with 0, i.e. 4)" \
+    "$T/ldctd.log"
 stop_daemon || fail "exit code $?"
 
 write_config "max_associations = 5" "max_associations_per_host = 1"
