@@ -836,7 +836,7 @@ class counted_association
 
   private:
     scp_server *srv_;
-    const std::string &host_;
+    const std::string host_; /* a copy: give_slot needs it after take's caller */
     bool held_ = false;
 };
 
