@@ -112,12 +112,14 @@ const char *k_transfer_syntaxes[] = {
 };
 const int k_n_transfer_syntaxes = sizeof k_transfer_syntaxes / sizeof k_transfer_syntaxes[0];
 
-const int k_listen_poll_s = 1;          /* how often acceptor and listener check for stop */
-const int k_max_pending = 32;           /* connections waiting for their A-ASSOCIATE-RQ */
-const int k_max_pending_per_host = 8;   /* of those, from one address, once half are taken */
-const int64_t k_refusal_log_ms = 10000; /* at most one early-refusal line per 10 s */
-const int k_max_closing = 32;           /* threads waiting for a peer to close after our last PDU */
-const int k_max_stop = 8;               /* servers one scp_servers_stop takes */
+const int k_listen_poll_s = 1;           /* how often acceptor and listener check for stop */
+const int k_max_pending = 32;            /* connections waiting for their A-ASSOCIATE-RQ */
+const int k_max_pending_per_host = 8;    /* of those, from one address, once half are taken */
+const int64_t k_refusal_log_ms = 10000;  /* at most one early-refusal line per 10 s */
+const size_t k_refusal_hosts_kept = 256; /* addresses counted between two such lines */
+const size_t k_refusal_hosts_named = 3;  /* of which a line names the busiest */
+const int k_max_closing = 32; /* threads waiting for a peer to close after our last PDU */
+const int k_max_stop = 8;     /* servers one scp_servers_stop takes */
 const int k_default_acse_s = 30;
 const int k_default_dimse_s = 60;
 const size_t k_comment_len = 256;
@@ -193,8 +195,10 @@ struct scp_server {
     std::map<std::string, int> pending_by_host; /* the same, per peer address */
     int64_t refusal_logged_ms = 0;              /* the last early-refusal line */
     long long refusals_unlogged = 0;            /* early refusals since that line */
-    int closing = 0;                            /* in drop_when_closed's wait for the peer */
-    bool aborting = false;                      /* stop: shut every new connection down */
+    std::map<std::string, long long> unlogged_by_host; /* the same, per address (at most
+                                                          k_refusal_hosts_kept of them) */
+    int closing = 0;                                   /* in drop_when_closed's wait for the peer */
+    bool aborting = false;                             /* stop: shut every new connection down */
     bool started = false;
     bool stopped = false;
 };
@@ -959,24 +963,57 @@ std::string host_key(const char *peer)
     return std::string(strncmp(peer, "::ffff:", 7) == 0 ? peer + 7 : peer);
 }
 
+/* Counts an early refusal not logged on its own line, by address. */
+void count_unlogged_refusal(scp_server *srv, const char *peer)
+{
+    srv->refusals_unlogged++;
+    const std::string key = host_key(peer);
+    auto it = srv->unlogged_by_host.find(key);
+    if (it != srv->unlogged_by_host.end())
+        it->second++;
+    else if (srv->unlogged_by_host.size() < k_refusal_hosts_kept)
+        srv->unlogged_by_host.emplace(key, 1);
+}
+
+/* "127.0.0.2 (23), 10.0.0.7 (2) and 4 other address(es)": where the
+ * unlogged refusals came from, busiest first; empties the count. */
+std::string take_refusal_sources(scp_server *srv)
+{
+    std::vector<std::pair<std::string, long long>> v(srv->unlogged_by_host.begin(),
+                                                     srv->unlogged_by_host.end());
+    std::sort(v.begin(), v.end(), [](const auto &a, const auto &b) { return a.second > b.second; });
+    std::string out;
+    long long named = 0;
+    for (size_t i = 0; i < v.size() && i < k_refusal_hosts_named; i++) {
+        out += (i ? ", " : "") + v[i].first + " (" + std::to_string(v[i].second) + ")";
+        named += v[i].second;
+    }
+    if (named < srv->refusals_unlogged)
+        out += " and " + std::to_string(srv->refusals_unlogged - named) + " from other address(es)";
+    srv->unlogged_by_host.clear();
+    srv->refusals_unlogged = 0;
+    return out;
+}
+
 /* Logs a connection closed right after accept, at most one line per
- * k_refusal_log_ms (a flood of connections must not flood the log); called
- * with srv->mu held. */
+ * k_refusal_log_ms (a flood of connections must not flood the log); the
+ * refusals in between are counted by address and named with the next
+ * line. Called with srv->mu held. */
 void log_early_refusal(scp_server *srv, const char *peer, const char *why)
 {
     const int64_t now = ldct_mono_ms();
     if (srv->refusal_logged_ms && now - srv->refusal_logged_ms < k_refusal_log_ms) {
-        srv->refusals_unlogged++;
+        count_unlogged_refusal(srv, peer);
         return;
     }
-    if (srv->refusals_unlogged)
+    if (srv->refusals_unlogged) {
+        const long long n = srv->refusals_unlogged;
         log_warn("scp: connection from %s closed before its association request: %s "
-                 "(and %lld more closed early since the last such line)",
-                 peer, why, srv->refusals_unlogged);
-    else
+                 "(and %lld more closed early since the last such line, from %s)",
+                 peer, why, n, take_refusal_sources(srv).c_str());
+    } else
         log_warn("scp: connection from %s closed before its association request: %s", peer, why);
     srv->refusal_logged_ms = now;
-    srv->refusals_unlogged = 0;
 }
 
 /* Logs the early refusals not logged yet, once k_refusal_log_ms has passed
@@ -987,11 +1024,11 @@ void flush_early_refusals(scp_server *srv)
     const int64_t now = ldct_mono_ms();
     if (!srv->refusals_unlogged || now - srv->refusal_logged_ms < k_refusal_log_ms)
         return;
+    const long long n = srv->refusals_unlogged;
     log_warn("scp: %lld more connection(s) closed before their association request since the"
-             " last such line",
-             srv->refusals_unlogged);
+             " last such line, from %s",
+             n, take_refusal_sources(srv).c_str());
     srv->refusal_logged_ms = now;
-    srv->refusals_unlogged = 0;
 }
 
 /* Why a connection just accepted from slot's peer is closed at once, or

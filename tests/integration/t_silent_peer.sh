@@ -90,9 +90,10 @@ start_daemon
 flood_case 24 "too many connections" "40 silent connections from one address"
 [ "$(grep -c "closed before its association request" "$T/ldctd.log")" = 1 ] ||
     fail "one line per closed connection: $(grep -c "closed before" "$T/ldctd.log")"
-# The others are counted in one line 10 s after the first.
+# The others are counted in one line 10 s after the first, which names
+# where they came from.
 wait_until $((15 * SLOWDOWN)) "the count of the other closed connections" grep -q \
-    "23 more connection(s) closed before their association request since the last such line" \
+    "23 more connection(s) closed before their association request since the last such line, from 127.0.0.2 (23)$" \
     "$T/ldctd.log"
 wait "$flood"
 stop_daemon || fail "exit code $? after SIGTERM"
@@ -100,5 +101,11 @@ stop_daemon || fail "exit code $? after SIGTERM"
 write_config "allowed_hosts = 127.0.0.1"
 start_daemon
 flood_case 40 "host not in allowed_hosts" "40 connections from a host not allowed"
+# A second address refused within the same 10 s: the count names both,
+# the busier first.
+[ "$(silent_from 127.0.0.3 5 5 0)" = 5 ] || fail "not all 5 connections from 127.0.0.3 closed"
+wait_until $((15 * SLOWDOWN)) "the count naming both addresses" grep -q \
+    "44 more connection(s) closed before their association request since the last such line, from 127.0.0.2 (39), 127.0.0.3 (5)$" \
+    "$T/ldctd.log"
 wait "$flood"
 stop_daemon || fail "exit code $? after SIGTERM"
