@@ -36,6 +36,20 @@
 #define EXPIRE_CHECK_MS 5000
 #define QUARANTINE_CHECK_MS 60000
 
+/* One look at the quarantine, on a libuv pool thread: a folder of many
+ * thousands of refused instances must not hold up the event loop (and
+ * with it the systemd watchdog). Filled and read on the loop thread only
+ * while no look runs. */
+typedef struct quarantine_scan {
+    uv_work_t req;
+    struct server *owner;
+    int busy;
+    char state_dir[CFG_PATH_MAX];
+    int days, removed;
+    int64_t now_ms;
+    ingest_quarantine_totals totals;
+} quarantine_scan;
+
 typedef struct server {
     uv_loop_t loop;
     uv_signal_t sig_term, sig_int, sig_hup;
@@ -58,6 +72,7 @@ typedef struct server {
     scp_tls_dates tls_dates; /* of the TLS files last loaded (read by the HTTP thread) */
     int64_t tls_warn_ms;     /* when to look at them again (daily) */
     int64_t quarantine_ms;   /* the next look at the quarantine */
+    quarantine_scan qscan;
     int64_t quarantine_instances, quarantine_bytes; /* what it held then (-1: not yet) */
     int64_t clock_pending;                          /* steps not yet applied to the database */
     int lock_fd;         /* ldctd.lock: "PID receiving" while receiving, emptied once stopped */
@@ -241,25 +256,52 @@ static void warn_tls_daily(server *s, int64_t now_ms)
     s->tls_warn_ms = now_ms + 86400 * 1000LL;
 }
 
-/* Once a minute: refused instances kept over quarantine_days are deleted,
- * and what is left is counted for /status and /metrics. */
-static void expire_quarantine(server *s, int64_t now_ms)
+/* The pool thread's part of a look at the quarantine. */
+static void scan_quarantine(uv_work_t *r)
 {
-    if (now_ms < s->quarantine_ms)
+    quarantine_scan *q = r->data;
+    q->removed = ingest_quarantine_expire(q->state_dir, q->days, q->now_ms, &q->totals);
+}
+
+/* Back on the loop thread: what the look found goes to /status and the log. */
+static void quarantine_scanned(uv_work_t *r, int status)
+{
+    quarantine_scan *q = r->data;
+    server *s = q->owner;
+    q->busy = 0;
+    if (status == UV_ECANCELED)
         return;
-    s->quarantine_ms = now_ms + QUARANTINE_CHECK_MS;
-    const int days = s->cfg->node.quarantine_days;
-    ingest_quarantine_totals t;
-    int n = ingest_quarantine_expire(s->cfg->node.state_dir, days, now_ms, &t);
-    if (n < 0) {
-        log_warn("quarantine: cannot read %s/quarantine: %s", s->cfg->node.state_dir,
-                 ldct_strerror(n));
+    if (q->removed < 0) {
+        log_warn("quarantine: cannot read %s/quarantine: %s", q->state_dir,
+                 ldct_strerror(q->removed));
         return;
     }
-    __atomic_store_n(&s->quarantine_instances, t.instances, __ATOMIC_RELAXED);
-    __atomic_store_n(&s->quarantine_bytes, t.bytes, __ATOMIC_RELAXED);
-    if (n > 0)
-        log_notice("quarantine: deleted %d refused instance(s) kept over %d day(s)", n, days);
+    __atomic_store_n(&s->quarantine_instances, q->totals.instances, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->quarantine_bytes, q->totals.bytes, __ATOMIC_RELAXED);
+    if (q->removed > 0)
+        log_notice("quarantine: deleted %d refused instance(s) kept over %d day(s)", q->removed,
+                   q->days);
+}
+
+/* Once a minute: refused instances kept over quarantine_days are deleted,
+ * and what is left is counted for /status and /metrics (on a pool thread;
+ * a look still running delays the next). */
+static void expire_quarantine(server *s, int64_t now_ms)
+{
+    quarantine_scan *q = &s->qscan;
+    if (now_ms < s->quarantine_ms || q->busy)
+        return;
+    s->quarantine_ms = now_ms + QUARANTINE_CHECK_MS;
+    snprintf(q->state_dir, sizeof q->state_dir, "%s", s->cfg->node.state_dir);
+    q->days = s->cfg->node.quarantine_days;
+    q->now_ms = now_ms;
+    q->req.data = q;
+    q->owner = s;
+    int rc = uv_queue_work(&s->loop, &q->req, scan_quarantine, quarantine_scanned);
+    if (rc)
+        log_warn("quarantine: cannot start a look at it: %s", uv_strerror(rc));
+    else
+        q->busy = 1;
 }
 
 static void on_expire_timer(uv_timer_t *t)
