@@ -48,14 +48,18 @@ int main(int argc, char **argv)
      * by other users, whatever umask it was started with (the systemd unit
      * sets 0027 as well). A stricter umask is kept. */
     umask(umask(0) | 027);
-    /* A reload asked for before the loop's handler is installed (a manual
-     * or logrotate HUP during the start) must not kill the daemon: SIGHUP
-     * is blocked here, before any thread starts (they all inherit it), and
-     * the main thread unblocks it once the handler exists, so a pending
-     * reload then runs. */
-    sigset_t hup;
-    sigemptyset(&hup);
-    sigaddset(&hup, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &hup, NULL);
+    /* SIGHUP, SIGTERM and SIGINT are blocked here, before any thread
+     * starts (they all inherit it), and only the main thread unblocks them,
+     * once the loop's handlers exist. So a reload or a stop asked for
+     * during the start waits for the handlers instead of killing the
+     * daemon, and no other thread ever takes them under the default
+     * action (at a stop the handlers are closed before the signals are
+     * ignored). */
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGHUP);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
     return server_run(config);
 }

@@ -297,7 +297,14 @@ static void expire_quarantine(server *s, int64_t now_ms)
     q->now_ms = now_ms;
     q->req.data = q;
     q->owner = s;
+    /* The first call starts libuv's pool threads: they inherit a mask
+     * that blocks every signal, as every thread but this one must (see
+     * main). */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
     int rc = uv_queue_work(&s->loop, &q->req, scan_quarantine, quarantine_scanned);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc)
         log_warn("quarantine: cannot start a look at it: %s", uv_strerror(rc));
     else
@@ -698,15 +705,18 @@ static void start_loop_handles(server *s)
         sigs[i]->data = s;
         failed |= uv_signal_start(sigs[i], on_signal, nums[i]) != 0;
     }
-    /* main blocked SIGHUP until here; only this thread takes it now (left
-     * blocked, so never fatal, if the handlers could not be installed). */
-    sigset_t hup;
-    sigemptyset(&hup);
-    sigaddset(&hup, SIGHUP);
+    /* main blocked them until here; only this thread takes them now. If
+     * the handlers could not be installed, SIGHUP stays blocked (never
+     * fatal) and SIGTERM and SIGINT stop the node the default way. */
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
     if (failed)
         log_err("cannot handle signals: SIGHUP will not reload, SIGTERM may not stop cleanly");
     else
-        pthread_sigmask(SIG_UNBLOCK, &hup, NULL);
+        sigaddset(&stop, SIGHUP);
+    pthread_sigmask(SIG_UNBLOCK, &stop, NULL);
     uv_timer_init(&s->loop, &s->stable_timer);
     s->stable_timer.data = s;
     uv_timer_start(&s->stable_timer, on_stable_timer, STABLE_CHECK_MS, STABLE_CHECK_MS);
@@ -800,7 +810,8 @@ static void shutdown_all(server *s)
     /* Closing the signal handles restores the default actions, under which
      * a late SIGHUP (logrotate) or a second SIGTERM would kill a stop that
      * has already handed everything on: blocked in this thread across the
-     * close (the others block SIGHUP from the start), then ignored. */
+     * close (the other threads block all three from the start), then
+     * ignored. */
     sigset_t stop;
     sigemptyset(&stop);
     sigaddset(&stop, SIGHUP);

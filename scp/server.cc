@@ -975,13 +975,16 @@ void count_unlogged_refusal(scp_server *srv, const char *peer)
         srv->unlogged_by_host.emplace(key, 1);
 }
 
-/* "127.0.0.2 (23), 10.0.0.7 (2) and 4 other address(es)": where the
- * unlogged refusals came from, busiest first; empties the count. */
+/* "127.0.0.2 (23), 10.0.0.7 (2), 10.0.0.9 (2) and 4 from other
+ * address(es)": where the unlogged refusals came from, busiest first (ties
+ * by address), the rest as one count of connections; empties the count. */
 std::string take_refusal_sources(scp_server *srv)
 {
     std::vector<std::pair<std::string, long long>> v(srv->unlogged_by_host.begin(),
                                                      srv->unlogged_by_host.end());
-    std::sort(v.begin(), v.end(), [](const auto &a, const auto &b) { return a.second > b.second; });
+    std::sort(v.begin(), v.end(), [](const auto &a, const auto &b) {
+        return a.second != b.second ? a.second > b.second : a.first < b.first;
+    });
     std::string out;
     long long named = 0;
     for (size_t i = 0; i < v.size() && i < k_refusal_hosts_named; i++) {

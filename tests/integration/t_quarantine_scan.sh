@@ -2,7 +2,10 @@
 # The minute's look at the quarantine runs beside the event loop, not on
 # it: deleting 100000 refused instances past quarantine_days (a flood a
 # month ago, expiring at once) does not hold up the systemd watchdog's
-# pings, and the deletion is counted in one log line and in /status.
+# pings, and the deletion is counted in one log line and in /status. The
+# pool threads that run it, as every thread but the main one, block
+# SIGHUP, SIGINT and SIGTERM: a late signal at a stop must reach no
+# thread under the default action.
 . "$(dirname "$0")/lib.sh"
 N=100000
 mkdir -p "$STATE/quarantine"
@@ -37,6 +40,17 @@ sleep 0.5
 [ -z "$(ls -A "$STATE/quarantine")" ] || fail "refused instances left in the quarantine"
 curl -sf "http://127.0.0.1:$HTTP/status" | grep -q '"quarantine":{"instances":0,' ||
     fail "/status does not count the emptied quarantine: $(curl -s "http://127.0.0.1:$HTTP/status")"
+# SigBlk bits: SIGHUP 0x1, SIGINT 0x2, SIGTERM 0x4000.
+threads=0
+for st in /proc/"$DAEMON_PID"/task/*/status; do
+    tid=$(awk '/^Pid:/ { print $2 }' "$st")
+    blk=$(awk '/^SigBlk:/ { print $2 }' "$st")
+    [ "$tid" = "$DAEMON_PID" ] && continue
+    threads=$((threads + 1))
+    [ $((0x$blk & 0x4003)) = $((0x4003)) ] ||
+        fail "thread $tid ($(cat /proc/"$DAEMON_PID"/task/"$tid"/comm)) takes stop signals: SigBlk $blk"
+done
+[ "$threads" -ge 8 ] || fail "only $threads threads besides the main one"
 stop_daemon || fail "exit code $? after SIGTERM"
 # From READY=1 on, no pause between two messages over 5 ping intervals.
 gap=$(awk '/READY=1/ { on = 1 } on && last { g = $1 - last; if (g > max) max = g }

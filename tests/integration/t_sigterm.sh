@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SIGTERM during a transfer: no new associations, the running one finishes,
 # the daemon exits 0 and every instance is stored. SIGHUPs during the start
-# do not kill it.
+# do not kill it; a SIGTERM then stops it cleanly.
 . "$(dirname "$0")/lib.sh"
 "$MKSERIES" --out "$T/s" --rows 256 --cols 256 --slices 150 || fail "mkseries"
 start_daemon
@@ -47,3 +47,19 @@ wait_until 5 "the reload asked for during the start" grep -q "configuration relo
 kill -0 "$DAEMON_PID" 2>/dev/null || fail "ldctd died after SIGHUPs during its start"
 echoscu -aec LDCTNODE 127.0.0.1 "$PORT" || fail "no C-ECHO after the SIGHUPs"
 stop_daemon || fail "exit code $? after the SIGHUPs"
+# SIGTERM during the start is blocked until the handler exists too (SigBlk
+# bit 0x4000): the stop then runs as any other, exit 0, instead of the
+# default action killing a daemon that may hold half-opened state.
+term_blocked() { [ $((0x$(sed -n 's/^SigBlk:[[:space:]]*//p' "/proc/$1/status" 2>/dev/null || echo 0) & 0x4000)) != 0 ]; }
+"$LDCTD" --config "$T/ldctd.conf" > "$T/ldctd3.log" 2>&1 &
+DAEMON_PID=$!
+for _ in $(seq 1 5000); do
+    term_blocked "$DAEMON_PID" && break
+    grep -q "ldctd ready" "$T/ldctd3.log" && fail "SIGTERM was never blocked during the start"
+done
+kill -TERM "$DAEMON_PID"
+rc=0; wait "$DAEMON_PID" || rc=$?
+DAEMON_PID=
+[ $rc = 0 ] || fail "exit code $rc after a SIGTERM during the start: $(tail -n 3 "$T/ldctd3.log")"
+grep -q "SIGTERM received: shutting down" "$T/ldctd3.log" || fail "the SIGTERM was not handled"
+grep -q "ldctd stopped" "$T/ldctd3.log" || fail "no clean stop after a SIGTERM during the start"
