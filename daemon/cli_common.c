@@ -6,6 +6,7 @@
 #include "config/config.h"
 #include "pipeline/ingest.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -45,6 +46,26 @@ int cli_interrupted_seconds(const cli_opts *o)
     return s;
 }
 
+/* Whether this user may open the database at path (in the state folder
+ * dir) for reading, or for writing as well: the state is the daemon
+ * user's (0750, 0640), so the usual mistake is a missing sudo, and it is
+ * said so rather than as a missing file or a database error. */
+static int cli_may_open(const char *path, const char *dir, int readonly)
+{
+    const char *what = NULL;
+    if (access(path, R_OK) != 0 && errno == EACCES)
+        what = "read";
+    else if (!readonly && (access(path, W_OK) != 0 || access(dir, W_OK) != 0) && errno == EACCES)
+        what = "change";
+    if (!what)
+        return 1;
+    fprintf(stderr,
+            "ldct: cannot %s %s: permission denied (the state belongs to the user ldctd runs"
+            " as: run ldct as that user, e.g. sudo -u ldct ldct ...%s)\n",
+            what, path, readonly ? ", or as a member of its group" : "");
+    return 0;
+}
+
 int cli_open_db(const cli_opts *o, int readonly, db **d)
 {
     char dir[1024], path[1100];
@@ -54,13 +75,15 @@ int cli_open_db(const cli_opts *o, int readonly, db **d)
     ingest_db_path(dir, path, sizeof path);
     /* Say why once, not as a database error; a read-write open (ldct retry)
      * must not create an empty database where ldctd never ran either. */
-    if (access(path, F_OK) != 0) {
+    if (access(path, F_OK) != 0 && errno != EACCES) {
         fprintf(stderr,
                 "ldct: cannot open %s: no such file (has ldctd run with state directory %s? "
                 "choose it with --config FILE or --state-dir DIR)\n",
                 path, dir);
         return LDCT_ENOTFOUND;
     }
+    if (!cli_may_open(path, dir, readonly))
+        return -EACCES;
     rc = db_open(path, readonly, d);
     if (rc)
         fprintf(stderr, "ldct: cannot open %s: %s\n", path, ldct_strerror(rc));

@@ -17,6 +17,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -498,6 +499,45 @@ static int parse_filter(int argc, char **argv, filter_opts *o)
     return 0;
 }
 
+/* path with its longest existing leading part resolved (realpath) and
+ * the rest, which does not exist yet, appended as given. 0, or -1. */
+static int resolve_path(const char *path, char *out)
+{
+    char head[PATH_MAX], real[PATH_MAX];
+    if (snprintf(head, sizeof head, "%s", path) >= (int)sizeof head)
+        return -1;
+    size_t cut = strlen(head); /* path[0..cut) is head; 0: the current folder */
+    while (!realpath(cut ? head : ".", real)) {
+        if (cut == 0)
+            return -1;
+        char *slash = strrchr(head, '/');
+        if (slash == head)
+            return -1;
+        cut = slash ? (size_t)(slash - head) : 0;
+        head[cut] = '\0';
+    }
+    const char *rest = cut ? path + cut + (path[cut] == '/') : path;
+    int n = snprintf(out, PATH_MAX, "%s%s%s", real, *rest && strcmp(real, "/") ? "/" : "", rest);
+    return n < PATH_MAX ? 0 : -1;
+}
+
+/* --out must lie outside --in: results written there would be read as
+ * input by the next run (files under --in are read at any depth). */
+static int out_inside_in(const filter_opts *o)
+{
+    char in[PATH_MAX], out[PATH_MAX];
+    if (resolve_path(o->in, in) || resolve_path(o->out, out))
+        return 0; /* a missing --in is reported by read_inputs */
+    size_t n = strlen(in);
+    if (strncmp(out, in, n) || (out[n] && out[n] != '/' && strcmp(in, "/")))
+        return 0;
+    fprintf(stderr,
+            "ldct filter: --out %s lies in --in %s: the next run would read the results as"
+            " input; choose a folder outside it\n",
+            o->out, o->in);
+    return 1;
+}
+
 int cli_filter(int argc, char **argv)
 {
     ldct_config *defaults = NULL;
@@ -517,6 +557,10 @@ int cli_filter(int argc, char **argv)
     if (parse_filter(argc, argv, &fo) || fo.help) {
         filter_usage(fo.help ? stdout : stderr);
         rc = fo.help ? 0 : 2;
+        goto done;
+    }
+    if (out_inside_in(&fo)) {
+        rc = 2;
         goto done;
     }
     if (gpu_device_parse(fo.device, &dev)) {

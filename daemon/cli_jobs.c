@@ -9,6 +9,7 @@
 #include "daemon/status.h"
 #include "db/queue.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -163,7 +164,9 @@ int cli_jobs(cli_opts *o)
     return rc ? 1 : 0;
 }
 
-/* --to must name a destination of the daemon's configuration. */
+/* --to must name a destination of the daemon's configuration: 0, the
+ * exit status 2 when it was called wrong (no --config, no such
+ * destination) or 1 when the configuration cannot be used. */
 static int retry_destination_check(const cli_opts *o)
 {
     if (!o->config) {
@@ -171,28 +174,31 @@ static int retry_destination_check(const cli_opts *o)
                 "ldct retry: --to needs --config FILE, the configuration that has"
                 " [destination %s]\n",
                 o->to);
-        return 1;
+        return 2;
     }
     ldct_config *cfg;
-    int rc = cli_config(o, &cfg);
-    int found = !rc && config_destination_find(cfg, o->to) != NULL;
-    if (!rc && !found)
+    if (cli_config(o, &cfg))
+        return 1;
+    int found = config_destination_find(cfg, o->to) != NULL;
+    if (!found)
         fprintf(stderr, "ldct retry: --to %s: %s has no [destination %s]\n", o->to, o->config,
                 o->to);
     config_free(cfg);
-    return !found;
+    return found ? 0 : 2;
 }
 
 int cli_retry(cli_opts *o)
 {
     char *end = NULL;
+    errno = 0;
     long long id = o->argc == 1 ? strtoll(o->argv[0], &end, 10) : 0;
-    if (o->argc != 1 || *end || id <= 0) {
+    if (o->argc != 1 || *end || errno || id <= 0) {
         fprintf(stderr, "usage: ldct retry JOB (a job number from ldct jobs)\n");
         return 2;
     }
-    if (o->to && retry_destination_check(o))
-        return 2;
+    int bad = o->to ? retry_destination_check(o) : 0;
+    if (bad)
+        return bad;
     db *d;
     if (cli_open_db(o, 0, &d))
         return 1;

@@ -29,6 +29,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -698,6 +699,26 @@ done:
     return rc;
 }
 
+/* An --out folder that already holds something (an earlier phantom's
+ * series, with other UIDs and slice counts) would leave a mix that ldct
+ * quality and a viewer take as one series: refused, nothing deleted. */
+static int out_in_use(const char *out)
+{
+    DIR *d = opendir(out);
+    if (!d)
+        return 0; /* missing: created; otherwise make_dir says why */
+    int used = 0;
+    for (struct dirent *e; !used && (e = readdir(d)) != NULL;)
+        used = strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    closedir(d);
+    if (used)
+        fprintf(stderr,
+                "ldct phantom: --out %s is not empty (its files would mix with the new"
+                " series): name a new or empty folder\n",
+                out);
+    return used;
+}
+
 int cli_phantom(int argc, char **argv)
 {
     phantom_opts o = {
@@ -711,6 +732,8 @@ int cli_phantom(int argc, char **argv)
             phantom_usage(stderr);
         return 2;
     }
+    if (out_in_use(o.out))
+        return 1;
     gpu_device dev;
     if (gpu_device_parse(o.device, &dev)) {
         fprintf(stderr, "ldct phantom: device '%s' is not available\n", o.device);

@@ -16,6 +16,7 @@
 #include "gpu/bench.h"
 #include "pipeline/ingest.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -248,32 +249,65 @@ static int run_command(size_t i, cli_opts *o)
     return COMMANDS[i].run(o);
 }
 
+enum { MAX_POSITIONAL = 64, MAX_LIMIT = 1000000 };
+
+/* --limit's value into o->limit; 0, or -1 after saying why. */
+static int parse_limit(const char *v, cli_opts *o)
+{
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (*end || end == v || errno || n < 0 || n > MAX_LIMIT) {
+        fprintf(stderr, "ldct: --limit %s: expected a count from 0 (all) to %d\n", v, MAX_LIMIT);
+        return -1;
+    }
+    o->limit = (int)n;
+    return 0;
+}
+
+/* One option that takes a value (argv[*i], its value next); 1 when a is
+ * not one of them, 0 when taken, -1 after saying why. */
+static int parse_valued(int argc, char **argv, int *i, cli_opts *o)
+{
+    const char *a = argv[*i];
+    const char **slot = !strcmp(a, "--config")      ? &o->config
+                        : !strcmp(a, "--state-dir") ? &o->state_dir
+                        : !strcmp(a, "--to")        ? &o->to
+                                                    : NULL;
+    if (!slot && strcmp(a, "--limit"))
+        return 1;
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "ldct: %s needs a value\n", a);
+        return -1;
+    }
+    const char *v = argv[++*i];
+    if (!slot)
+        return parse_limit(v, o);
+    *slot = v;
+    return 0;
+}
+
 /* Splits global options from the subcommand's positional arguments. */
 static int parse_global(int argc, char **argv, cli_opts *o, const char **cmd)
 {
-    static char *pos[64];
+    static char *pos[MAX_POSITIONAL];
     *cmd = NULL;
     o->argv = pos;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if ((!strcmp(a, "--config") || !strcmp(a, "--state-dir")) && i + 1 < argc) {
-            *(a[2] == 'c' ? &o->config : &o->state_dir) = argv[++i];
+        int rc = parse_valued(argc, argv, &i, o);
+        if (rc <= 0) {
+            if (rc < 0)
+                return -1;
         } else if (!strcmp(a, "--json")) {
             o->json = 1;
-        } else if (!strcmp(a, "--to") && i + 1 < argc) {
-            o->to = argv[++i];
-        } else if (!strcmp(a, "--limit") && i + 1 < argc) {
-            char *end;
-            long n = strtol(argv[++i], &end, 10);
-            if (*end || end == argv[i] || n < 0 || n > 1000000) {
-                fprintf(stderr, "ldct: --limit %s: expected a count (0 = all)\n", argv[i]);
-                return -1;
-            }
-            o->limit = (int)n;
         } else if (!*cmd && a[0] != '-') {
             *cmd = a;
-        } else if (*cmd && a[0] != '-' && o->argc < 64) {
+        } else if (*cmd && a[0] != '-' && o->argc < MAX_POSITIONAL) {
             pos[o->argc++] = argv[i];
+        } else if (a[0] != '-') {
+            fprintf(stderr, "ldct: too many arguments (at most %d)\n", MAX_POSITIONAL);
+            return -1;
         } else {
             fprintf(stderr, "ldct: unknown option '%s'\n", a);
             return -1;
@@ -300,13 +334,19 @@ int main(int argc, char **argv)
         return cli_phantom(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "quality"))
         return cli_quality(argc - 1, argv + 1);
+    if (argc == 2 && !strcmp(argv[1], "--version"))
+        return cmd_version(NULL);
     if (cli_wants_help(argc, argv)) { /* the other commands' usage is this one */
         usage(stdout);
         return 0;
     }
     cli_opts o = {0};
     const char *cmd;
-    if (parse_global(argc, argv, &o, &cmd) || !cmd) {
+    if (parse_global(argc, argv, &o, &cmd)) { /* said what is wrong */
+        fprintf(stderr, "ldct --help lists the commands and their options\n");
+        return 2;
+    }
+    if (!cmd) {
         usage(stderr);
         return 2;
     }

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum {
     ST_SERIES_UPSERT,
@@ -231,6 +232,55 @@ static void explain_open_failure(const char *path)
                 dir, (unsigned long long)(avail / 1024));
 }
 
+/* "file:/a%20b/ldct.db?immutable=1": path as an SQLite URI that reads the
+ * file without locks or -shm; 0, or -1 when it does not fit. */
+static int immutable_uri(const char *path, char *out, size_t len)
+{
+    static const char hex[] = "0123456789ABCDEF", suffix[] = "?immutable=1";
+    if (5 + 3 * strlen(path) + sizeof suffix > len)
+        return -1;
+    size_t n = 5;
+    memcpy(out, "file:", n);
+    for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+        const int plain = (*p >= '0' && *p <= '9') || ((*p | 32) >= 'a' && (*p | 32) <= 'z') ||
+                          strchr("/-._~", *p);
+        if (plain) {
+            out[n++] = (char)*p;
+        } else {
+            out[n++] = '%';
+            out[n++] = hex[*p >> 4];
+            out[n++] = hex[*p & 15];
+        }
+    }
+    memcpy(out + n, suffix, sizeof suffix);
+    return 0;
+}
+
+/* A read-only open of a WAL database needs its -shm file, which SQLite
+ * creates at the first read. A user who may read the state but not write
+ * its folder (ldctd's group) cannot create it while ldctd is stopped (a
+ * stop removes both -shm and -wal): the first read then fails as
+ * "attempt to write a readonly database". Without a -wal file the
+ * database file alone holds every committed transaction, so it is then
+ * read as immutable, without locks (the daemon is not running). */
+static void reopen_without_shm(db *d, const char *path)
+{
+    char wal[4200], uri[13000];
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    if (sqlite3_exec(d->h, "PRAGMA user_version", NULL, NULL, NULL) == SQLITE_OK ||
+        (sqlite3_errcode(d->h) != SQLITE_READONLY && sqlite3_errcode(d->h) != SQLITE_CANTOPEN) ||
+        access(wal, F_OK) == 0 || immutable_uri(path, uri, sizeof uri) != 0)
+        return;
+    sqlite3 *h = NULL;
+    if (sqlite3_open_v2(uri, &h, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX,
+                        NULL) != SQLITE_OK) {
+        sqlite3_close(h);
+        return;
+    }
+    sqlite3_close(d->h);
+    d->h = h;
+}
+
 int db_open(const char *path, int readonly, db **out)
 {
     *out = NULL;
@@ -244,6 +294,8 @@ int db_open(const char *path, int readonly, db **out)
         rc = readonly ? LDCT_ENOTFOUND : LDCT_EDB;
         goto fail;
     }
+    if (readonly)
+        reopen_without_shm(d, path);
     sqlite3_busy_timeout(d->h, DB__BUSY_MS);
     if (!readonly && (rc = db__exec(d, "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;"
                                        "PRAGMA foreign_keys = ON;")))

@@ -39,4 +39,30 @@ grep -qF "nlm2d|nlm3d|anlm|adaptive4d|fdk" "$T/e" || fail "bench: algorithms not
 "$LDCT" --state-dir "$T" jobs --limit abc > /dev/null 2> "$T/e"; rc=$?
 [ $rc = 2 ] || fail "--limit abc exits $rc, not 2"
 grep -q "limit abc" "$T/e" || fail "--limit abc: no message: $(cat "$T/e")"
+# An option given last without its value says so (it was "unknown option"),
+# in two lines, not the whole usage; --version is version.
+for args in "jobs --limit" "retry 2 --to" "status --config" "--state-dir"; do
+    "$LDCT" $args > /dev/null 2> "$T/e"; rc=$?
+    [ $rc = 2 ] || fail "ldct $args exits $rc, not 2"
+    [ "$(head -n 1 "$T/e")" = "ldct: ${args##* } needs a value" ] && [ "$(wc -l < "$T/e")" = 2 ] ||
+        fail "ldct $args: $(cat "$T/e")"
+done
+"$LDCT" --state-dir "$T" jobs --limit 2000000 > /dev/null 2> "$T/e"
+grep -q "expected a count from 0 (all) to 1000000" "$T/e" || fail "--limit's range: $(cat "$T/e")"
+[ "$("$LDCT" --version)" = "$("$LDCT" version)" ] || fail "ldct --version: $("$LDCT" --version 2>&1)"
+# retry --to: a configuration that cannot be used is a failure (1), a call
+# without --config or to a destination it lacks a usage error (2), as the
+# README says; so is a job number past the largest.
+printf '[node]\nport = x\n' > "$T/bad.conf"
+printf '[destination pacs]\nhost = 127.0.0.1\nport = 104\nae_title = PACS\n' > "$T/ok.conf"
+exits() { # STATUS ARGS...: ldct ARGS exits STATUS
+    local want=$1 rc=0
+    shift
+    "$LDCT" "$@" > /dev/null 2> "$T/e" || rc=$?
+    [ $rc = "$want" ] || fail "ldct $* exits $rc, not $want: $(cat "$T/e")"
+}
+exits 1 --config "$T/bad.conf" retry 3 --to pacs
+exits 2 --state-dir "$T" retry 3 --to pacs
+exits 2 --config "$T/ok.conf" retry 3 --to elsewhere
+exits 2 --state-dir "$T" retry 99999999999999999999
 exit 0

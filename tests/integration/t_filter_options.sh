@@ -93,4 +93,17 @@ grep -qF "cannot estimate the noise of 32x1 images (the estimate needs at least 
 "$LDCT" filter --help > "$T/o" 2> "$T/e" || fail "filter --help exits $?"
 grep -q "^usage: ldct filter" "$T/o" || fail "filter --help: no usage on stdout"
 grep -q -- "--distance-cutoff C" "$T/o" || fail "filter --help: no --distance-cutoff"
+# --out inside --in (or --in itself) is a usage error before any work:
+# the next run would read the results as input. A folder beside it is fine.
+for out in "$T/in" "$T/in/" "$T/in/res" "$T/in/a/b" "in/new"; do
+    (cd "$T" && "$LDCT" filter --algo nlm3d --in in --out "$out" --device cpu > /dev/null 2> "$T/e")
+    rc=$?
+    [ $rc = 2 ] || fail "--out $out in --in: exit $rc, not 2 ($(head -n 1 "$T/e"))"
+    grep -qF "ldct filter: --out $out lies in --in in: the next run would read the results as input" \
+        "$T/e" || fail "--out $out in --in: $(cat "$T/e")"
+    [ "$(ls "$T/in" | wc -l)" = 4 ] || fail "--out $out in --in: files written"
+done
+(cd "$T/in" && "$LDCT" filter --algo nlm3d --in . --out ../beside --device cpu > /dev/null 2> "$T/e") ||
+    fail "--out beside --in refused: $(cat "$T/e")"
+[ "$(ls "$T/beside" | wc -l)" = 4 ] || fail "--out beside --in: $(ls "$T/beside" | wc -l) files"
 exit 0

@@ -59,4 +59,15 @@ rc=$?
 "$LDCT" phantom --out "$T/q24" --size 24 --slices 2 --device cpu > /dev/null 2>&1 || fail "24x24 phantom"
 "$LDCT" quality --test "$T/q24/low" --ref "$T/q24/truth" --json > "$T/o" 2> "$T/e" ||
     fail "quality on 24x24: $(cat "$T/e")"
+# A second phantom into the same --out is refused before any work and
+# leaves the first one as it was (it mixed the two: truth/ held the new
+# IMG0001 beside the old IMG0002, and quality failed on two series UIDs).
+before=$(cd "$T/q24" && find . -type f | sort | xargs md5sum)
+"$LDCT" phantom --out "$T/q24" --size 32 --slices 1 --device cpu > "$T/o" 2> "$T/e"
+rc=$?
+[ $rc = 1 ] || fail "a phantom into a used --out: exit $rc"
+[ "$(cat "$T/e")" = "ldct phantom: --out $T/q24 is not empty (its files would mix with the new series): name a new or empty folder" ] ||
+    fail "a phantom into a used --out: $(cat "$T/e")"
+[ "$(cd "$T/q24" && find . -type f | sort | xargs md5sum)" = "$before" ] ||
+    fail "the refused phantom changed the first one"
 exit 0
