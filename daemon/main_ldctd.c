@@ -4,8 +4,6 @@
 #include "daemon/version.h"
 #include "gpu/device.h"
 
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -55,11 +53,6 @@ int main(int argc, char **argv)
      * daemon, and no other thread ever takes them under the default
      * action (at a stop the handlers are closed before the signals are
      * ignored). */
-    sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGHUP);
-    sigaddset(&stop, SIGTERM);
-    sigaddset(&stop, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+    server_block_stop_signals();
     return server_run(config);
 }

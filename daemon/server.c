@@ -696,6 +696,16 @@ static int start_http(server *s)
     return rc;
 }
 
+void server_block_stop_signals(void)
+{
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGHUP);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+}
+
 static void start_loop_handles(server *s)
 {
     uv_signal_t *sigs[] = {&s->sig_term, &s->sig_int, &s->sig_hup};
@@ -812,12 +822,7 @@ static void shutdown_all(server *s)
      * has already handed everything on: blocked in this thread across the
      * close (the other threads block all three from the start), then
      * ignored. */
-    sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGHUP);
-    sigaddset(&stop, SIGTERM);
-    sigaddset(&stop, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+    server_block_stop_signals();
     uv_walk(&s->loop, close_handle, NULL);
     signal(SIGHUP, SIG_IGN);
     signal(SIGTERM, SIG_IGN);

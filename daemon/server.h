@@ -12,4 +12,9 @@
  * defaults. Returns the process exit code (0 after a clean shutdown). */
 int server_run(const char *config_path);
 
+/* Blocks SIGHUP, SIGTERM and SIGINT in the calling thread: main calls it
+ * before any thread starts, so that only the loop thread ever takes them
+ * (server_run unblocks them there once their handlers exist). */
+void server_block_stop_signals(void);
+
 #endif
