@@ -741,6 +741,8 @@ const char *config_rule_option_set(cfg_rule *r, const char *name, const char *va
     return o ? set_option(o, r, value, 0) : "unknown option";
 }
 
+static int unknown_section(parse_ctx *pc, const char *section, const char *kind, const char *name);
+
 /* Handles a "[...]" header: returns 0 if known. */
 static int begin_section(parse_ctx *pc, const char *section)
 {
@@ -755,7 +757,7 @@ static int begin_section(parse_ctx *pc, const char *section)
     }
     int is_dest = strcmp(kind, "destination") == 0, is_rule = strcmp(kind, "rule") == 0;
     if (!is_dest && !is_rule)
-        return add_error(cfg, pc->line, "unknown section [%s]", section), -1;
+        return unknown_section(pc, section, kind, name);
     if (!name[0] || strlen(name) > CFG_NAME_MAX)
         return add_error(cfg, pc->line, "[%s] needs a name of 1 to %d characters", kind,
                          CFG_NAME_MAX),
@@ -828,6 +830,35 @@ static const char *closest_option(sect_kind kind, const char *name)
         }
     }
     return best;
+}
+
+/* An unknown section's error (-1), with the known kind closest to its own
+ * (at most 2 edits): "[destinaton pacs] (did you mean [destination pacs]?)". */
+static int unknown_section(parse_ctx *pc, const char *section, const char *kind, const char *name)
+{
+    static const char *const KINDS[] = {"node", "destination", "rule"};
+    const char *near = NULL;
+    int bd = 3;
+    for (size_t i = 0; i < sizeof KINDS / sizeof KINDS[0]; i++) {
+        int dist = name_distance(kind, KINDS[i]);
+        if (dist < bd)
+            bd = dist, near = KINDS[i];
+    }
+    const int node = near && strcmp(near, "node") == 0;
+    if (node && bd == 0)
+        add_error(pc->cfg, pc->line, "[node] takes no name (found [%s])", section);
+    else if (near)
+        add_error(pc->cfg, pc->line, "unknown section [%s] (did you mean [%s%s%s]?)", section, near,
+                  node ? "" : " ",
+                  node      ? ""
+                  : name[0] ? name
+                            : "NAME");
+    else
+        add_error(pc->cfg, pc->line,
+                  "unknown section [%s] (the sections are [node],"
+                  " [destination NAME] and [rule NAME])",
+                  section);
+    return -1;
 }
 
 static void unknown_option(parse_ctx *pc, const char *section, const char *name)
@@ -1284,6 +1315,15 @@ const cfg_destination *config_destination_find(const ldct_config *cfg, const cha
         if (strcmp(cfg->dest[i].name, name) == 0)
             return &cfg->dest[i];
     return NULL;
+}
+
+int config_destination_used(const ldct_config *cfg, const char *name)
+{
+    for (int i = 0; i < cfg->nrule; i++)
+        for (int k = 0; k < cfg->rule[i].ndest; k++)
+            if (strcmp(cfg->rule[i].destinations[k], name) == 0)
+                return 1;
+    return 0;
 }
 
 static void print_value(FILE *f, const opt_def *o, const void *base)

@@ -250,6 +250,10 @@ const char *config_suffix_check(const char *suffix);
 /* Finds a destination by name; NULL if absent. */
 const cfg_destination *config_destination_find(const ldct_config *cfg, const char *name);
 
+/* 1 when a rule sends to the destination; one that none names is only
+ * reached by `ldct retry --to` (check-config warns about it). */
+int config_destination_used(const ldct_config *cfg, const char *name);
+
 /* Writes every option of the [node] section with its current value, one
  * "name = value" per line, into f (a FILE *). For `ldct check-config`. */
 void config_node_print(const ldct_config *cfg, void *f);

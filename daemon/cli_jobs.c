@@ -212,10 +212,11 @@ int cli_retry(cli_opts *o)
         fprintf(stderr, "ldct: retry failed: %s\n", ldct_strerror(rc));
         return 1;
     }
-    if (changed == 0) {
+    if (o->json)
+        printf("{\"job\":%lld,\"queued_again\":%d}\n", id, changed);
+    else if (changed == 0)
         printf("job %lld has nothing failed or dead to retry\n", id);
-        return 0;
-    }
-    printf("job %lld: %d item(s) queued again\n", id, changed);
+    else
+        printf("job %lld: %d item(s) queued again\n", id, changed);
     return 0;
 }

@@ -1,7 +1,8 @@
 /* ldct: the command-line tool for administrators. Reads the daemon's
  * database read-only (status, series), checks configuration files, and
  * runs the compute engine's benchmarks (`ldct bench`, gpu/bench.c). Subcommands are dispatched from
- * one table; each lives in a short function below or in its own module. */
+ * two tables (those that use the global options, those that parse their
+ * own); each lives in a short function below or in its own module. */
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/json.h"
@@ -34,17 +35,20 @@ static void usage(FILE *f)
            "  series [--json] [--limit N]  received series, newest first: counts, state, delivery\n"
            "  jobs [--json] [--limit N]  jobs with their sends, attempts, errors and times,\n"
            "                         and how far running ones are\n"
-           "  retry JOB [--to DEST]  requeue a failed job and its dead sends (to DEST\n"
-           "                         instead, e.g. after renaming a destination)\n"
+           "  retry JOB [--to DEST] [--json]  requeue a failed job and its dead sends\n"
+           "                         (to DEST instead, e.g. after renaming a destination)\n"
            "  filter --algo A --in DIR --out DIR [OPTIONS]  process a folder offline\n"
            "                         (ldct filter --help)\n"
            "  phantom --out DIR [OPTIONS]  low-dose CT simulator (ldct phantom --help)\n"
            "  quality --test DIR --ref DIR [--json] [--png FILE]  image quality vs truth\n"
-           "  check-config FILE      validate a configuration file, every error with file:line\n"
+           "  check-config FILE [--json]  validate a configuration file, every error\n"
+           "                         with file:line\n"
            "  bench ALGO [OPTIONS]   benchmark a compute algorithm (ldct bench --help)\n"
            "  tune fdk [OPTIONS]     tune the FDK backprojector on this GPU; the daemon\n"
            "                         uses the result (ldct tune fdk --help)\n"
-           "  version                print the version\n");
+           "  version [--json]       print the version (also ldct --version)\n"
+           "Commands with their own options (filter, phantom, quality, bench, tune)\n"
+           "take them after their name.\n");
 }
 
 /* One line per running job, "running:     job 12 nlm3d on worker-0/gpu:0 for
@@ -176,20 +180,76 @@ static int cmd_series(cli_opts *o)
     return rc ? 1 : 0;
 }
 
+/* check-config's warning for a destination no rule sends to (a spare one
+ * for `ldct retry --to`, or a rule's list that misses it): 0 when none. */
+static int unused_destination_text(const char *file, const ldct_config *cfg, int i, char *out,
+                                   size_t len)
+{
+    const cfg_destination *d = &cfg->dest[i];
+    if (config_destination_used(cfg, d->name))
+        return 0;
+    snprintf(out, len,
+             "%s:%d: warning: no rule sends to destination '%s' (only ldct retry --to"
+             " %s uses it)",
+             file, d->line, d->name, d->name);
+    return 1;
+}
+
+/* check-config --json: {"file", "ok", "errors": [...], "more_errors",
+ * "warnings": [...], "destinations", "rules"}; the errors and warnings are
+ * the lines the text form prints (file:line: what is wrong). */
+static void check_config_json(const char *file, const ldct_config *cfg, const char *read_error,
+                              const char *tls_error)
+{
+    const int nerr = cfg ? cfg->nerr : 0, ok = cfg && nerr == 0 && !tls_error[0];
+    printf("{\"file\":");
+    json_write_string(stdout, file);
+    printf(",\"ok\":%s,\"errors\":[", ok ? "true" : "false");
+    int n = 0;
+    char line[700];
+    if (read_error) {
+        snprintf(line, sizeof line, "%s: cannot read: %s", file, read_error);
+        json_write_string(stdout, line), n++;
+    }
+    if (tls_error[0]) {
+        snprintf(line, sizeof line, "%s: %s", file, tls_error);
+        json_write_string(stdout, line), n++;
+    }
+    for (int i = 0; cfg && i < nerr && i < CFG_ERR_MAX; i++, n++) {
+        printf("%s", n ? "," : "");
+        json_write_string(stdout, cfg->err[i]);
+    }
+    printf("],\"more_errors\":%d,\"warnings\":[", nerr > CFG_ERR_MAX ? nerr - CFG_ERR_MAX : 0);
+    for (int i = 0, w = 0; cfg && i < cfg->ndest; i++)
+        if (unused_destination_text(file, cfg, i, line, sizeof line)) {
+            printf("%s", w++ ? "," : "");
+            json_write_string(stdout, line);
+        }
+    printf("],\"destinations\":%d,\"rules\":%d}\n", cfg ? cfg->ndest : 0, cfg ? cfg->nrule : 0);
+}
+
 static int cmd_check_config(cli_opts *o)
 {
     if (o->argc != 1) {
-        fprintf(stderr, "usage: ldct check-config FILE\n");
+        fprintf(stderr, "usage: ldct check-config FILE [--json]\n");
         return 2;
     }
     ldct_config *cfg = NULL;
     int rc = config_load(o->argv[0], &cfg);
+    if (!cfg && o->json)
+        check_config_json(o->argv[0], NULL, ldct_strerror(rc), "");
     if (!cfg) {
-        fprintf(stderr, "%s: cannot read: %s\n", o->argv[0], ldct_strerror(rc));
+        if (!o->json)
+            fprintf(stderr, "%s: cannot read: %s\n", o->argv[0], ldct_strerror(rc));
         return 1;
     }
     char tls[600] = "";
     const int tls_bad = cfg->nerr == 0 && node_tls_check(cfg, tls, sizeof tls) != 0;
+    if (o->json) {
+        check_config_json(o->argv[0], cfg, NULL, tls_bad ? tls : "");
+        config_free(cfg);
+        return rc || tls_bad ? 1 : 0;
+    }
     if (tls_bad)
         fprintf(stderr, "%s: %s\n", o->argv[0], tls);
     for (int i = 0; i < cfg->nerr && i < CFG_ERR_MAX; i++)
@@ -200,6 +260,9 @@ static int cmd_check_config(cli_opts *o)
         printf("%s: OK (%d destination(s), %d rule(s))\n", o->argv[0], cfg->ndest, cfg->nrule);
         config_node_print(cfg, stdout);
         config_rules_print(cfg, stdout);
+        for (int i = 0; i < cfg->ndest; i++)
+            if (unused_destination_text(o->argv[0], cfg, i, tls, sizeof tls))
+                fprintf(stderr, "%s\n", tls);
         scp_tls_dates d;
         if (node_tls_dates(&cfg->node, &d, tls, sizeof tls) == 0)
             node_tls_warn(&cfg->node, &d, ldct_now_ms() / 1000); /* near or past: logged */
@@ -214,8 +277,10 @@ static int cmd_check_config(cli_opts *o)
 
 static int cmd_version(cli_opts *o)
 {
-    (void)o;
-    printf("ldct %s (database schema %d)\n", LDCT_VERSION, db_schema_version());
+    if (o->json)
+        printf("{\"version\":\"%s\",\"database_schema\":%d}\n", LDCT_VERSION, db_schema_version());
+    else
+        printf("ldct %s (database schema %d)\n", LDCT_VERSION, db_schema_version());
     return 0;
 }
 
@@ -301,6 +366,8 @@ static int parse_global(int argc, char **argv, cli_opts *o, const char **cmd)
                 return -1;
         } else if (!strcmp(a, "--json")) {
             o->json = 1;
+        } else if (!*cmd && !strcmp(a, "--version")) {
+            *cmd = "version";
         } else if (!*cmd && a[0] != '-') {
             *cmd = a;
         } else if (*cmd && a[0] != '-' && o->argc < MAX_POSITIONAL) {
@@ -316,26 +383,77 @@ static int parse_global(int argc, char **argv, cli_opts *o, const char **cmd)
     return 0;
 }
 
+/* Commands that parse their own options, which follow their name. db: the
+ * command takes --config / --state-dir before its name (tune's cache lives
+ * in the state directory); json: it has --json. */
+typedef struct standalone {
+    const char *name;
+    int (*run)(int argc, char **argv); /* argv[0] is the command's name; NULL: tune */
+    int db, json;
+} standalone;
+
+static const standalone STANDALONE[] = {
+    {"bench", gpu_bench_main, 0, 1}, {"filter", cli_filter, 0, 0}, {"phantom", cli_phantom, 0, 0},
+    {"quality", cli_quality, 0, 1},  {"tune", NULL, 1, 1},
+};
+
+/* The index of the command's name: past the global options and their values. */
+static int command_index(int argc, char **argv)
+{
+    int i = 1;
+    while (i < argc && argv[i][0] == '-') {
+        int valued = !strcmp(argv[i], "--config") || !strcmp(argv[i], "--state-dir") ||
+                     !strcmp(argv[i], "--limit") || !strcmp(argv[i], "--to");
+        if (!valued && strcmp(argv[i], "--json") != 0)
+            break;
+        i += valued ? 2 : 1;
+    }
+    return i;
+}
+
+/* Runs a standalone command named at argv[first]: a --json before its name
+ * moves after it; --config / --state-dir stay for tune; any other global
+ * option there is a usage error (exit 2), said as such. */
+static int run_standalone(const standalone *c, int argc, char **argv, int first)
+{
+    char **args = calloc((size_t)argc + 2, sizeof *args);
+    if (!args)
+        return fprintf(stderr, "ldct: out of memory\n"), 1;
+    int n = 0, json = 0, rc = 2;
+    args[n++] = argv[0];
+    for (int i = 1; i < first; i++) {
+        int where = !strcmp(argv[i], "--config") || !strcmp(argv[i], "--state-dir");
+        if (!strcmp(argv[i], "--json") && c->json) {
+            json = 1;
+        } else if (where && c->db) {
+            args[n++] = argv[i];
+            args[n++] = argv[++i];
+        } else {
+            fprintf(
+                stderr,
+                "ldct: %s is not an option of %s; its options follow its name (ldct %s --help)\n",
+                argv[i], c->name, c->name);
+            goto done;
+        }
+    }
+    const int name = n;
+    for (int i = first; i < argc; i++)
+        args[n++] = argv[i];
+    if (json)
+        args[n++] = "--json";
+    rc = c->run ? c->run(n - name, args + name) : cli_tune(n, args); /* tune: the options too */
+done:
+    free(args);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     log_level = LOG_LVL_WARNING;
-    /* bench has its own options (see gpu/bench.h). */
-    if (argc >= 2 && !strcmp(argv[1], "bench"))
-        return gpu_bench_main(argc - 1, argv + 1);
-    if (argc >= 2 && !strcmp(argv[1], "filter"))
-        return cli_filter(argc - 1, argv + 1);
-    int first = 1; /* the subcommand, after --config / --state-dir */
-    while (first + 1 < argc &&
-           (!strcmp(argv[first], "--config") || !strcmp(argv[first], "--state-dir")))
-        first += 2;
-    if (first < argc && !strcmp(argv[first], "tune"))
-        return cli_tune(argc, argv);
-    if (argc >= 2 && !strcmp(argv[1], "phantom"))
-        return cli_phantom(argc - 1, argv + 1);
-    if (argc >= 2 && !strcmp(argv[1], "quality"))
-        return cli_quality(argc - 1, argv + 1);
-    if (argc == 2 && !strcmp(argv[1], "--version"))
-        return cmd_version(NULL);
+    const int first = command_index(argc, argv);
+    for (size_t i = 0; first < argc && i < sizeof STANDALONE / sizeof STANDALONE[0]; i++)
+        if (!strcmp(argv[first], STANDALONE[i].name))
+            return run_standalone(&STANDALONE[i], argc, argv, first);
     if (cli_wants_help(argc, argv)) { /* the other commands' usage is this one */
         usage(stdout);
         return 0;

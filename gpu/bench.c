@@ -61,6 +61,16 @@ double gpu__bench_median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+int gpu__bench_int(const char *s, int *v, int lo, int hi)
+{
+    char *end = NULL;
+    long x = s ? strtol(s, &end, 10) : 0;
+    if (!s || end == s || *end || x < lo || x > hi)
+        return -1;
+    *v = (int)x;
+    return 0;
+}
+
 int gpu__bench_int_list(const char *s, int *v, int *n, int max, int lo, int hi)
 {
     *n = 0;
@@ -79,22 +89,22 @@ int gpu__bench_int_list(const char *s, int *v, int *n, int max, int lo, int hi)
     return *n > 0 ? 0 : -1;
 }
 
-/* One "XxYxZ" (or, with short_ok, "X" or "XxY") at *s; advances *s. */
-static int parse_size(const char **s, int *d, int short_ok)
+/* ndim sizes "AxB.." at *s (with short_ok fewer, the rest 1); advances *s. */
+static int parse_dims(const char **s, int *d, int ndim, int short_ok)
 {
-    for (int a = 0; a < 3; a++) {
+    for (int a = 0; a < ndim; a++) {
         char *end = NULL;
         long x = strtol(*s, &end, 10);
         if (end == *s || x < 1 || x > 100000)
             return -1;
         d[a] = (int)x;
         *s = end;
-        if (a == 2)
+        if (a == ndim - 1)
             break;
         if (**s == 'x' || **s == 'X') {
             (*s)++;
         } else if (short_ok) {
-            for (int b = a + 1; b < 3; b++)
+            for (int b = a + 1; b < ndim; b++)
                 d[b] = 1;
             break;
         } else {
@@ -108,7 +118,7 @@ int gpu__bench_sizes(const char *s, int (*d)[3], int *n, int max, int short_ok)
 {
     *n = 0;
     while (*s) {
-        if (*n >= max || parse_size(&s, d[*n], short_ok))
+        if (*n >= max || parse_dims(&s, d[*n], 3, short_ok))
             return -1;
         (*n)++;
         if (*s == ',')
@@ -117,6 +127,11 @@ int gpu__bench_sizes(const char *s, int (*d)[3], int *n, int max, int short_ok)
             return -1;
     }
     return *n > 0 ? 0 : -1;
+}
+
+int gpu__bench_dims(const char *s, int *d, int ndim, int short_ok)
+{
+    return ndim >= 1 && ndim <= 4 && parse_dims(&s, d, ndim, short_ok) == 0 && !*s ? 0 : -1;
 }
 
 static int parse_devs(const char *s, opts *o)
@@ -310,15 +325,13 @@ static int parse_fdk_opt(fdk_opts *o, const char *a, const char *v)
 {
     if (!v)
         return -1;
+    int uv[2];
     if (strcmp(a, "--size") == 0)
-        return sscanf(v, "%dx%dx%d", &o->n[0], &o->n[1], &o->n[2]) == 3 && o->n[0] > 0 &&
-                       o->n[1] > 0 && o->n[2] > 0
-                   ? 0
-                   : -1;
+        return gpu__bench_dims(v, o->n, 3, 0);
     if (strcmp(a, "--projections") == 0)
-        return (o->nproj = atoi(v)) >= 2 ? 0 : -1;
+        return gpu__bench_int(v, &o->nproj, 2, 100000);
     if (strcmp(a, "--detector") == 0)
-        return sscanf(v, "%dx%d", &o->nu, &o->nv) == 2 && o->nu > 0 && o->nv > 0 ? 0 : -1;
+        return gpu__bench_dims(v, uv, 2, 0) ? -1 : (o->nu = uv[0], o->nv = uv[1], 0);
     if (strcmp(a, "--filter") == 0)
         return (o->filter = gpu_fdk_filter_parse(v)) >= 0 ? 0 : -1;
     if (strcmp(a, "--config") == 0)
@@ -327,11 +340,11 @@ static int parse_fdk_opt(fdk_opts *o, const char *a, const char *v)
     if (strcmp(a, "--device") == 0)
         return (o->dev = v) != NULL ? 0 : -1;
     if (strcmp(a, "--repeat") == 0)
-        return (o->repeat = atoi(v)) >= 1 && o->repeat <= 1000 ? 0 : -1;
+        return gpu__bench_int(v, &o->repeat, 1, 1000);
     if (strcmp(a, "--warmup") == 0)
-        return (o->warmup = atoi(v)) >= 0 ? 0 : -1;
+        return gpu__bench_int(v, &o->warmup, 0, 100);
     if (strcmp(a, "--threads") == 0)
-        return (o->threads = atoi(v)) >= 0 ? 0 : -1;
+        return gpu__bench_int(v, &o->threads, 0, 1024);
     return -2;
 }
 
@@ -541,11 +554,11 @@ int gpu_bench_main(int argc, char **argv)
         } else if (strcmp(a, "--device") == 0) {
             bad = parse_devs(v, &o);
         } else if (strcmp(a, "--repeat") == 0) {
-            o.repeat = atoi(v), bad = o.repeat < 1 || o.repeat > 1000;
+            bad = gpu__bench_int(v, &o.repeat, 1, 1000);
         } else if (strcmp(a, "--warmup") == 0) {
-            o.warmup = atoi(v), bad = o.warmup < 0 || o.warmup > 100;
+            bad = gpu__bench_int(v, &o.warmup, 0, 100);
         } else if (strcmp(a, "--threads") == 0) {
-            o.threads = atoi(v), bad = o.threads < 0 || o.threads > 1024;
+            bad = gpu__bench_int(v, &o.threads, 0, 1024);
         } else if (strcmp(a, "--h") == 0) {
             o.h = atof(v), bad = !(o.h > 0);
         } else if (strcmp(a, "--strength") == 0) {

@@ -32,12 +32,19 @@ int gpu__bench_adaptive4d_main(int argc, char **argv);
 double gpu__bench_now_s(void);
 /* Median of v[0..n) (n > 0); sorts v, so v[0] is the minimum afterwards. */
 double gpu__bench_median(double *v, int n);
+/* One integer in [lo, hi] into *v (untouched otherwise): 0, or -1 for
+ * anything else ("12x", "", out of range; atoi would take those). */
+int gpu__bench_int(const char *s, int *v, int lo, int hi);
 /* "A[,B..]": at most max integers in [lo, hi] into v, their count into *n;
  * 0, or -1 for anything else. */
 int gpu__bench_int_list(const char *s, int *v, int *n, int max, int lo, int hi);
 /* "XxYxZ[,..]": at most max sizes (each 1..100000) into d, their count into
  * *n; with short_ok, "X" and "XxY" mean Y = Z = 1. 0, or -1. */
 int gpu__bench_sizes(const char *s, int (*d)[3], int *n, int max, int short_ok);
+/* Exactly ndim (at most 4) sizes "AxB[xC..]" (each 1..100000) into d; with
+ * short_ok fewer, the rest 1. 0, or -1 for anything else (no wrap: strtol,
+ * not sscanf's %d). */
+int gpu__bench_dims(const char *s, int *d, int ndim, int short_ok);
 
 #ifdef __cplusplus
 }

@@ -37,27 +37,6 @@ static void a4d_usage(FILE *f)
                "       [--mem-budget MB] (0: automatic; smaller forces slabs along t)\n");
 }
 
-static int parse_size4(const char *s, int *d)
-{
-    for (int a = 0; a < 4; a++) {
-        char *end = NULL;
-        long x = strtol(s, &end, 10);
-        if (end == s || x < 1 || x > 100000)
-            return -1;
-        d[a] = (int)x;
-        s = end;
-        if (a < 3) {
-            if (*s != 'x' && *s != 'X') {
-                for (int b = a + 1; b < 4; b++)
-                    d[b] = 1;
-                return *s ? -1 : 0;
-            }
-            s++;
-        }
-    }
-    return *s ? -1 : 0;
-}
-
 static int parse_backend(const char *s)
 {
     if (!strcmp(s, "auto"))
@@ -161,19 +140,19 @@ static int parse_a4d(int argc, char **argv, a4d_opts *o)
         if (!v)
             bad = 1;
         else if (!strcmp(a, "--size"))
-            bad = parse_size4(v, o->size);
+            bad = gpu__bench_dims(v, o->size, 4, 1);
         else if (!strcmp(a, "--device"))
             snprintf(o->devbuf, sizeof o->devbuf, "%s", v);
         else if (!strcmp(a, "--backend"))
             bad = (o->backend = parse_backend(v)) < 0;
         else if (!strcmp(a, "--repeat"))
-            o->repeat = atoi(v), bad = o->repeat < 1 || o->repeat > 1000;
+            bad = gpu__bench_int(v, &o->repeat, 1, 1000);
         else if (!strcmp(a, "--warmup"))
-            o->warmup = atoi(v), bad = o->warmup < 0 || o->warmup > 100;
+            bad = gpu__bench_int(v, &o->warmup, 0, 100);
         else if (!strcmp(a, "--mem-budget"))
             o->mem_budget_mb = (size_t)atol(v), bad = atol(v) < 0;
         else if (!strcmp(a, "--threads"))
-            o->threads = atoi(v), bad = o->threads < 0 || o->threads > 1024;
+            bad = gpu__bench_int(v, &o->threads, 0, 1024);
         else
             bad = 1;
         if (bad) {

@@ -173,7 +173,7 @@ static int parse_opt(aopts *o, const char *a, const char *v)
     if (strcmp(a, "--search-radius") == 0)
         return gpu__bench_int_list(v, o->srad, &o->nsrad, MAXL, 1, GPU_ANLM_MAX_SEARCH);
     if (strcmp(a, "--patch-radius") == 0)
-        return (o->patch = atoi(v)) < 0 || o->patch > GPU_ANLM_MAX_PATCH ? -1 : 0;
+        return gpu__bench_int(v, &o->patch, 0, GPU_ANLM_MAX_PATCH);
     if (strcmp(a, "--device") == 0) {
         snprintf(o->devbuf, sizeof o->devbuf, "%s", v);
         o->ndevs = 0;
@@ -183,11 +183,11 @@ static int parse_opt(aopts *o, const char *a, const char *v)
         return o->ndevs ? 0 : -1;
     }
     if (strcmp(a, "--repeat") == 0)
-        return (o->repeat = atoi(v)) < 1 || o->repeat > 1000 ? -1 : 0;
+        return gpu__bench_int(v, &o->repeat, 1, 1000);
     if (strcmp(a, "--warmup") == 0)
-        return (o->warmup = atoi(v)) < 0 || o->warmup > 100 ? -1 : 0;
+        return gpu__bench_int(v, &o->warmup, 0, 100);
     if (strcmp(a, "--threads") == 0)
-        return (o->threads = atoi(v)) < 0 || o->threads > 1024 ? -1 : 0;
+        return gpu__bench_int(v, &o->threads, 0, 1024);
     if (strcmp(a, "--strength") == 0)
         return !((o->strength = atof(v)) > 0) ? -1 : 0;
     return -2;

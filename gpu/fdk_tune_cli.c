@@ -42,29 +42,27 @@ static int parse_opt(tune_opts *o, const char *a, const char *v)
 {
     if (!v)
         return -1;
+    int uv[2];
     if (strcmp(a, "--size") == 0)
-        return sscanf(v, "%dx%dx%d", &o->n[0], &o->n[1], &o->n[2]) == 3 && o->n[0] > 0 &&
-                       o->n[1] > 0 && o->n[2] > 0
-                   ? 0
-                   : -1;
+        return gpu__bench_dims(v, o->n, 3, 0);
     if (strcmp(a, "--projections") == 0)
-        return (o->nproj = atoi(v)) >= 2 ? 0 : -1;
+        return gpu__bench_int(v, &o->nproj, 2, 100000);
     if (strcmp(a, "--detector") == 0)
-        return sscanf(v, "%dx%d", &o->nu, &o->nv) == 2 && o->nu > 0 && o->nv > 0 ? 0 : -1;
+        return gpu__bench_dims(v, uv, 2, 0) ? -1 : (o->nu = uv[0], o->nv = uv[1], 0);
     if (strcmp(a, "--device") == 0)
         return (o->dev = v) != NULL ? 0 : -1;
     if (strcmp(a, "--cache") == 0)
         return (o->cache = v) != NULL ? 0 : -1;
     if (strcmp(a, "--population") == 0)
-        return (o->ga.population = atoi(v)) >= 2 ? 0 : -1;
+        return gpu__bench_int(v, &o->ga.population, 2, 100000);
     if (strcmp(a, "--generations") == 0)
-        return (o->ga.generations = atoi(v)) >= 1 ? 0 : -1;
+        return gpu__bench_int(v, &o->ga.generations, 1, 100000);
     if (strcmp(a, "--patience") == 0)
-        return (o->ga.patience = atoi(v)) >= 1 ? 0 : -1;
+        return gpu__bench_int(v, &o->ga.patience, 1, 100000);
     if (strcmp(a, "--seed") == 0)
         return (o->ga.seed = strtoull(v, NULL, 0)) != 0 ? 0 : -1;
     if (strcmp(a, "--repeat") == 0)
-        return (o->repeat = atoi(v)) >= 1 && o->repeat <= 99 ? 0 : -1;
+        return gpu__bench_int(v, &o->repeat, 1, 99);
     return -2;
 }
 

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# ldct check-config explains every error with file:line and exits non-zero;
+# ldct check-config explains every error with file:line and exits non-zero
+# (--json: the same lines in a JSON object), suggests the section a
+# misspelt header meant, warns about a destination no rule sends to;
 # the example configuration is valid (its rules listed in match order); ldct reads a database read-only; ldctd
 # with a missing or bad configuration exits 1 with the reason.
 . "$(dirname "$0")/lib.sh"
@@ -13,6 +15,32 @@ printf '[node]\nport = 70000\nfoo = bar\n[destination x]\nport = 104\n' > "$T/ba
 grep -q "bad.conf:2: port = 70000: out of range" "$T/err" || fail "line 2: $(cat "$T/err")"
 grep -q "bad.conf:3: unknown option 'foo'" "$T/err" || fail "line 3: $(cat "$T/err")"
 grep -q "bad.conf:4: destination 'x' needs host" "$T/err" || fail "line 4: $(cat "$T/err")"
+"$LDCT" check-config "$T/bad.conf" --json > "$T/bad.json" 2> "$T/err"; rc=$?
+[ $rc = 1 ] && [ ! -s "$T/err" ] || fail "check-config --json of a bad file: $rc $(cat "$T/err")"
+python3 - "$T/bad.json" <<'PY' || fail "check-config --json: $(cat "$T/bad.json")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["ok"] is False and d["file"].endswith("bad.conf"), d
+assert any("bad.conf:2: port = 70000: out of range" in e for e in d["errors"]), d
+assert any("bad.conf:3: unknown option 'foo'" in e for e in d["errors"]), d
+assert any("bad.conf:4: destination 'x' needs host" in e for e in d["errors"]), d
+PY
+"$LDCT" check-config "$ROOT/config/ldctd.conf.example" --json > "$T/ok.json" ||
+    fail "example config --json: $(cat "$T/ok.json")"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["ok"] and not d["errors"] and d["rules"] == 3, d' \
+    "$T/ok.json" || fail "example config --json: $(cat "$T/ok.json")"
+printf '[destinaton pacs]\n[nod]\n[node x]\n' > "$T/sect.conf"
+"$LDCT" check-config "$T/sect.conf" 2> "$T/err" && fail "misspelt sections accepted"
+grep -qF "sect.conf:1: unknown section [destinaton pacs] (did you mean [destination pacs]?)" "$T/err" &&
+    grep -qF "sect.conf:2: unknown section [nod] (did you mean [node]?)" "$T/err" &&
+    grep -qF "sect.conf:3: [node] takes no name (found [node x])" "$T/err" ||
+    fail "section suggestions: $(cat "$T/err")"
+printf '[destination pacs]\nhost = h\nport = 104\nae_title = P\n[destination spare]\nhost = h\nport = 105\nae_title = S\n[rule r]\ndestinations = pacs\n' > "$T/spare.conf"
+"$LDCT" check-config "$T/spare.conf" > /dev/null 2> "$T/err" || fail "a spare destination is an error: $(cat "$T/err")"
+grep -qF "spare.conf:5: warning: no rule sends to destination 'spare'" "$T/err" || fail "no warning: $(cat "$T/err")"
+if grep -q "'pacs'" "$T/err"; then fail "warned about a used destination: $(cat "$T/err")"; fi
+"$LDCT" check-config "$T/spare.conf" --json | grep -qF "spare.conf:5: warning: no rule sends to destination 'spare'" ||
+    fail "no warning in JSON"
 printf '[rule r]\nalgorithm = nlm3d\npatch_weighting = box\n' > "$T/pw.conf"
 "$LDCT" check-config "$T/pw.conf" 2> "$T/err" && fail "patch_weighting = box accepted"
 grep -q "pw.conf:3: patch_weighting = box: expected uniform or gaussian" "$T/err" ||

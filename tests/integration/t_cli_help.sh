@@ -50,6 +50,16 @@ done
 "$LDCT" --state-dir "$T" jobs --limit 2000000 > /dev/null 2> "$T/e"
 grep -q "expected a count from 0 (all) to 1000000" "$T/e" || fail "--limit's range: $(cat "$T/e")"
 [ "$("$LDCT" --version)" = "$("$LDCT" version)" ] || fail "ldct --version: $("$LDCT" --version 2>&1)"
+"$LDCT" --version --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["version"] and d["database_schema"] > 0, d' ||
+    fail "ldct --version --json: $("$LDCT" --version --json 2>&1)"
+# Global options before a command with its own: --json moves after its name
+# where it has one, anything else is refused with the reason (it was
+# "unknown command 'phantom'").
+"$LDCT" --json phantom --out "$T/ph" > /dev/null 2> "$T/e"; rc=$?
+[ $rc = 2 ] && grep -q "^ldct: --json is not an option of phantom; its options follow its name" "$T/e" ||
+    fail "--json phantom: $rc $(cat "$T/e")"
+[ ! -e "$T/ph" ] || fail "--json phantom wrote a phantom"
+"$LDCT" --json quality --help | grep -q "usage: ldct quality" || fail "--json quality --help"
 # retry --to: a configuration that cannot be used is a failure (1), a call
 # without --config or to a destination it lacks a usage error (2), as the
 # README says; so is a job number past the largest.

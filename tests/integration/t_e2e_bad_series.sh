@@ -110,8 +110,10 @@ wait_until 60 "the good series processed after the bad ones" done1
 [ "$(find "$STATE/results" -name '*.dcm' | wc -l)" = 11 ] || fail "results missing"
 stop_daemon || fail "exit code $?"
 # Queued again while ldctd is stopped: ldct jobs shows the retry as a note,
-# not as an error (JSON: note set, last_error empty).
-"$LDCT" --config "$T/ldctd.conf" retry "$gap" > /dev/null || fail "second ldct retry $gap"
+# not as an error (JSON: note set, last_error empty). retry --json says
+# how many items went back.
+"$LDCT" --config "$T/ldctd.conf" retry "$gap" --json > "$T/retry.json" || fail "second ldct retry $gap"
+[ "$(cat "$T/retry.json")" = "{\"job\":$gap,\"queued_again\":1}" ] || fail "retry --json: $(cat "$T/retry.json")"
 "$LDCT" --config "$T/ldctd.conf" jobs --json > "$T/jobs2.json" || fail "ldct jobs --json"
 python3 - "$T/jobs2.json" "$gap" <<'PY' || fail "retried job: $(cat "$T/jobs2.json")"
 import json, sys
