@@ -257,7 +257,12 @@ static int read_inputs(const char *dir, input_list *in)
 {
     skip_log skipped = {0, ""};
     dir_set seen = {0, 0, NULL};
-    int rc = scp_global_init() || scan(dir, in, &skipped, &seen);
+    int rc = scp_global_init();
+    if (!rc) {
+        scp_dcmtk_log_quiet(1); /* the summary below says what was skipped */
+        rc = scan(dir, in, &skipped, &seen);
+        scp_dcmtk_log_quiet(0);
+    }
     free(seen.v);
     if (rc)
         return -1;

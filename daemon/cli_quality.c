@@ -113,6 +113,7 @@ static char **list_dicom(const char *dir, int *n)
         return NULL;
     char **paths = calloc((size_t)k + 1, sizeof *paths);
     *n = 0;
+    scp_dcmtk_log_quiet(1); /* files that are not DICOM are left out, as said above */
     for (int i = 0; i < k; i++) {
         char path[2048], err[128];
         snprintf(path, sizeof path, "%s/%s", dir, names[i]->d_name);
@@ -125,6 +126,7 @@ static char **list_dicom(const char *dir, int *n)
         }
         free(names[i]);
     }
+    scp_dcmtk_log_quiet(0);
     free(names);
     return paths;
 }

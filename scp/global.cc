@@ -100,6 +100,12 @@ static void configure_dcmtk_log(void)
     root.setLogLevel(l4::ERROR_LOG_LEVEL);
 }
 
+void scp_dcmtk_log_quiet(int quiet)
+{
+    namespace l4 = dcmtk::log4cplus;
+    l4::Logger::getRoot().setLogLevel(quiet ? l4::OFF_LOG_LEVEL : l4::ERROR_LOG_LEVEL);
+}
+
 static void init_impl(void)
 {
     /* Before any DCMTK socket exists: dcmnet reads this per connection. */

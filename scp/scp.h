@@ -183,6 +183,12 @@ typedef struct scp_server scp_server;
  * LDCT_EDICOM (no dictionary). */
 int scp_global_init(void);
 
+/* While quiet, DCMTK's own error messages are dropped: a caller that reads
+ * files which need not be DICOM (ldct filter's scan of a folder) says
+ * itself which it skipped and why, once, rather than one DCMTK line per
+ * file. After scp_global_init; not for a running server's threads. */
+void scp_dcmtk_log_quiet(int quiet);
+
 /* Unregisters the codecs scp_global_init registered, so leak checkers see a
  * clean exit. Call it last, once no other scp function runs or will run
  * (every server freed); scp_global_init cannot be called again after it. */
