@@ -48,6 +48,7 @@ static void job_json(list_ctx *c, const db_job_row *j)
     json_field("rule", j->rule, 1);
     json_field("action", j->action, 1);
     json_field("algorithm", j->algorithm, 1);
+    json_field("ran_algorithm", j->ran_algorithm, 1);
     json_field("state", j->state, 1);
     json_field("worker", j->worker, 1);
     json_field("derived_series_uid", j->derived_series_uid, 1);
@@ -97,17 +98,28 @@ static void progress_text(const list_ctx *c, const db_job_row *j)
                                     sizeof t));
 }
 
+/* "nlm3d (auto)" once a run resolved auto, else the job's algorithm. */
+static const char *algorithm_text(const db_job_row *j, char *out, size_t len)
+{
+    if (j->ran_algorithm[0] && strcmp(j->ran_algorithm, j->algorithm) != 0)
+        snprintf(out, len, "%s (%s)", j->ran_algorithm, j->algorithm);
+    else
+        snprintf(out, len, "%s", j->algorithm);
+    return out;
+}
+
 static void job_text(list_ctx *c, const db_job_row *j)
 {
-    char created[32], run[32];
+    char created[32], run[32], algo[48];
     ldct_time_format(j->created_ms, created, sizeof created);
     seconds_text(j->started_ms, j->finished_ms ? j->finished_ms : c->now, run, sizeof run);
     printf("job %lld  %-8s %-7s %-6s rule %s, %d instance(s), attempts %d, created %s, ran %s\n",
-           (long long)j->id, j->state, j->action, j->algorithm, j->rule, j->instances, j->attempts,
-           created, run);
+           (long long)j->id, j->state, j->action, algorithm_text(j, algo, sizeof algo), j->rule,
+           j->instances, j->attempts, created, run);
     printf("    series  %s\n", j->series_uid);
-    if (j->derived_series_uid[0])
-        printf("    derived %s\n", j->derived_series_uid);
+    if (j->derived_series_uid[0]) /* fixed when the job is made; made real when it is done */
+        printf("    derived %s%s\n", j->derived_series_uid,
+               strcmp(j->state, "done") != 0 ? " (reserved for its result)" : "");
     progress_text(c, j);
     if (j->last_error[0] && job_has_note(j))
         printf("    %s\n", j->last_error);

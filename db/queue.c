@@ -84,6 +84,9 @@ enum {
     Q_JOBS_LIST_V8,
     Q_JOBS_RUNNING,
     Q_JOBS_RUNNING_V8,
+    Q_RAN_PUT,
+    Q_RAN_HAS,
+    Q_RAN_GET,
     Q_COUNT
 };
 _Static_assert(Q_COUNT <= DB__QST_MAX, "raise DB__QST_MAX");
@@ -1050,6 +1053,17 @@ int db_job_progress_clear(db *d, int64_t job_id)
     return run(d, s, "job progress");
 }
 
+int db_job_ran_put(db *d, int64_t job_id, const char *algorithm)
+{
+    sqlite3_stmt *s = db__stmt(d, Q_RAN_PUT, "UPDATE jobs SET ran_algorithm = ?2 WHERE id = ?1");
+    if (!s)
+        return LDCT_EDB;
+    sqlite3_bind_int64(s, 1, job_id);
+    sqlite3_bind_text(s, 2, algorithm ? algorithm : "", algorithm ? (int)strnlen(algorithm, 15) : 0,
+                      SQLITE_TRANSIENT);
+    return run(d, s, "job ran algorithm");
+}
+
 /* ---- history ---------------------------------------------------------------- */
 
 /* At most this many series per call, so one call stays short on the event
@@ -1246,12 +1260,42 @@ static sqlite3_stmt *jobs_list_stmt(db *d, int running)
                           JOBS_LIST_COLUMNS " '', -1, -1, 0" JOBS_LIST_FROM JOBS_LIST_ORDER);
 }
 
+/* 1 when jobs has ran_algorithm (schema 10), 0 when not, or a db error. */
+static int has_ran(db *d)
+{
+    sqlite3_stmt *s = db__stmt(d, Q_RAN_HAS,
+                               "SELECT EXISTS (SELECT 1 FROM pragma_table_info('jobs')"
+                               " WHERE name = 'ran_algorithm')");
+    if (!s)
+        return LDCT_EDB;
+    int step = sqlite3_step(s), has = step == SQLITE_ROW && sqlite3_column_int(s, 0);
+    sqlite3_reset(s);
+    return step == SQLITE_ROW ? has : db__fail(d, "jobs list");
+}
+
+/* The job's ran_algorithm into out (16 bytes; "" when none). */
+static int ran_of(db *d, int64_t job_id, char *out)
+{
+    out[0] = '\0';
+    sqlite3_stmt *s = db__stmt(d, Q_RAN_GET, "SELECT ran_algorithm FROM jobs WHERE id = ?1");
+    if (!s)
+        return LDCT_EDB;
+    sqlite3_bind_int64(s, 1, job_id);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW)
+        copy(out, 16, db__col_text(s, 0));
+    sqlite3_reset(s);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : db__fail(d, "jobs list");
+}
+
 static int jobs_rows(db *d, int running, int limit, void (*cb_job)(void *ctx, const db_job_row *j),
                      void (*cb_send)(void *ctx, const db_send_row *s), void *ctx)
 {
-    sqlite3_stmt *s = jobs_list_stmt(d, running);
+    const int ran = has_ran(d);
+    sqlite3_stmt *s = ran < 0 ? NULL : jobs_list_stmt(d, running);
     if (!s)
         return LDCT_EDB;
+    char ran_algorithm[16] = "";
     sqlite3_bind_int(s, 1, limit > 0 ? limit : -1);
     int rc;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
@@ -1276,7 +1320,12 @@ static int jobs_rows(db *d, int running, int limit, void (*cb_job)(void *ctx, co
             .progress_fraction = sqlite3_column_double(s, 17),
             .progress_remaining_ms = sqlite3_column_int64(s, 18),
             .progress_updated_ms = sqlite3_column_int64(s, 19),
+            .ran_algorithm = ran_algorithm,
         };
+        if (ran && ran_of(d, j.id, ran_algorithm)) {
+            rc = SQLITE_ERROR;
+            break;
+        }
         if (cb_job)
             cb_job(ctx, &j);
         if (cb_send)

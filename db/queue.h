@@ -209,6 +209,10 @@ int db_clock_stepped(db *d, int64_t delta_ms, int64_t now_ms);
  * more than 8 days ahead (retry delays are at most 7) go now. One transaction. */
 int db_clock_clamp(db *d, int64_t now_ms);
 
+/* Records what the job's run resolved its algorithm to (at most 15
+ * characters kept), for db_jobs_list. */
+int db_job_ran_put(db *d, int64_t job_id, const char *algorithm);
+
 /* ---- listing (ldct jobs) -------------------------------------------------- */
 
 typedef struct db_job_row {
@@ -225,6 +229,10 @@ typedef struct db_job_row {
     double progress_fraction;      /* of the stage, 0..1; < 0 unknown or none */
     int64_t progress_remaining_ms; /* of the stage; < 0 unknown or none */
     int64_t progress_updated_ms;   /* 0 when none */
+    /* What its last run resolved the algorithm to (auto: nlm2d, nlm3d,
+     * adaptive4d; db_job_ran_put); "" when no run got that far or on a
+     * schema before 10. */
+    const char *ran_algorithm;
 } db_job_row;
 
 typedef struct db_send_row {

@@ -133,15 +133,20 @@ static const char *const DB_MIGRATIONS[] = {
     "  fraction REAL NOT NULL,"
     "  remaining_ms INTEGER NOT NULL,"
     "  updated_ms INTEGER NOT NULL);",
+    /* 9 -> 10: the algorithm a job's last run resolved its own to (auto
+     * becomes nlm2d, nlm3d or adaptive4d once the series is read), for
+     * `ldct jobs`; '' before a run got that far. The job keeps 'auto', so a
+     * run again resolves it again. */
+    "ALTER TABLE jobs ADD COLUMN ran_algorithm TEXT NOT NULL DEFAULT '';",
 };
 
 #define DB_NMIGRATIONS ((int)(sizeof DB_MIGRATIONS / sizeof DB_MIGRATIONS[0]))
 
 /* The oldest schema a read-only handle opens (`ldct` next to an older
  * ldctd that has not migrated yet): every statement prepared at open and
- * every query of the listings works on it. node_settings (8) and
- * job_progress (9) are read where present (db_node_setting_get,
- * db_jobs_list). Raise it when a reader needs a newer
+ * every query of the listings works on it. node_settings (8),
+ * job_progress (9) and jobs.ran_algorithm (10) are read where present
+ * (db_node_setting_get, db_jobs_list). Raise it when a reader needs a newer
  * table or column. */
 #define DB_READ_MIN_VERSION 7
 

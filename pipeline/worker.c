@@ -314,6 +314,8 @@ static int run_job(worker *w, const db_job *j)
         rc = run_paths(w, j, &paths, &st, &r, err, sizeof err);
     db_strings_free(&paths);
     db_job_progress_clear(w->db, j->id); /* shown only while the job runs */
+    if (r.algorithm[0] && db_job_ran_put(w->db, j->id, r.algorithm)) /* for ldct jobs only */
+        log_warn("job %lld: cannot record that it ran %s", (long long)j->id, r.algorithm);
     w->gpu_failed = r.gpu_fallback;
     if (w->gpu_down)
         r.gpu_fallback = 1;                   /* its log line says the GPU failed */

@@ -123,4 +123,6 @@ assert j["note"] == "queued again by ldct retry" and j["last_error"] == "", j
 PY
 "$LDCT" --config "$T/ldctd.conf" jobs > "$T/jobs2.txt" || fail "ldct jobs"
 grep -q "^    queued again by ldct retry$" "$T/jobs2.txt" || fail "text: $(cat "$T/jobs2.txt")"
+# Its derived series UID exists nowhere yet: said so (it was listed as if made).
+grep -q "^    derived [0-9.]* (reserved for its result)$" "$T/jobs2.txt" || fail "reserved UID: $(cat "$T/jobs2.txt")"
 if grep -q "error   queued again" "$T/jobs2.txt"; then fail "the note is shown as an error"; fi

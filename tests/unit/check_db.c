@@ -370,6 +370,7 @@ START_TEST(a_schema_7_database_is_read_without_recorded_settings)
     ck_assert_int_eq(sqlite3_open(dbpath, &h), SQLITE_OK);
     ck_assert_int_eq(sqlite3_exec(h,
                                   "DROP TABLE node_settings; DROP TABLE job_progress;"
+                                  " ALTER TABLE jobs DROP COLUMN ran_algorithm;"
                                   " PRAGMA user_version = 7",
                                   0, 0, 0),
                      SQLITE_OK);

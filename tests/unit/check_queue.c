@@ -541,6 +541,7 @@ START_TEST(waits_from_a_schema_5_database_move_with_a_step)
                   "ALTER TABLE jobs DROP COLUMN input_count;"
                   "DROP TABLE node_settings;"
                   "DROP TABLE job_progress;"
+                  "ALTER TABLE jobs DROP COLUMN ran_algorithm;"
                   "ALTER TABLE sends DROP COLUMN wait_set_ms;"
                   "PRAGMA user_version = 5");
     ck_assert_int_eq(db_open(p, 0, &d), 0);
@@ -571,6 +572,7 @@ START_TEST(a_development_schema_5_is_repaired)
                   "ALTER TABLE sends DROP COLUMN wait_set_ms;"
                   "DROP TABLE node_settings;"
                   "DROP TABLE job_progress;"
+                  "ALTER TABLE jobs DROP COLUMN ran_algorithm;"
                   "PRAGMA user_version = 5");
     sqlite3 *h;
     ck_assert_int_eq(db_open(p, 0, &d), 0);
@@ -1132,7 +1134,7 @@ END_TEST
 typedef struct {
     int n;
     int64_t id[8];
-    char state[8][16], stage[8][32];
+    char state[8][16], stage[8][32], ran[8][16];
     double fraction[8];
     int64_t remaining[8], updated[8];
 } progress_rows;
@@ -1144,6 +1146,7 @@ static void on_progress_row(void *ctx, const db_job_row *j)
         r->id[r->n] = j->id;
         snprintf(r->state[r->n], sizeof r->state[0], "%s", j->state);
         snprintf(r->stage[r->n], sizeof r->stage[0], "%s", j->progress_stage);
+        snprintf(r->ran[r->n], sizeof r->ran[0], "%s", j->ran_algorithm);
         r->fraction[r->n] = j->progress_fraction;
         r->remaining[r->n] = j->progress_remaining_ms;
         r->updated[r->n] = j->progress_updated_ms;
@@ -1411,7 +1414,8 @@ START_TEST(a_schema_8_database_lists_jobs_without_progress)
     ck_assert_int_eq(db_job_claim(d, "w", 3000, &j), 0);
     ck_assert_int_eq(db_job_progress_put(d, a, "filtering", 0.5, 1000, 4000), 0);
     db_close(d);
-    rewrite_db(p, "DROP TABLE job_progress; PRAGMA user_version = 8");
+    rewrite_db(p, "DROP TABLE job_progress; ALTER TABLE jobs DROP COLUMN ran_algorithm;"
+                  " PRAGMA user_version = 8");
     ck_assert_int_eq(db_open(p, 1, &d), 0);
     progress_rows r = progress_list(d);
     ck_assert_int_eq(r.n, 1);
@@ -1423,6 +1427,34 @@ START_TEST(a_schema_8_database_lists_jobs_without_progress)
     ck_assert_int_eq(db_job_progress_put(d, a, "writing", 0.9, 100, 5000), 0);
     r = progress_list(d);
     ck_assert_str_eq(r.stage[0], "writing");
+    db_close(d);
+}
+END_TEST
+
+/* What a run resolved auto to is listed per job (empty before a run got
+ * that far), and a schema-9 database (no column) lists "" rather than
+ * failing. */
+START_TEST(the_algorithm_a_run_resolved_is_listed_per_job)
+{
+    char p[128];
+    db *d = open_fresh(p, sizeof p);
+    int64_t a = job(d, stable_series(d, "1.1", 1), 0, "", 0);
+    int64_t b = job(d, stable_series(d, "1.2", 1), 0, "", 0);
+    ck_assert_int_eq(db_job_ran_put(d, a, "adaptive4d"), 0);
+    progress_rows r = progress_list(d);
+    ck_assert_int_eq(r.n, 2);
+    ck_assert_int_eq(r.id[0], b);
+    ck_assert_str_eq(r.ran[0], "");
+    ck_assert_str_eq(r.ran[1], "adaptive4d");
+    ck_assert_int_eq(db_job_ran_put(d, a, "nlm3d"), 0); /* a later run replaces it */
+    r = progress_list(d);
+    ck_assert_str_eq(r.ran[1], "nlm3d");
+    db_close(d);
+    rewrite_db(p, "ALTER TABLE jobs DROP COLUMN ran_algorithm; PRAGMA user_version = 9");
+    ck_assert_int_eq(db_open(p, 1, &d), 0);
+    r = progress_list(d);
+    ck_assert_int_eq(r.n, 2);
+    ck_assert_str_eq(r.ran[1], "");
     db_close(d);
 }
 END_TEST
@@ -1470,6 +1502,7 @@ int main(void)
     tcase_add_test(tc, a_read_transaction_sees_one_state_of_the_queue);
     tcase_add_test(tc, status_read_agrees_with_itself_when_a_job_starts_midway);
     tcase_add_test(tc, a_schema_8_database_lists_jobs_without_progress);
+    tcase_add_test(tc, the_algorithm_a_run_resolved_is_listed_per_job);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
