@@ -783,6 +783,22 @@ static void mark_reception_stopped(server *s)
         log_warn("cannot empty the lock file: the next start holds receiving series longer");
 }
 
+/* Ends the process with a job or send thread still running (they use the
+ * database, the config and the GPU: nothing is freed). What they ran is
+ * pending again, the run uncounted: a restart is no failure of the job or
+ * the destination. Nothing acknowledged is lost. */
+static _Noreturn void exit_cut_off(server *s)
+{
+    int jobs = 0, sends = 0;
+    if (s->db && db_stop_cut_off(s->db, ldct_now_ms(), &jobs, &sends) == 0)
+        log_notice("ldctd stopped (%d job(s) and %d send(s) cut off; they run again at the next"
+                   " start, this run not counted as one of their attempts)",
+                   jobs, sends);
+    else
+        log_notice("ldctd stopped (work was cut off; it goes on at the next start)");
+    _exit(s->exit_code);
+}
+
 static void shutdown_all(server *s)
 {
     const int64_t t0 = ldct_now_ms();
@@ -803,17 +819,10 @@ static void shutdown_all(server *s)
     }
     if (s->workers && worker_pool_busy(s->workers))
         log_notice("waiting up to %d s for running jobs", grace_left(s, t0));
-    if (worker_pool_stop(s->workers, s->workers ? grace_left(s, t0) : 0)) {
-        /* A job thread still runs and uses the database, the config and the
-         * GPU: end here without freeing them. Its job is pending again at
-         * the next start (db_recover); nothing acknowledged is lost. */
-        log_notice("ldctd stopped (a job was cut off; it runs again at the next start)");
-        _exit(s->exit_code);
-    }
-    if (sender_pool_stop(s->senders, grace_left(s, t0) + 2)) {
-        log_notice("ldctd stopped (a send was cut off; it goes on at the next start)");
-        _exit(s->exit_code);
-    }
+    if (worker_pool_stop(s->workers, s->workers ? grace_left(s, t0) : 0))
+        exit_cut_off(s); /* a job longer than the grace */
+    if (sender_pool_stop(s->senders, grace_left(s, t0)))
+        exit_cut_off(s); /* a peer that does not answer within the grace */
     log_queue_left(s);
     http_stop(s->http);
     s->http = NULL;

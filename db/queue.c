@@ -84,6 +84,8 @@ enum {
     Q_JOBS_LIST_V8,
     Q_JOBS_RUNNING,
     Q_JOBS_RUNNING_V8,
+    Q_CUT_JOBS,
+    Q_CUT_SENDS,
     Q_RAN_PUT,
     Q_RAN_HAS,
     Q_RAN_GET,
@@ -1008,6 +1010,23 @@ int db_recover(db *d, int max_attempts, int64_t now_ms, int *jobs, int *sends)
     if (!rc && failed)
         log_warn("%d job(s) failed: the daemon stopped while running them %d times", failed,
                  max_attempts);
+    return end(d, rc);
+}
+
+int db_stop_cut_off(db *d, int64_t now_ms, int *jobs, int *sends)
+{
+    *jobs = *sends = 0;
+    int rc = begin(d);
+    if (!rc)
+        rc = recover_step(d, Q_CUT_JOBS,
+                          "UPDATE jobs SET state = 'pending', attempts = max(attempts - 1, 0),"
+                          " started_ms = NULL, worker = '' WHERE state = 'running'",
+                          0, now_ms, jobs);
+    if (!rc)
+        rc = recover_step(d, Q_CUT_SENDS,
+                          "UPDATE sends SET state = 'pending', attempts = max(attempts - 1, 0),"
+                          " next_attempt_ms = ?2, wait_set_ms = ?2 WHERE state = 'sending'",
+                          0, now_ms, sends);
     return end(d, rc);
 }
 

@@ -209,6 +209,14 @@ int db_clock_stepped(db *d, int64_t delta_ms, int64_t now_ms);
  * more than 8 days ahead (retry delays are at most 7) go now. One transaction. */
 int db_clock_clamp(db *d, int64_t now_ms);
 
+/* A stop that cuts work off (ldctd ends with job or send threads still
+ * running): the running jobs and sends go back to pending, the run not
+ * counted as an attempt, so that job_max_attempts and a send's retries
+ * count failures and crashes, not restarts, and the next start has
+ * nothing to recover. Their counts into *jobs and *sends. One
+ * transaction. */
+int db_stop_cut_off(db *d, int64_t now_ms, int *jobs, int *sends);
+
 /* Records what the job's run resolved its algorithm to (at most 15
  * characters kept), for db_jobs_list. */
 int db_job_ran_put(db *d, int64_t job_id, const char *algorithm);

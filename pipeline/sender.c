@@ -346,19 +346,28 @@ static int join_until(sender_pool *p, const struct timespec *deadline)
     return left;
 }
 
+/* Joins the senders for up to seconds from now; returns how many still run. */
+static int join_for(sender_pool *p, int seconds)
+{
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += seconds;
+    return join_until(p, &deadline);
+}
+
 int sender_pool_stop(sender_pool *p, int grace_s)
 {
     if (!p)
         return 0;
     pthread_mutex_lock(&p->lock);
-    p->stop = 1;
-    __atomic_store_n(&p->cancel, 1, __ATOMIC_RELAXED);
+    p->stop = 1; /* no new send; the running ones go on */
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->lock);
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += grace_s;
-    int left = join_until(p, &deadline);
+    int left = join_for(p, grace_s);
+    if (left) { /* the grace is over: end after the file in flight */
+        __atomic_store_n(&p->cancel, 1, __ATOMIC_RELAXED);
+        left = join_for(p, SENDER_CANCEL_S);
+    }
     if (left) {
         log_notice("%d send(s) still running (a peer not answering); they go on at the next "
                    "start",

@@ -47,12 +47,17 @@ void sender_pool_set_tls(sender_pool *p, scp_tls_ctx *tls);
 /* Wakes idle senders: something may be due. */
 void sender_pool_notify(sender_pool *p);
 
-/* Stops: a running association ends after the file being sent (the send
- * stays 'sending' and goes on at the next start), then the senders are
- * joined. Returns 0 (stopped and freed) or the number of senders still
- * running after grace_s seconds (a peer not answering within its
- * timeout): the pool is then left as it is and the caller should exit.
- * NULL is a no-op. */
+/* Seconds a send cancelled at the end of the grace has to end its file. */
+#define SENDER_CANCEL_S 2
+
+/* Stops: no send starts; the running ones may finish within grace_s
+ * seconds (a derived series left half on a PACS until the next start is
+ * what a viewer would show), then each ends after the file in flight
+ * (its send goes back to pending, uncounted, for the next start) and the
+ * senders are joined. Returns 0 (stopped and freed) or the number of
+ * senders still running SENDER_CANCEL_S seconds after that (a peer not
+ * answering within its timeout): the pool is then left as it is and the
+ * caller should exit. NULL is a no-op. */
 int sender_pool_stop(sender_pool *p, int grace_s);
 
 #endif
