@@ -12,6 +12,7 @@ typedef struct cli_opts {
     int json;              /* --json */
     int limit;             /* --limit N (0 = all) */
     const char *to;        /* --to DEST (retry) */
+    const char *from;      /* --from DEST (retry --to: only the dead sends to DEST) */
     int argc;              /* positional arguments after the subcommand */
     char **argv;
 } cli_opts;

@@ -199,13 +199,28 @@ static int retry_destination_check(const cli_opts *o)
     return found ? 0 : 2;
 }
 
+/* "job 13: 2 item(s) queued again, 1 send moved to pacs4; 1 dead send kept
+ * its destination (...)". */
+static void retry_text(long long id, const db_retry *r)
+{
+    printf("job %lld: %d item(s) queued again", id, r->changed);
+    if (r->to)
+        printf(", %d send(s) moved to %s", r->moved, r->to);
+    if (r->kept)
+        printf("; %d dead send(s) retried to their own destination instead (%s has this job's"
+               " series or is sent it already; --from DEST picks the one to move)",
+               r->kept, r->to);
+    printf("\n");
+}
+
 int cli_retry(cli_opts *o)
 {
     char *end = NULL;
     errno = 0;
     long long id = o->argc == 1 ? strtoll(o->argv[0], &end, 10) : 0;
-    if (o->argc != 1 || *end || errno || id <= 0) {
-        fprintf(stderr, "usage: ldct retry JOB (a job number from ldct jobs)\n");
+    if (o->argc != 1 || *end || errno || id <= 0 || (o->from && !o->to)) {
+        fprintf(stderr, "usage: ldct retry JOB [--to DEST [--from OLD]] [--json] (a job number"
+                        " from ldct jobs; --from only with --to)\n");
         return 2;
     }
     int bad = o->to ? retry_destination_check(o) : 0;
@@ -214,7 +229,8 @@ int cli_retry(cli_opts *o)
     db *d;
     if (cli_open_db(o, 0, &d))
         return 1;
-    int changed = 0, rc = db_job_retry(d, id, o->to, &changed);
+    db_retry r = {.to = o->to, .from = o->from};
+    int rc = db_job_retry_with(d, id, &r);
     db_close(d);
     if (rc == LDCT_ENOTFOUND) {
         fprintf(stderr, "ldct: no job %lld\n", id);
@@ -225,10 +241,11 @@ int cli_retry(cli_opts *o)
         return 1;
     }
     if (o->json)
-        printf("{\"job\":%lld,\"queued_again\":%d}\n", id, changed);
-    else if (changed == 0)
+        printf("{\"job\":%lld,\"queued_again\":%d,\"moved\":%d,\"kept\":%d}\n", id, r.changed,
+               r.moved, r.kept);
+    else if (r.changed == 0)
         printf("job %lld has nothing failed or dead to retry\n", id);
     else
-        printf("job %lld: %d item(s) queued again\n", id, changed);
+        retry_text(id, &r);
     return 0;
 }

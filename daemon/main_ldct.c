@@ -35,8 +35,9 @@ static void usage(FILE *f)
            "  series [--json] [--limit N]  received series, newest first: counts, state, delivery\n"
            "  jobs [--json] [--limit N]  jobs with their sends, attempts, errors and times,\n"
            "                         and how far running ones are\n"
-           "  retry JOB [--to DEST] [--json]  requeue a failed job and its dead sends\n"
-           "                         (to DEST instead, e.g. after renaming a destination)\n"
+           "  retry JOB [--to DEST [--from OLD]] [--json]  requeue a failed job and its\n"
+           "                         dead sends (one to DEST instead, e.g. after renaming a\n"
+           "                         destination; --from: the one to OLD)\n"
            "  filter --algo A --in DIR --out DIR [OPTIONS]  process a folder offline\n"
            "                         (ldct filter --help)\n"
            "  phantom --out DIR [OPTIONS]  low-dose CT simulator (ldct phantom --help)\n"
@@ -301,8 +302,9 @@ static const struct {
 
 static int run_command(size_t i, cli_opts *o)
 {
-    if (o->to && strcmp(COMMANDS[i].name, "retry") != 0) {
-        fprintf(stderr, "ldct %s: --to is an option of retry\n", COMMANDS[i].name);
+    if ((o->to || o->from) && strcmp(COMMANDS[i].name, "retry") != 0) {
+        fprintf(stderr, "ldct %s: --%s is an option of retry\n", COMMANDS[i].name,
+                o->to ? "to" : "from");
         return 2;
     }
     if (o->argc > COMMANDS[i].max_args) {
@@ -338,6 +340,7 @@ static int parse_valued(int argc, char **argv, int *i, cli_opts *o)
     const char **slot = !strcmp(a, "--config")      ? &o->config
                         : !strcmp(a, "--state-dir") ? &o->state_dir
                         : !strcmp(a, "--to")        ? &o->to
+                        : !strcmp(a, "--from")      ? &o->from
                                                     : NULL;
     if (!slot && strcmp(a, "--limit"))
         return 1;
@@ -403,7 +406,8 @@ static int command_index(int argc, char **argv)
     int i = 1;
     while (i < argc && argv[i][0] == '-') {
         int valued = !strcmp(argv[i], "--config") || !strcmp(argv[i], "--state-dir") ||
-                     !strcmp(argv[i], "--limit") || !strcmp(argv[i], "--to");
+                     !strcmp(argv[i], "--limit") || !strcmp(argv[i], "--to") ||
+                     !strcmp(argv[i], "--from");
         if (!valued && strcmp(argv[i], "--json") != 0)
             break;
         i += valued ? 2 : 1;

@@ -54,6 +54,7 @@ enum {
     Q_JOB_RETRY,
     Q_SENDS_RETRY,
     Q_SENDS_REDIRECT,
+    Q_SENDS_REDIRECTABLE,
     Q_RECOVER_FAIL,
     Q_RECOVER_JOBS,
     Q_RECOVER_SENDS,
@@ -932,21 +933,63 @@ static int run_counted(db *d, sqlite3_stmt *s, int64_t job_id, int *changed, con
     return rc;
 }
 
+/* The job's dead sends that retry --to may move: not to `to` already and,
+ * with `from`, to `from`. */
+#define REDIRECTABLE                                                                               \
+    " FROM sends s WHERE s.job_id = ?1 AND s.state = 'dead' AND s.destination <> ?2"               \
+    " AND (?3 IS NULL OR s.destination = ?3)"
+
+/* Moves dead sends to `to`: one per kind (derived, original), and none of a
+ * kind that `to` has a send of already (done, queued or dead: it has the
+ * series, or will). Counts into r->moved and r->kept (left where they were). */
+static int redirect_dead(db *d, int64_t job_id, db_retry *r)
+{
+    sqlite3_stmt *c = db__stmt(d, Q_SENDS_REDIRECTABLE, "SELECT count(*)" REDIRECTABLE);
+    sqlite3_stmt *u = db__stmt(
+        d, Q_SENDS_REDIRECT,
+        "UPDATE sends SET destination = ?2 WHERE id IN (SELECT min(s.id)" REDIRECTABLE
+        " AND NOT EXISTS (SELECT 1 FROM sends o WHERE o.job_id = s.job_id AND o.what = s.what"
+        " AND o.destination = ?2) GROUP BY s.what)");
+    if (!c || !u)
+        return LDCT_EDB;
+    sqlite3_stmt *both[] = {c, u};
+    for (int i = 0; i < 2; i++) {
+        sqlite3_bind_int64(both[i], 1, job_id);
+        sqlite3_bind_text(both[i], 2, r->to, -1, SQLITE_TRANSIENT);
+        if (r->from)
+            sqlite3_bind_text(both[i], 3, r->from, -1, SQLITE_TRANSIENT);
+        else
+            sqlite3_bind_null(both[i], 3);
+    }
+    int step = sqlite3_step(c), candidates = step == SQLITE_ROW ? sqlite3_column_int(c, 0) : 0;
+    sqlite3_reset(c);
+    if (step != SQLITE_ROW)
+        return db__fail(d, "sends redirect");
+    int rc = run(d, u, "sends redirect");
+    if (!rc) {
+        r->moved = sqlite3_changes(d->h);
+        r->kept = candidates - r->moved;
+    }
+    return rc;
+}
+
 int db_job_retry(db *d, int64_t job_id, const char *to, int *changed)
 {
-    *changed = 0;
+    db_retry r = {.to = to};
+    int rc = db_job_retry_with(d, job_id, &r);
+    *changed = r.changed;
+    return rc;
+}
+
+int db_job_retry_with(db *d, int64_t job_id, db_retry *r)
+{
+    r->changed = r->moved = r->kept = 0;
+    int *changed = &r->changed;
     int rc = begin(d);
     if (!rc)
         rc = job_exists(d, job_id);
-    if (!rc && to) {
-        sqlite3_stmt *s = db__stmt(d, Q_SENDS_REDIRECT,
-                                   "UPDATE sends SET destination = ?2"
-                                   " WHERE job_id = ?1 AND state = 'dead'");
-        if (s)
-            sqlite3_bind_text(s, 2, to, -1, SQLITE_TRANSIENT);
-        int ignored = 0;
-        rc = run_counted(d, s, job_id, &ignored, "sends redirect");
-    }
+    if (!rc && r->to)
+        rc = redirect_dead(d, job_id, r);
     if (!rc)
         rc = run_counted(d,
                          db__stmt(d, Q_JOB_RETRY,

@@ -172,10 +172,19 @@ int db_job_progress_put(db *d, int64_t job_id, const char *stage, double fractio
 int db_job_progress_clear(db *d, int64_t job_id);
 
 /* `ldct retry`: a failed job goes back to pending (attempts 0) and its dead
- * sends to pending (attempts 0, due now), to destination `to` instead of
- * their own when `to` is not NULL (a destination renamed or replaced in the
- * configuration). *changed = rows requeued. LDCT_ENOTFOUND if there is no
- * such job. One transaction. */
+ * sends to pending (attempts 0, due now). With `to` (a destination renamed
+ * or replaced in the configuration) dead sends move there first: those to
+ * `from` only when it is set, one of each kind (derived, original), and
+ * none of a kind that `to` has a send of already, so no PACS gets a series
+ * twice and each dead send to another PACS keeps the record of where it
+ * did not arrive; the rest are retried to their own destination.
+ * LDCT_ENOTFOUND if there is no such job. One transaction. */
+typedef struct db_retry {
+    const char *to, *from;    /* NULL: no move / from any destination */
+    int changed, moved, kept; /* out: rows requeued; sends moved; not moved */
+} db_retry;
+int db_job_retry_with(db *d, int64_t job_id, db_retry *r);
+/* The same without `from`; *changed = rows requeued. */
 int db_job_retry(db *d, int64_t job_id, const char *to, int *changed);
 
 /* At start-up: running jobs and sending sends go back to pending; a job

@@ -113,7 +113,7 @@ stop_daemon || fail "exit code $?"
 # not as an error (JSON: note set, last_error empty). retry --json says
 # how many items went back.
 "$LDCT" --config "$T/ldctd.conf" retry "$gap" --json > "$T/retry.json" || fail "second ldct retry $gap"
-[ "$(cat "$T/retry.json")" = "{\"job\":$gap,\"queued_again\":1}" ] || fail "retry --json: $(cat "$T/retry.json")"
+[ "$(cat "$T/retry.json")" = "{\"job\":$gap,\"queued_again\":1,\"moved\":0,\"kept\":0}" ] || fail "retry --json: $(cat "$T/retry.json")"
 "$LDCT" --config "$T/ldctd.conf" jobs --json > "$T/jobs2.json" || fail "ldct jobs --json"
 python3 - "$T/jobs2.json" "$gap" <<'PY' || fail "retried job: $(cat "$T/jobs2.json")"
 import json, sys

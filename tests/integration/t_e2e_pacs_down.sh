@@ -3,7 +3,8 @@
 # retried with growing delays (visible in ldct jobs), a second destination
 # that is up gets its copy meanwhile; Orthanc comes back and everything is
 # delivered. A send to a destination that stays down ends dead, and
-# `ldct retry --to` sends it to another destination instead.
+# `ldct retry --to` sends it to another destination instead, but never to
+# one that has the series already (up got it; it used to get it twice).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/orthanc.sh"
 start_orthanc
@@ -12,6 +13,10 @@ UP_PORT=$(free_port)
 mkdir -p "$T/up"
 storescp -aet UP -od "$T/up" "$UP_PORT" > "$T/storescp.log" 2>&1 &
 up=$!
+SPARE_PORT=$(free_port)
+mkdir -p "$T/spare"
+storescp -aet SPARE -od "$T/spare" "$SPARE_PORT" > "$T/storescp-spare.log" 2>&1 &
+spare=$!
 DEAD_PORT=$(free_port)
 HTTP=$(free_port)
 write_config "stable_seconds = 1" "devices = cpu" "http_port = $HTTP" \
@@ -19,6 +24,7 @@ write_config "stable_seconds = 1" "devices = cpu" "http_port = $HTTP" \
     "ae_title = $ORTHANC_AET" "timeout = 5" "retry_initial_seconds = 1" \
     "retry_multiplier = 2" "retry_max_seconds = 2" "retry_max_attempts = 100" \
     "[destination up]" "host = 127.0.0.1" "port = $UP_PORT" "ae_title = UP" \
+    "[destination spare]" "host = 127.0.0.1" "port = $SPARE_PORT" "ae_title = SPARE" \
     "[destination nowhere]" "host = 127.0.0.1" "port = $DEAD_PORT" "ae_title = NONE" \
     "timeout = 2" "retry_initial_seconds = 1" "retry_max_attempts = 2" \
     "[rule r]" "action = process" "destinations = pacs, up, nowhere"
@@ -69,14 +75,21 @@ uid=$(sql "SELECT derived_series_uid FROM jobs WHERE id = 1")
 [ "$(orthanc_instance_count "$uid")" = 8 ] || fail "PACS has $(orthanc_instance_count "$uid")"
 "$LDCT" --config "$T/ldctd.conf" retry 1 --to elsewhere 2> "$T/err" && fail "retry --to elsewhere"
 grep -q "has no \[destination elsewhere\]" "$T/err" || fail "retry --to elsewhere: $(cat "$T/err")"
-"$LDCT" --config "$T/ldctd.conf" retry 1 --to up | grep -q "1 item(s) queued again" ||
-    fail "ldct retry --to up"
+# up has the series: the dead send stays nowhere's, retried there.
+"$LDCT" --config "$T/ldctd.conf" retry 1 --to up > "$T/out" || fail "ldct retry --to up"
+grep -q "1 item(s) queued again, 0 send(s) moved to up; 1 dead send(s) retried to their own destination instead" \
+    "$T/out" || fail "retry --to up: $(cat "$T/out")"
+[ "$(sql "SELECT count(*) FROM sends WHERE destination = 'up'")" = 1 ] || fail "a second send to up"
+wait_until 30 "the send to nowhere dead again" dead
+"$LDCT" --config "$T/ldctd.conf" retry 1 --to spare --json > "$T/out" || fail "ldct retry --to spare"
+[ "$(cat "$T/out")" = '{"job":1,"queued_again":1,"moved":1,"kept":0}' ] || fail "retry --to spare: $(cat "$T/out")"
 [ "$(sql "SELECT count(*) FROM sends WHERE destination = 'nowhere'")" = 0 ] ||
     fail "retry --to did not move the dead send"
-up_twice() { [ "$(sql "SELECT count(*) FROM sends WHERE destination = 'up' AND state = 'done'")" = 2 ]; }
-wait_until 30 "the redirected send delivered to up" up_twice
-grep -q "send [0-9]*: derived series of job 1 to up, queued again by ldct retry" "$T/ldctd.log" ||
+spare_done() { [ "$(sql "SELECT state FROM sends WHERE destination = 'spare'")" = done ]; }
+wait_until 30 "the redirected send delivered to spare" spare_done
+grep -q "send [0-9]*: derived series of job 1 to spare, queued again by ldct retry" "$T/ldctd.log" ||
     fail "no log line for the retried send: $(grep "send" "$T/ldctd.log" | tail -3)"
-[ "$(ls "$T/up" | wc -l)" = 8 ] || fail "storescp has $(ls "$T/up" | wc -l) files (the same 8 twice)"
-kill "$up"
+[ "$(ls "$T/spare" | wc -l)" = 8 ] || fail "spare has $(ls "$T/spare" | wc -l) files"
+[ "$(ls "$T/up" | wc -l)" = 8 ] || fail "up has $(ls "$T/up" | wc -l) files"
+kill "$up" "$spare"
 stop_daemon || fail "exit code $?"

@@ -328,6 +328,58 @@ START_TEST(retry_can_send_dead_sends_to_another_destination)
 }
 END_TEST
 
+/* Claims every due send, marks those to `done_to` done and the others
+ * dead; their destinations, in claim order, into out (comma list). */
+static void claim_all(db *d, const char *done_to, char *out, size_t len)
+{
+    db_send s;
+    out[0] = '\0';
+    while (db_send_claim(d, 9000, &s) == 0) {
+        snprintf(out + strlen(out), len - strlen(out), "%s%s", out[0] ? "," : "", s.destination);
+        if (done_to && strcmp(s.destination, done_to) == 0)
+            ck_assert_int_eq(db_send_done(d, s.id, 9000), 0);
+        else
+            ck_assert_int_eq(db_send_failed(d, s.id, 9000, -1, "refused"), 0);
+    }
+}
+
+/* retry --to must not send a series to a PACS twice: with pacs done and
+ * pacs2, pacs3 dead, --to pacs moved both there (three deliveries, and
+ * the record that pacs2 and pacs3 never got it was gone). Now nothing
+ * moves to a destination that has a send of that kind, at most one dead
+ * send of a kind moves, --from picks which, and the rest are retried to
+ * their own destinations. */
+START_TEST(retry_to_a_destination_moves_no_send_it_has_already)
+{
+    char p[128], got[256];
+    db *d = open_fresh(p, sizeof p);
+    job(d, stable_series(d, "1.1", 1), 0, "pacs,pacs2,pacs3", 1); /* three original sends */
+    claim_all(d, "pacs", got, sizeof got);
+    ck_assert_str_eq(got, "pacs,pacs2,pacs3");
+    db_retry r = {.to = "pacs"};
+    ck_assert_int_eq(db_job_retry_with(d, 1, &r), 0);
+    ck_assert_int_eq(r.moved, 0);
+    ck_assert_int_eq(r.kept, 2);
+    ck_assert_int_eq(r.changed, 2);
+    claim_all(d, NULL, got, sizeof got);
+    ck_assert_str_eq(got, "pacs2,pacs3"); /* each to its own again */
+    r = (db_retry){.to = "pacs4", .from = "pacs3"};
+    ck_assert_int_eq(db_job_retry_with(d, 1, &r), 0);
+    ck_assert_int_eq(r.moved, 1);
+    ck_assert_int_eq(r.kept, 0);
+    ck_assert_int_eq(r.changed, 2);
+    claim_all(d, NULL, got, sizeof got);
+    ck_assert_str_eq(got, "pacs2,pacs4");
+    r = (db_retry){.to = "pacs5"}; /* pacs2 and pacs4 dead: one moves */
+    ck_assert_int_eq(db_job_retry_with(d, 1, &r), 0);
+    ck_assert_int_eq(r.moved, 1);
+    ck_assert_int_eq(r.kept, 1);
+    claim_all(d, "pacs5", got, sizeof got);
+    ck_assert(strstr(got, "pacs5") != NULL);
+    db_close(d);
+}
+END_TEST
+
 START_TEST(interrupted_send_is_pending_again_without_an_attempt)
 {
     char p[128];
@@ -1503,6 +1555,7 @@ int main(void)
     tcase_add_test(tc, status_read_agrees_with_itself_when_a_job_starts_midway);
     tcase_add_test(tc, a_schema_8_database_lists_jobs_without_progress);
     tcase_add_test(tc, the_algorithm_a_run_resolved_is_listed_per_job);
+    tcase_add_test(tc, retry_to_a_destination_moves_no_send_it_has_already);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
