@@ -198,9 +198,13 @@ static void finish(sender *s, const db_send *snd, const cfg_destination *d, int 
         return;
     }
     int64_t delay = d ? sender_backoff_ms(d, snd->attempts) : -1;
+    char hint[64] = ""; /* what to do about it, unless err says so */
+    if (delay < 0 && !strstr(err, "ldct retry"))
+        snprintf(hint, sizeof hint, "; once it can be sent: ldct retry %lld",
+                 (long long)snd->job_id);
     if (delay < 0)
-        log_err("send %lld to %s is dead after %d attempt(s): %s", (long long)snd->id,
-                snd->destination, snd->attempts, err);
+        log_err("send %lld to %s is dead after %d attempt(s): %s%s", (long long)snd->id,
+                snd->destination, snd->attempts, err, hint);
     else
         log_warn("send %lld to %s failed (attempt %d): %s; next try in %.0f s", (long long)snd->id,
                  snd->destination, snd->attempts, err, delay / 1000.0);

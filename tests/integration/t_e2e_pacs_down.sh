@@ -48,6 +48,8 @@ sql "SELECT last_error FROM sends WHERE destination = 'pacs'" | grep -qi "connec
     fail "ldct jobs does not show the retry: $("$LDCT" --config "$T/ldctd.conf" jobs)"
 dead() { [ "$(sql "SELECT state FROM sends WHERE destination = 'nowhere'")" = dead ]; }
 wait_until 30 "the send to a destination that stays down ends dead" dead
+grep -q "^<3>send [0-9]* to nowhere is dead after 2 attempt(s): .*; once it can be sent: ldct retry 1$" \
+    "$T/ldctd.log" || fail "the dead send's line: $(grep "is dead" "$T/ldctd.log")"
 # Monitoring sees which destination is down: its send retrying (between
 # attempts), the other's dead; the one that is up has nothing open.
 metric_is() { curl -s "http://127.0.0.1:$HTTP/metrics" | grep -qx "$1"; }
