@@ -1292,18 +1292,24 @@ static void list_sends(db *d, int64_t job_id, void (*cb)(void *, const db_send_r
     " AND j.state = 'running' AND p.updated_ms >= j.started_ms"
 #define JOBS_RUNNING " WHERE j.state = 'running' ORDER BY j.started_ms, j.id LIMIT ?1"
 
-/* 1 when the database has job_progress (schema 9; a reader may open an
- * older one), 0 when not, or a db error. */
-static int has_progress(db *d)
+/* 1 or 0 from a "SELECT EXISTS (...)" about the schema (a reader may open
+ * an older one than this program's), or a db error. */
+static int schema_has(db *d, int slot, const char *sql)
 {
-    sqlite3_stmt *s = db__stmt(d, Q_PROGRESS_HAS,
-                               "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table'"
-                               " AND name = 'job_progress')");
+    sqlite3_stmt *s = db__stmt(d, slot, sql);
     if (!s)
         return LDCT_EDB;
     int step = sqlite3_step(s), has = step == SQLITE_ROW && sqlite3_column_int(s, 0);
     sqlite3_reset(s);
     return step == SQLITE_ROW ? has : db__fail(d, "jobs list");
+}
+
+/* The table job_progress (schema 9). */
+static int has_progress(db *d)
+{
+    return schema_has(d, Q_PROGRESS_HAS,
+                      "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table'"
+                      " AND name = 'job_progress')");
 }
 
 /* The listing's statement: every job newest first, or the running ones
@@ -1322,17 +1328,12 @@ static sqlite3_stmt *jobs_list_stmt(db *d, int running)
                           JOBS_LIST_COLUMNS " '', -1, -1, 0" JOBS_LIST_FROM JOBS_LIST_ORDER);
 }
 
-/* 1 when jobs has ran_algorithm (schema 10), 0 when not, or a db error. */
+/* The column jobs.ran_algorithm (schema 10). */
 static int has_ran(db *d)
 {
-    sqlite3_stmt *s = db__stmt(d, Q_RAN_HAS,
-                               "SELECT EXISTS (SELECT 1 FROM pragma_table_info('jobs')"
-                               " WHERE name = 'ran_algorithm')");
-    if (!s)
-        return LDCT_EDB;
-    int step = sqlite3_step(s), has = step == SQLITE_ROW && sqlite3_column_int(s, 0);
-    sqlite3_reset(s);
-    return step == SQLITE_ROW ? has : db__fail(d, "jobs list");
+    return schema_has(d, Q_RAN_HAS,
+                      "SELECT EXISTS (SELECT 1 FROM pragma_table_info('jobs')"
+                      " WHERE name = 'ran_algorithm')");
 }
 
 /* The job's ran_algorithm into out (16 bytes; "" when none). */
