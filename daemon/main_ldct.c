@@ -334,16 +334,26 @@ static int parse_limit(const char *v, cli_opts *o)
 
 /* One option that takes a value (argv[*i], its value next); 1 when a is
  * not one of them, 0 when taken, -1 after saying why. */
+/* 1 when a is a global option that takes a value. */
+static int takes_value(const char *a)
+{
+    static const char *const VALUED[] = {"--config", "--state-dir", "--limit", "--to", "--from"};
+    for (size_t k = 0; k < sizeof VALUED / sizeof VALUED[0]; k++)
+        if (!strcmp(a, VALUED[k]))
+            return 1;
+    return 0;
+}
+
 static int parse_valued(int argc, char **argv, int *i, cli_opts *o)
 {
     const char *a = argv[*i];
+    if (!takes_value(a))
+        return 1;
     const char **slot = !strcmp(a, "--config")      ? &o->config
                         : !strcmp(a, "--state-dir") ? &o->state_dir
                         : !strcmp(a, "--to")        ? &o->to
                         : !strcmp(a, "--from")      ? &o->from
-                                                    : NULL;
-    if (!slot && strcmp(a, "--limit"))
-        return 1;
+                                                    : NULL; /* --limit */
     if (*i + 1 >= argc) {
         fprintf(stderr, "ldct: %s needs a value\n", a);
         return -1;
@@ -405,9 +415,7 @@ static int command_index(int argc, char **argv)
 {
     int i = 1;
     while (i < argc && argv[i][0] == '-') {
-        int valued = !strcmp(argv[i], "--config") || !strcmp(argv[i], "--state-dir") ||
-                     !strcmp(argv[i], "--limit") || !strcmp(argv[i], "--to") ||
-                     !strcmp(argv[i], "--from");
+        int valued = takes_value(argv[i]);
         if (!valued && strcmp(argv[i], "--json") != 0)
             break;
         i += valued ? 2 : 1;
