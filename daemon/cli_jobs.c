@@ -16,6 +16,7 @@
 
 typedef struct list_ctx {
     int json, jobs, sends_open; /* JSON: jobs printed, inside a sends array */
+    int killed;                 /* no ldctd runs and the last one was killed */
     int64_t now;
 } list_ctx;
 
@@ -39,6 +40,12 @@ static int job_has_note(const db_job_row *j)
     return j->superseded || waiting || strcmp(j->last_error, DB_JOB_RETRIED) == 0;
 }
 
+/* Shown as running, but no ldctd runs it: the last one was killed. */
+static int job_cut_off(const list_ctx *c, const db_job_row *j)
+{
+    return c->killed && strcmp(j->state, "running") == 0;
+}
+
 static void job_json(list_ctx *c, const db_job_row *j)
 {
     const int note = j->last_error[0] && job_has_note(j);
@@ -55,9 +62,10 @@ static void job_json(list_ctx *c, const db_job_row *j)
     json_field("last_error", note ? "" : j->last_error, 1);
     json_field("note", note ? j->last_error : "", 1);
     printf(",\"instances\":%d,\"attempts\":%d,\"priority\":%d,\"created_ms\":%lld,"
-           "\"started_ms\":%lld,\"finished_ms\":%lld,\"superseded\":%s",
+           "\"started_ms\":%lld,\"finished_ms\":%lld,\"superseded\":%s,\"cut_off\":%s",
            j->instances, j->attempts, j->priority, (long long)j->created_ms,
-           (long long)j->started_ms, (long long)j->finished_ms, j->superseded ? "true" : "false");
+           (long long)j->started_ms, (long long)j->finished_ms, j->superseded ? "true" : "false",
+           job_cut_off(c, j) ? "true" : "false");
     status_write_progress_json(stdout, j->progress_stage, j->progress_fraction,
                                j->progress_remaining_ms, j->progress_updated_ms);
     printf(",\"sends\":[");
@@ -121,6 +129,9 @@ static void job_text(list_ctx *c, const db_job_row *j)
         printf("    derived %s%s\n", j->derived_series_uid,
                strcmp(j->state, "done") != 0 ? " (reserved for its result)" : "");
     progress_text(c, j);
+    if (job_cut_off(c, j))
+        printf("    cut off: ldctd was killed or crashed during this run; it runs again at the"
+               " next start\n");
     if (j->last_error[0] && job_has_note(j))
         printf("    %s\n", j->last_error);
     else if (j->last_error[0])
@@ -130,12 +141,16 @@ static void job_text(list_ctx *c, const db_job_row *j)
 static void send_text(list_ctx *c, const db_send_row *s)
 {
     char next[32] = "";
+    /* A send in progress still holds the error of the attempt before it. */
+    const char *sep = !s->last_error[0]                  ? ""
+                      : strcmp(s->state, "sending") == 0 ? ", previous attempt: "
+                                                         : ": ";
     if (!s->state[0] || s->state[0] == 'p')
         snprintf(next, sizeof next, ", next try in %.0f s",
                  s->next_attempt_ms > c->now ? (double)(s->next_attempt_ms - c->now) / 1000.0
                                              : 0.0);
     printf("    send %lld %-8s %s to %s, attempts %d%s%s%s\n", (long long)s->id, s->what, s->state,
-           s->destination, s->attempts, next, s->last_error[0] ? ": " : "", s->last_error);
+           s->destination, s->attempts, next, sep, s->last_error);
 }
 
 static void on_job(void *ctx, const db_job_row *j)
@@ -163,6 +178,10 @@ int cli_jobs(cli_opts *o)
     if (cli_open_db(o, 1, &d))
         return 1;
     list_ctx c = {.json = o->json, .now = ldct_now_ms()};
+    char dir[1024];
+    long pid;
+    c.killed =
+        cli_state_dir(o, dir, sizeof dir) == 0 && lockfile_daemon_state(dir, &pid) == LDCTD_KILLED;
     if (c.json)
         printf("[");
     int rc = db_jobs_list(d, o->limit, on_job, on_send, &c);

@@ -31,7 +31,7 @@ static void usage(FILE *f)
            "  --config /etc/ldct/ldctd.conf). --limit N: the newest N (default all).\n"
            "  Exit status: 0 done, 1 failed, 2 usage error.\n"
            "commands:\n"
-           "  status [--json]        totals of the node's queue\n"
+           "  status [--json]        whether ldctd runs, and the totals of its queue\n"
            "  series [--json] [--limit N]  received series, newest first: counts, state, delivery\n"
            "  jobs [--json] [--limit N]  jobs with their sends, attempts, errors and times,\n"
            "                         and how far running ones are\n"
@@ -53,9 +53,11 @@ static void usage(FILE *f)
 }
 
 /* One line per running job, "running:     job 12 nlm3d on worker-0/gpu:0 for
- * 3 min 5 s, filtering 45%, ...", and how many more run than are listed. */
+ * 3 min 5 s, filtering 45%, ...", and how many more run than are listed.
+ * After a kill no job runs: the lines say "cut off" instead. */
 static void print_running(const status_snapshot *st)
 {
+    const char *label = st->daemon == LDCTD_KILLED ? "cut off:    " : "running:    ";
     int64_t now = ldct_now_ms();
     for (int i = 0; i < st->nrunning; i++) {
         const status_job *j = &st->running[i];
@@ -63,12 +65,38 @@ static void print_running(const status_snapshot *st)
         ldct_duration_format(now > j->started_ms ? now - j->started_ms : 0, run, sizeof run);
         status_progress_text(j->stage, j->fraction, j->remaining_ms, j->updated_ms, now, progress,
                              sizeof progress);
-        printf("running:     job %lld %s on %s for %s%s%s\n", (long long)j->id, j->algorithm,
+        printf("%s job %lld %s on %s for %s%s%s\n", label, (long long)j->id, j->algorithm,
                j->worker, run, progress[0] ? ", " : "", progress);
     }
     if (st->nrunning == STATUS_MAX_RUNNING && st->q.jobs_running > st->nrunning)
-        printf("running:     %lld more (ldct jobs lists them)\n",
+        printf("%s %lld more (ldct jobs lists them)\n", label,
                (long long)(st->q.jobs_running - st->nrunning));
+}
+
+/* Whether an ldctd runs on this state directory (ldctd.lock). */
+static void read_daemon_state(const cli_opts *o, status_snapshot *st)
+{
+    char dir[1024];
+    if (cli_state_dir(o, dir, sizeof dir) == 0)
+        st->daemon = lockfile_daemon_state(dir, &st->daemon_pid);
+}
+
+static void print_daemon_state(const status_snapshot *st)
+{
+    switch (st->daemon) {
+    case LDCTD_RUNNING:
+        printf("ldctd:       running (pid %ld)\n", st->daemon_pid);
+        break;
+    case LDCTD_STOPPED:
+        printf("ldctd:       not running (it stopped cleanly)\n");
+        break;
+    case LDCTD_KILLED:
+        printf("ldctd:       not running: its last run was killed or crashed; what it had in hand"
+               " goes on at the next start\n");
+        break;
+    default:
+        printf("ldctd:       unknown (ldctd.lock or /proc/locks cannot be read)\n");
+    }
 }
 
 static int cmd_status(cli_opts *o)
@@ -81,6 +109,7 @@ static int cmd_status(cli_opts *o)
     db_close(d);
     if (rc)
         return 1;
+    read_daemon_state(o, &st);
     if (o->json) {
         status_write_json(stdout, &st);
         return 0;
@@ -89,6 +118,7 @@ static int cmd_status(cli_opts *o)
     const db_queue_totals q = st.q;
     char last[32];
     ldct_time_format(t.last_received_ms, last, sizeof last);
+    print_daemon_state(&st);
     printf("series:      %lld (", (long long)t.series);
     for (int i = 0; i < DB_SERIES_NSTATES; i++)
         printf("%s%lld %s", i ? ", " : "", (long long)t.by_state[i], db_series_states[i]);

@@ -7,6 +7,7 @@
 #include "common/fsutil.h"
 #include "common/log.h"
 #include "daemon/http.h"
+#include "daemon/lockfile.h"
 #include "daemon/tls.h"
 #include "config/config.h"
 #include "db/db.h"
@@ -638,6 +639,8 @@ static int start_dicom(server *s)
 static void live_status(void *ctx, status_snapshot *st)
 {
     server *s = ctx;
+    st->daemon = LDCTD_RUNNING;
+    st->daemon_pid = (long)getpid();
     st->uptime_s = (ldct_now_ms() - s->started_ms) / 1000;
     scp_server *srv = __atomic_load_n(&s->scp, __ATOMIC_ACQUIRE),
                *tls = __atomic_load_n(&s->scp_tls, __ATOMIC_ACQUIRE);
@@ -851,18 +854,14 @@ static void shutdown_all(server *s)
  * the file (or from one that refused this database): nothing is known of
  * how it stopped, so it counts as a clean stop, as it did for that
  * version. */
-#define LOCK_RECEIVING " receiving"
-
 static int lock_says_unclean(int fd, const char *path)
 {
     char text[64] = "";
     ssize_t n = pread(fd, text, sizeof text - 1, 0);
     text[n > 0 ? n : 0] = '\0';
-    if (text[0] < '0' || text[0] > '9')
-        return 0;
-    const char *rest = text + strspn(text, "0123456789");
-    if (strncmp(rest, LOCK_RECEIVING, strlen(LOCK_RECEIVING)) == 0)
-        return 1;
+    int receiving = lockfile_text_receiving(text);
+    if (receiving >= 0)
+        return receiving;
     log_notice("%s was left by an older ldctd, which did not record how it stopped; series that"
                " were receiving are treated as after a clean stop",
                path);
@@ -878,7 +877,7 @@ static int lock_state(server *s, const char *state_dir)
     int rc = fs_mkdirs(state_dir);
     if (rc)
         return rc;
-    snprintf(path, sizeof path, "%s/ldctd.lock", state_dir);
+    lockfile_path(state_dir, path, sizeof path);
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
     if (fd < 0)
         return -errno;
@@ -895,7 +894,7 @@ static int lock_state(server *s, const char *state_dir)
     s->unclean_start = lock_says_unclean(fd, path);
     s->lock_fd = fd;
     char pid[48];
-    int len = snprintf(pid, sizeof pid, "%d" LOCK_RECEIVING "\n", (int)getpid());
+    int len = snprintf(pid, sizeof pid, "%d" LOCKFILE_RECEIVING "\n", (int)getpid());
     /* Synced: after a power loss the next start must still find the pid. */
     if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len || fsync(fd) != 0)
         log_warn("cannot write the pid into %s", path);

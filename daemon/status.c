@@ -34,6 +34,8 @@ static void add_running(void *ctx, const db_job_row *j)
 int status_read(db *d, int with_running, status_snapshot *s)
 {
     s->uptime_s = -1;
+    s->daemon = LDCTD_UNKNOWN;
+    s->daemon_pid = 0;
     s->quarantine_instances = s->quarantine_bytes = -1;
     s->associations_active = -1;
     s->workers = -1;
@@ -182,6 +184,11 @@ void status_write_json(FILE *f, const status_snapshot *s)
         fprintf(f, "%s\"%s\":%lld", i ? "," : "", db_series_states[i], (long long)t->by_state[i]);
     fputc('}', f);
     json_destinations(f, s);
+    fprintf(f, ",\"ldctd\":{\"state\":\"%s\",\"pid\":", ldctd_state_name(s->daemon));
+    if (s->daemon_pid > 0)
+        fprintf(f, "%ld}", s->daemon_pid);
+    else
+        fputs("null}", f);
     json_running(f, s);
     json_daemon_part(f, s);
     fputs("}\n", f);

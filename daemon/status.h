@@ -14,6 +14,7 @@
 #include <stdio.h>
 
 #include "db/db.h"
+#include "daemon/lockfile.h"
 #include "db/queue.h"
 
 /* Longest-running jobs listed in a snapshot (the rest are only counted:
@@ -41,6 +42,10 @@ typedef struct status_snapshot {
     status_job running[STATUS_MAX_RUNNING];
     int ndest; /* entries of dest */
     db_destination_totals dest[STATUS_MAX_DESTINATIONS];
+    /* Whether an ldctd runs on this database, and its pid (0: none):
+     * LDCTD_RUNNING inside the daemon, from ldctd.lock in ldct status. */
+    ldctd_state daemon;
+    long daemon_pid;
     /* Known only inside the daemon; -1 when not (ldct status). */
     int64_t uptime_s;
     int associations_active;

@@ -89,7 +89,9 @@ grep -q "^series: *1 (0 receiving, 0 stable, 0 queued, 0 done, 0 failed, 1 unmat
 import json, sys
 s = json.load(sys.stdin)
 assert sum(s["series_states"].values()) == s["series"] == 1, s
-assert s["series_states"]["unmatched"] == 1 and s["receiving"] == 0, s' || fail "status JSON"
+assert s["series_states"]["unmatched"] == 1 and s["receiving"] == 0, s
+assert s["ldctd"] == {"state": "running", "pid": int(sys.argv[1])}, s' "$DAEMON_PID" ||
+    fail "status JSON"
 for c in status series jobs version; do
     "$LDCT" --config "$T/ldctd.conf" $c extra-word > /dev/null 2> "$T/err"; rc=$?
     [ $rc = 2 ] || fail "ldct $c extra-word exits $rc, not 2"
@@ -98,3 +100,5 @@ done
 "$LDCT" --config "$T/ldctd.conf" check-config "$T/ldctd.conf" extra > /dev/null 2>&1; rc=$?
 [ $rc = 2 ] || fail "check-config with two files exits $rc"
 stop_daemon || fail "exit code $?"
+"$LDCT" --config "$T/ldctd.conf" status | grep -qx "ldctd: *not running (it stopped cleanly)" ||
+    fail "status after a stop: $("$LDCT" --config "$T/ldctd.conf" status)"

@@ -31,7 +31,19 @@ storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T"/a/*.dcm || fail "storescu"
 wait_until 30 "job 1 running" job_is 1 running
 sleep 0.5
 job_is 1 running || fail "job 1 finished too fast to interrupt (make the series larger)"
+"$LDCT" --config "$T/ldctd.conf" status | grep -qx "ldctd: *running (pid $DAEMON_PID)" ||
+    fail "ldct status does not say ldctd runs: $("$LDCT" --config "$T/ldctd.conf" status)"
 kill9
+# ldct tells the job shown as running from one that runs (ldctd.lock).
+out=$("$LDCT" --config "$T/ldctd.conf" status)
+echo "$out" | grep -q "^ldctd: *not running: its last run was killed or crashed" ||
+    fail "ldct status after kill -9: $out"
+echo "$out" | grep -q "^cut off: *job 1 " || fail "the job is not shown as cut off: $out"
+"$LDCT" --config "$T/ldctd.conf" status --json | grep -q '"ldctd":{"state":"killed","pid":null}' ||
+    fail "ldct status --json after kill -9: $("$LDCT" --config "$T/ldctd.conf" status --json)"
+"$LDCT" --config "$T/ldctd.conf" jobs | grep -q "cut off: ldctd was killed or crashed" ||
+    fail "ldct jobs does not mark job 1 cut off: $("$LDCT" --config "$T/ldctd.conf" jobs)"
+"$LDCT" --config "$T/ldctd.conf" jobs --json | grep -q '"cut_off":true' || fail "jobs --json: no cut_off"
 uid1=$(sql "SELECT derived_series_uid FROM jobs WHERE id = 1")
 start_daemon
 grep -q "recovered after an unclean stop: 1 job(s)" "$T/ldctd.log" || fail "no recovery logged"
