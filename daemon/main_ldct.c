@@ -155,10 +155,10 @@ static void print_series_json(void *ctx, const db_series_row *r)
     db_series_delivery(r, delivery, sizeof delivery);
     printf(",\"state\":\"%s\",\"held_for_resend\":%s,\"instances\":%d,"
            "\"first_received_ms\":%lld,\"last_received_ms\":%lld,\"stable_ms\":%lld,"
-           "\"delivery\":\"%s\",\"sends\":{\"total\":%d,\"done\":%d,\"dead\":%d}}",
+           "\"delivery\":\"%s\",\"sends\":{\"total\":%d,\"done\":%d,\"dead\":%d,\"sending\":%d}}",
            r->state, r->held ? "true" : "false", r->instances, (long long)r->first_received_ms,
            (long long)r->last_received_ms, (long long)r->stable_ms, delivery, r->sends,
-           r->sends_done, r->sends_dead);
+           r->sends_done, r->sends_dead, r->sends_sending);
     *first = 0;
 }
 

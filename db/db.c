@@ -67,6 +67,7 @@ static const char *const SQL[ST_COUNT] = {
         " (SELECT count(*) FROM sends WHERE series_id = series.id),"
         " (SELECT count(*) FROM sends WHERE series_id = series.id AND state = 'done'),"
         " (SELECT count(*) FROM sends WHERE series_id = series.id AND state = 'dead'),"
+        " (SELECT count(*) FROM sends WHERE series_id = series.id AND state = 'sending'),"
         " state = 'receiving' AND interrupted_ms > 0 AND ?2 > stable_seconds"
         " FROM series ORDER BY last_received_ms DESC LIMIT ?1",
     /* The per-state counts follow db_totals.by_state (DB_SERIES_STATES). */
@@ -579,7 +580,8 @@ int db_series_list(db *d, int limit, void (*cb)(void *ctx, const db_series_row *
             .sends = sqlite3_column_int(s, 10),
             .sends_done = sqlite3_column_int(s, 11),
             .sends_dead = sqlite3_column_int(s, 12),
-            .held = sqlite3_column_int(s, 13),
+            .sends_sending = sqlite3_column_int(s, 13),
+            .held = sqlite3_column_int(s, 14),
         };
         cb(ctx, &row);
     }
@@ -595,8 +597,10 @@ void db_series_delivery(const db_series_row *r, char *out, size_t len)
         snprintf(out, len, "%d dead", r->sends_dead);
     else if (r->sends_done == r->sends)
         snprintf(out, len, "delivered");
-    else
+    else if (r->sends_sending > 0)
         snprintf(out, len, "sending %d/%d", r->sends_done, r->sends);
+    else
+        snprintf(out, len, "queued %d/%d", r->sends_done, r->sends);
 }
 
 const char *const db_series_states[DB_SERIES_NSTATES] = {

@@ -115,12 +115,14 @@ typedef struct db_series_row {
     int instances;
     int64_t first_received_ms, last_received_ms, stable_ms; /* stable_ms 0 if never */
     int sends, sends_done, sends_dead;                      /* its sends (originals and derived) */
+    int sends_sending;                                      /* of them, in flight now */
     int held; /* receiving, held for the sender's resend (db_series_interrupted) with
                * a longer wait than its stable_seconds (db_series_interrupted_wait) */
 } db_series_row;
 
 /* What became of a series' sends, for people: "-" (none), "delivered",
- * "N dead" or "sending D/N" (D done). Written into out. */
+ * "N dead", "sending D/N" (D done, one in flight) or "queued D/N" (the
+ * rest waiting for their turn or their next try). Written into out. */
 void db_series_delivery(const db_series_row *r, char *out, size_t len);
 
 /* Calls cb for each series, newest activity first; the first `limit`

@@ -70,6 +70,8 @@ dcmdump -q +P 0020,000e "$T/b/IMG0001.dcm" | sed -E 's/.*\[([^]]*)\].*/\1/' >> "
 storescu -aec LDCTNODE 127.0.0.1 "$PORT" "$T"/b/*.dcm || fail "storescu"
 sending() { [ "$(sends_in sending 2)" = 1 ]; }
 wait_until 60 "send of job 2 in flight" sending
+"$LDCT" --config "$T/ldctd.conf" series | grep -q "^$(tail -n 1 "$T/originals") .* sending 0/1 " ||
+    fail "ldct series, send in flight: $("$LDCT" --config "$T/ldctd.conf" series)"
 kill9
 kill "$hung"
 uid2=$(sql "SELECT derived_series_uid FROM jobs WHERE id = 2")

@@ -216,9 +216,12 @@ START_TEST(delivery_says_what_became_of_the_sends)
     r = (db_series_row){.sends = 3, .sends_done = 3};
     db_series_delivery(&r, out, sizeof out);
     ck_assert_str_eq(out, "delivered");
-    r = (db_series_row){.sends = 3, .sends_done = 1};
+    r = (db_series_row){.sends = 3, .sends_done = 1, .sends_sending = 1};
     db_series_delivery(&r, out, sizeof out);
     ck_assert_str_eq(out, "sending 1/3");
+    r = (db_series_row){.sends = 3, .sends_done = 1}; /* the others wait for a try */
+    db_series_delivery(&r, out, sizeof out);
+    ck_assert_str_eq(out, "queued 1/3");
     r = (db_series_row){.sends = 3, .sends_done = 2, .sends_dead = 1};
     db_series_delivery(&r, out, sizeof out);
     ck_assert_str_eq(out, "1 dead");

@@ -188,6 +188,30 @@ START_TEST(done_creates_one_send_per_destination_and_both_sends_the_original)
 }
 END_TEST
 
+static void delivery_of(void *ctx, const db_series_row *r)
+{
+    db_series_delivery(r, ctx, 32);
+}
+
+/* ldct series: a send that waits is queued, one in flight is sending. */
+START_TEST(series_delivery_tells_a_waiting_send_from_one_in_flight)
+{
+    char p[128], delivery[32];
+    db *d = open_fresh(p, sizeof p);
+    job(d, stable_series(d, "1.1", 1), 0, "pacs", 1); /* its original, at once */
+    ck_assert_int_eq(db_series_list(d, 0, delivery_of, delivery), 0);
+    ck_assert_str_eq(delivery, "queued 0/1");
+    db_send s;
+    ck_assert_int_eq(db_send_claim(d, 5000, &s), 0);
+    ck_assert_int_eq(db_series_list(d, 0, delivery_of, delivery), 0);
+    ck_assert_str_eq(delivery, "sending 0/1");
+    ck_assert_int_eq(db_send_done(d, s.id, 6000), 0);
+    ck_assert_int_eq(db_series_list(d, 0, delivery_of, delivery), 0);
+    ck_assert_str_eq(delivery, "delivered");
+    db_close(d);
+}
+END_TEST
+
 START_TEST(one_send_in_flight_per_destination)
 {
     char p[128];
@@ -1519,6 +1543,7 @@ int main(void)
     tcase_add_test(tc, job_needs_a_stable_series_and_queues_it);
     tcase_add_test(tc, derived_uids_are_made_once_per_job);
     tcase_add_test(tc, done_creates_one_send_per_destination_and_both_sends_the_original);
+    tcase_add_test(tc, series_delivery_tells_a_waiting_send_from_one_in_flight);
     tcase_add_test(tc, one_send_in_flight_per_destination);
     tcase_add_test(tc, failing_destinations_leave_a_sender_for_the_others);
     tcase_add_test(tc, destination_totals_count_open_sends_by_state);
