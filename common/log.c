@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -25,24 +26,43 @@ int log_level_parse(const char *name)
     return -1;
 }
 
+/* 1 if JOURNAL_STREAM ("DEVICE:INODE") names the file st describes. */
+static int is_journal_stream(const struct stat *st)
+{
+    const char *e = getenv("JOURNAL_STREAM");
+    unsigned long long dev, ino;
+    return e && sscanf(e, "%llu:%llu", &dev, &ino) == 2 && dev == (unsigned long long)st->st_dev &&
+           ino == (unsigned long long)st->st_ino;
+}
+
 int log_style_detect(void)
 {
-    return isatty(STDERR_FILENO) && !getenv("JOURNAL_STREAM") ? LOG_STYLE_TERMINAL
-                                                              : LOG_STYLE_JOURNAL;
+    struct stat st;
+    if (fstat(STDERR_FILENO, &st) != 0 || is_journal_stream(&st))
+        return LOG_STYLE_JOURNAL;
+    if (isatty(STDERR_FILENO))
+        return LOG_STYLE_TERMINAL;
+    return S_ISREG(st.st_mode) ? LOG_STYLE_FILE : LOG_STYLE_JOURNAL;
 }
 
 /* The line's head: "<3>" for the journal, "18:53:01.123 error: " on a
- * terminal (local time). */
+ * terminal, "2026-11-23 18:53:01.123 +0100 error: " in a file (local
+ * time). */
 static int format_head(char *buf, size_t cap, int style, long long now_ms, int prio)
 {
-    if (style != LOG_STYLE_TERMINAL)
+    if (style != LOG_STYLE_TERMINAL && style != LOG_STYLE_FILE)
         return snprintf(buf, cap, "<%d>", prio);
     const time_t sec = (time_t)(now_ms / 1000);
     struct tm tm;
     localtime_r(&sec, &tm);
+    char date[16] = "", zone[16] = "";
+    if (style == LOG_STYLE_FILE) {
+        strftime(date, sizeof date, "%Y-%m-%d ", &tm);
+        strftime(zone, sizeof zone, " %z", &tm);
+    }
     const int lvl = prio >= LOG_LVL_ERR && prio <= LOG_LVL_DEBUG ? prio - LOG_LVL_ERR : 0;
-    return snprintf(buf, cap, "%02d:%02d:%02d.%03d %s: ", tm.tm_hour, tm.tm_min, tm.tm_sec,
-                    (int)(now_ms % 1000), k_level_names[lvl]);
+    return snprintf(buf, cap, "%s%02d:%02d:%02d.%03d%s %s: ", date, tm.tm_hour, tm.tm_min,
+                    tm.tm_sec, (int)(now_ms % 1000), zone, k_level_names[lvl]);
 }
 
 size_t log_vformat(char *buf, size_t cap, int style, long long now_ms, int prio, const char *fmt,

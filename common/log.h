@@ -1,7 +1,10 @@
 /* Logging to stderr with syslog priority prefixes ("<3>" ... "<7>") so
- * journald classifies each line; no timestamps (journald adds them). On a
- * terminal outside the journal (`make run`, `ldct` by hand) each line starts
- * with the local time and the level instead ("18:53:01.123 notice: ...").
+ * journald classifies each line; no timestamps (journald adds them). The
+ * same goes into a pipe (a log collector). On a terminal outside the
+ * journal (`make run`, `ldct` by hand) each line starts with the local
+ * time and the level instead ("18:53:01.123 notice: ..."), and into a
+ * file (`ldctd 2>> ldctd.log`) with the date and the UTC offset too
+ * ("2026-11-23 18:53:01.123 +0100 notice: ...").
  *
  * The level macros do not evaluate their arguments when the level is off.
  * Never log patient data: UIDs and AE titles only. Any thread may log; each
@@ -39,10 +42,11 @@ static inline void log_level_set(int level)
 /* Parses "error", "warning", "notice", "info" or "debug"; -1 if unknown. */
 int log_level_parse(const char *name);
 
-enum { LOG_STYLE_JOURNAL, LOG_STYLE_TERMINAL };
+enum { LOG_STYLE_JOURNAL, LOG_STYLE_TERMINAL, LOG_STYLE_FILE };
 
-/* LOG_STYLE_TERMINAL when stderr is a terminal and JOURNAL_STREAM is unset
- * (systemd sets it when stderr goes to the journal). */
+/* LOG_STYLE_JOURNAL when stderr is the journal (JOURNAL_STREAM, which
+ * systemd sets, names its device and inode) or a pipe or socket;
+ * LOG_STYLE_TERMINAL on a terminal, LOG_STYLE_FILE into a regular file. */
 int log_style_detect(void);
 
 /* Formats one line in `style` (now_ms: the time, ms since the epoch) into

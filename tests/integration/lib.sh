@@ -14,6 +14,9 @@ MKSERIES="$ROOT/$BUILD/tools/mkseries"
 # daemon's own limits (the shutdown grace) shrinks the work instead. At
 # 1 every wait and every size is what the tests state.
 SLOWDOWN=${LDCT_TEST_SLOWDOWN:-1}
+# The head of a log line in ldctd.log (a file: date, time, UTC offset), then
+# the level word: grep -E "$LOG_HEAD warning: ...".
+LOG_HEAD="^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3} [+-][0-9]{4}"
 [[ $SLOWDOWN =~ ^[1-9][0-9]{0,2}$ ]] || {
     echo "FAIL: LDCT_TEST_SLOWDOWN must be a whole number from 1 to 999" >&2
     exit 2

@@ -35,9 +35,9 @@ retried() { [ "$(sql "SELECT attempts >= 3 AND state = 'pending' FROM sends
                       WHERE destination = 'pacs'")" = 1 ]; }
 wait_until 60 "three failed attempts to the stopped PACS" retried
 # One warning per failed attempt (the send's, naming the destination), not three.
-grep -Eq "^<4>scp: (SCU association request|sending to)" "$T/ldctd.log" &&
-    fail "repeated warnings: $(grep -E "^<4>scp: (SCU|sending)" "$T/ldctd.log" | head -2)"
-grep -Eq "^<4>send [0-9]+ to pacs failed \(attempt 1\): cannot associate with" "$T/ldctd.log" ||
+grep -Eq "$LOG_HEAD warning: scp: (SCU association request|sending to)" "$T/ldctd.log" &&
+    fail "repeated warnings: $(grep -E "warning: scp: (SCU|sending)" "$T/ldctd.log" | head -2)"
+grep -Eq "$LOG_HEAD warning: send [0-9]+ to pacs failed \(attempt 1\): cannot associate with" "$T/ldctd.log" ||
     fail "no warning for the failed attempt: $(grep "to pacs" "$T/ldctd.log" | head -3)"
 sql "SELECT last_error FROM sends WHERE destination = 'pacs'" | grep -qi "connect\|refused\|network" ||
     fail "last error: $(sql "SELECT last_error FROM sends WHERE destination = 'pacs'")"
@@ -48,7 +48,7 @@ sql "SELECT last_error FROM sends WHERE destination = 'pacs'" | grep -qi "connec
     fail "ldct jobs does not show the retry: $("$LDCT" --config "$T/ldctd.conf" jobs)"
 dead() { [ "$(sql "SELECT state FROM sends WHERE destination = 'nowhere'")" = dead ]; }
 wait_until 30 "the send to a destination that stays down ends dead" dead
-grep -q "^<3>send [0-9]* to nowhere is dead after 2 attempt(s): .*; once it can be sent: ldct retry 1$" \
+grep -Eq "$LOG_HEAD error: send [0-9]* to nowhere is dead after 2 attempt\(s\): .*; once it can be sent: ldct retry 1$" \
     "$T/ldctd.log" || fail "the dead send's line: $(grep "is dead" "$T/ldctd.log")"
 # Monitoring sees which destination is down: its send retrying (between
 # attempts), the other's dead; the one that is up has nothing open.

@@ -36,7 +36,7 @@ job_error 1 | grep -q "^waiting for disk space: the result needs about 3.[0-9] M
 "$LDCT" --config "$T/ldctd.conf" jobs | grep -q "^    waiting for disk space: the result needs" ||
     fail "ldct jobs does not say why the job waits (as a note, not an error)"
 [ "$(grep -c "waiting for disk space" "$T/ldctd.log")" = 1 ] || fail "the wait is logged repeatedly"
-[ "$(grep -c "<6>job 1: series" "$T/ldctd.log")" = 1 ] || fail "each check logs the job's start"
+[ "$(grep -c "info: job 1: series" "$T/ldctd.log")" = 1 ] || fail "each check logs the job's start"
 rm -f "$RESULTS/fill"
 wait_until 40 "job 1 done after space was freed" job_is 1 done
 [ "$(find "$RESULTS" -name '*.dcm' | wc -l)" = 10 ] ||

@@ -60,7 +60,7 @@ err_of 1.2.826.0.1.3680043.10.543.71 | grep -q "cannot convert from JPEG 2000.*c
     fail "JPEG 2000 error: $(err_of 1.2.826.0.1.3680043.10.543.71)"
 err_of 1.2.826.0.1.3680043.10.543.72 | grep -q "SOP class 1.2.840.10008.5.1.4.1.1.4 not accepted.*not retried" ||
     fail "MR error: $(err_of 1.2.826.0.1.3680043.10.543.72)"
-grep -q "^<3>send [0-9]* to pacs is dead after 1 attempt(s): 3 of 3 file(s) not stored" "$T/ldctd.log" ||
+grep -Eq "$LOG_HEAD error: send [0-9]* to pacs is dead after 1 attempt\(s\): 3 of 3 file\(s\) not stored" "$T/ldctd.log" ||
     fail "no error line for the dead send"
 [ "$(ls "$T/pacs" | wc -l)" = 0 ] || fail "the PACS got files"
 # The PACS is reconfigured to take both: ldct retry delivers.

@@ -5,6 +5,7 @@
 #include "tests/unit/testutil.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <time.h>
@@ -56,6 +57,22 @@ START_TEST(terminal_lines_carry_time_and_level)
 }
 END_TEST
 
+START_TEST(file_lines_carry_date_time_zone_and_level)
+{
+    setenv("TZ", "UTC", 1);
+    tzset();
+    char buf[128];
+    fmt(buf, sizeof buf, LOG_STYLE_FILE, k_ms, LOG_LVL_WARNING, "send %d failed", 3);
+    ck_assert_str_eq(buf, "2026-11-21 18:53:01.123 +0000 warning: send 3 failed\n");
+    setenv("TZ", "CET-1", 1);
+    tzset();
+    fmt(buf, sizeof buf, LOG_STYLE_FILE, k_ms, LOG_LVL_NOTICE, "x");
+    ck_assert_str_eq(buf, "2026-11-21 19:53:01.123 +0100 notice: x\n");
+    setenv("TZ", "UTC", 1);
+    tzset();
+}
+END_TEST
+
 START_TEST(long_lines_are_cut_and_still_end_with_a_newline)
 {
     char buf[16];
@@ -80,6 +97,17 @@ static int style_with_stderr(int fd)
     return style;
 }
 
+/* JOURNAL_STREAM's "DEVICE:INODE" for the file fd is open on. */
+static void set_journal_stream(int fd)
+{
+    struct stat st;
+    char v[64];
+    ck_assert_int_eq(fstat(fd, &st), 0);
+    snprintf(v, sizeof v, "%llu:%llu", (unsigned long long)st.st_dev,
+             (unsigned long long)st.st_ino);
+    setenv("JOURNAL_STREAM", v, 1);
+}
+
 START_TEST(the_style_follows_stderr_and_the_journal)
 {
     int p[2];
@@ -88,6 +116,17 @@ START_TEST(the_style_follows_stderr_and_the_journal)
     ck_assert_int_eq(style_with_stderr(p[1]), LOG_STYLE_JOURNAL);
     close(p[0]);
     close(p[1]);
+
+    char dir[64], path[96];
+    tu_tmpdir(dir, sizeof dir);
+    tu_write(dir, "log", "", path, sizeof path);
+    int file = open(path, O_WRONLY | O_APPEND);
+    ck_assert_int_ge(file, 0);
+    ck_assert_int_eq(style_with_stderr(file), LOG_STYLE_FILE);
+    set_journal_stream(file); /* the journal is this file: no times added */
+    ck_assert_int_eq(style_with_stderr(file), LOG_STYLE_JOURNAL);
+    unsetenv("JOURNAL_STREAM");
+    close(file);
 
     int master = posix_openpt(O_RDWR | O_NOCTTY);
     if (master < 0) { /* a container without /dev/pts */
@@ -99,7 +138,9 @@ START_TEST(the_style_follows_stderr_and_the_journal)
     int tty = open(ptsname(master), O_RDWR | O_NOCTTY);
     ck_assert_int_ge(tty, 0);
     ck_assert_int_eq(style_with_stderr(tty), LOG_STYLE_TERMINAL);
-    setenv("JOURNAL_STREAM", "8:12345", 1);
+    setenv("JOURNAL_STREAM", "8:12345", 1); /* a unit's journal, stderr taken elsewhere */
+    ck_assert_int_eq(style_with_stderr(tty), LOG_STYLE_TERMINAL);
+    set_journal_stream(tty);
     ck_assert_int_eq(style_with_stderr(tty), LOG_STYLE_JOURNAL);
     unsetenv("JOURNAL_STREAM");
     close(tty);
@@ -163,6 +204,7 @@ int main(void)
     TCase *tc = tcase_create("log");
     tcase_add_test(tc, journal_lines_carry_the_syslog_priority);
     tcase_add_test(tc, terminal_lines_carry_time_and_level);
+    tcase_add_test(tc, file_lines_carry_date_time_zone_and_level);
     tcase_add_test(tc, control_bytes_in_a_message_cannot_forge_a_line);
     tcase_add_test(tc, long_lines_are_cut_and_still_end_with_a_newline);
     tcase_add_test(tc, the_style_follows_stderr_and_the_journal);
