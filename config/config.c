@@ -1406,3 +1406,103 @@ void config_node_print(const ldct_config *cfg, void *fp)
         fprintf(f, "\n");
     }
 }
+
+/* The [node] option o of cfg as config_node_print writes it. */
+static void node_value(const ldct_config *cfg, const opt_def *o, char *out, size_t len)
+{
+    FILE *f = fmemopen(out, len, "w");
+    if (!f) {
+        snprintf(out, len, "?");
+        return;
+    }
+    print_value(f, o, &cfg->node);
+    fclose(f);
+}
+
+/* Appends "; "-separated text to out (cut when full). */
+static void change_add(char *out, size_t len, const char *fmt, ...)
+{
+    size_t used = strlen(out);
+    if (used + 3 >= len)
+        return;
+    if (used)
+        used += (size_t)snprintf(out + used, len - used, "; ");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(out + used, len - used, fmt, ap);
+    va_end(ap);
+}
+
+static void node_changes(const ldct_config *old, const ldct_config *cur, char *out, size_t len)
+{
+    char a[1024], b[1024];
+    for (size_t i = 0; i < NOPTIONS; i++) {
+        if (OPTIONS[i].sect != S_NODE)
+            continue;
+        node_value(old, &OPTIONS[i], a, sizeof a);
+        node_value(cur, &OPTIONS[i], b, sizeof b);
+        if (strcmp(a, b) != 0)
+            change_add(out, len, "%s %s -> %s", OPTIONS[i].name, a[0] ? a : "\"\"",
+                       b[0] ? b : "\"\"");
+    }
+}
+
+/* Two destinations or rules alike but for where they stand in the file. */
+static int dest_same(cfg_destination a, cfg_destination b)
+{
+    a.line = b.line = 0;
+    return memcmp(&a, &b, sizeof a) == 0;
+}
+
+static int rule_same(const cfg_rule *x, const cfg_rule *y)
+{
+    cfg_rule a = *x, b = *y;
+    a.line = b.line = a.dest_line = b.dest_line = a.order = b.order = 0;
+    memset(a.dest_lines, 0, sizeof a.dest_lines);
+    memset(b.dest_lines, 0, sizeof b.dest_lines);
+    return memcmp(&a, &b, sizeof a) == 0;
+}
+
+static const cfg_rule *rule_find(const ldct_config *cfg, const char *name)
+{
+    for (int i = 0; i < cfg->nrule; i++)
+        if (strcmp(cfg->rule[i].name, name) == 0)
+            return &cfg->rule[i];
+    return NULL;
+}
+
+static void dest_changes(const ldct_config *old, const ldct_config *cur, char *out, size_t len)
+{
+    for (int i = 0; i < cur->ndest; i++) {
+        const cfg_destination *o = config_destination_find(old, cur->dest[i].name);
+        if (!o)
+            change_add(out, len, "[destination %s] added", cur->dest[i].name);
+        else if (!dest_same(*o, cur->dest[i]))
+            change_add(out, len, "[destination %s] changed", cur->dest[i].name);
+    }
+    for (int i = 0; i < old->ndest; i++)
+        if (!config_destination_find(cur, old->dest[i].name))
+            change_add(out, len, "[destination %s] removed", old->dest[i].name);
+}
+
+static void rule_changes(const ldct_config *old, const ldct_config *cur, char *out, size_t len)
+{
+    for (int i = 0; i < cur->nrule; i++) {
+        const cfg_rule *o = rule_find(old, cur->rule[i].name);
+        if (!o)
+            change_add(out, len, "[rule %s] added", cur->rule[i].name);
+        else if (!rule_same(o, &cur->rule[i]))
+            change_add(out, len, "[rule %s] changed", cur->rule[i].name);
+    }
+    for (int i = 0; i < old->nrule; i++)
+        if (!rule_find(cur, old->rule[i].name))
+            change_add(out, len, "[rule %s] removed", old->rule[i].name);
+}
+
+void config_changes(const ldct_config *old, const ldct_config *cur, char *out, size_t len)
+{
+    out[0] = '\0';
+    node_changes(old, cur, out, len);
+    dest_changes(old, cur, out, len);
+    rule_changes(old, cur, out, len);
+}

@@ -262,4 +262,10 @@ void config_node_print(const ldct_config *cfg, void *f);
  * algorithm, and where its results go. For `ldct check-config`. */
 void config_rules_print(const ldct_config *cfg, void *f);
 
+/* What a reload changes, for its log line: each [node] option whose value
+ * differs ("stable_seconds 30 -> 10"), then each destination and rule
+ * added, removed or changed (by name; moving one in the file is no
+ * change), "; "-separated and cut to len. "" when nothing differs. */
+void config_changes(const ldct_config *old, const ldct_config *cur, char *out, size_t len);
+
 #endif

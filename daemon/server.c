@@ -532,6 +532,8 @@ static void reload(server *s)
         return;
     }
     keep_restart_only(&s->cfg->node, &cfg->node);
+    char changes[1500];
+    config_changes(s->cfg, cfg, changes, sizeof changes);
     if (reload_tls(s, cfg)) {
         log_err("reload failed; keeping the running configuration");
         config_free(cfg);
@@ -546,7 +548,8 @@ static void reload(server *s)
     use_interrupted_seconds(s->db, cfg->node.interrupted_seconds);
     log_level_set(cfg->node.log_level);
     config_free(old);
-    log_notice("configuration reloaded from %s", s->config_path);
+    log_notice("configuration reloaded from %s: %s", s->config_path,
+               changes[0] ? changes : "nothing changed");
 }
 
 static void on_signal(uv_signal_t *h, int signum)

@@ -45,6 +45,8 @@ cp "$T/ldctd.conf" "$T/hold.conf"
 echo "interrupted_seconds = 0" >> "$T/ldctd.conf"
 kill -HUP "$DAEMON_PID"
 wait_until 10 "the reload" grep -q "configuration reloaded" "$T/ldctd.log"
+grep -q "configuration reloaded from $T/ldctd.conf: interrupted_seconds 600 -> 0$" "$T/ldctd.log" ||
+    fail "the reload does not say what changed: $(grep "reloaded" "$T/ldctd.log")"
 "$LDCT" --config "$T/hold.conf" series | grep -q "receiving\*" &&
     fail "a series shown as held although the daemon runs with interrupted_seconds = 0"
 # The rest can be sent again; resends of acknowledged ones stay one row each.

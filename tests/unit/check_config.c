@@ -1192,6 +1192,42 @@ START_TEST(a_misspelt_option_gets_a_suggestion)
 }
 END_TEST
 
+/* The reload's log line: what differs, by option and section name. */
+START_TEST(changes_name_what_a_reload_changes)
+{
+    int rc;
+    const char *base = "[node]\nstable_seconds = 30\n"
+                       "[destination pacs]\nhost = 10.0.0.1\nport = 104\nae_title = PACS\n"
+                       "[rule a]\naction = process\ndestinations = pacs\n"
+                       "[rule b]\naction = discard\n";
+    ldct_config *old = load_text(base, &rc), *same = load_text(base, &rc);
+    ck_assert_int_eq(rc, 0);
+    char out[512];
+    config_changes(old, same, out, sizeof out);
+    ck_assert_str_eq(out, "");
+    /* Moved in the file (a comment above), one rule's radius and one node
+     * value changed, one rule gone, one destination added. */
+    ldct_config *cur = load_text("; moved\n[node]\nstable_seconds = 10\nlog_level = debug\n"
+                                 "[destination pacs]\nhost = 10.0.0.1\nport = 104\n"
+                                 "ae_title = PACS\n"
+                                 "[destination archive]\nhost = 10.0.0.2\nport = 104\n"
+                                 "ae_title = ARCH\n"
+                                 "[rule a]\naction = process\ndestinations = pacs\n"
+                                 "search_radius = 7\n",
+                                 &rc);
+    ck_assert_int_eq(rc, 0);
+    config_changes(old, cur, out, sizeof out);
+    ck_assert_str_eq(out, "stable_seconds 30 -> 10; log_level info -> debug; [destination "
+                          "archive] added; [rule a] changed; [rule b] removed");
+    char small[24];
+    config_changes(old, cur, small, sizeof small); /* cut, still a string */
+    ck_assert_uint_lt(strlen(small), sizeof small);
+    config_free(old);
+    config_free(same);
+    config_free(cur);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("config");
@@ -1239,6 +1275,7 @@ int main(void)
     tcase_add_test(tc, repeated_list_keys_continue_the_list);
     tcase_add_test(tc, adaptive4d_mapping_keys_parse_with_defaults_and_bounds);
     tcase_add_test(tc, rule_option_set_checks_like_a_file);
+    tcase_add_test(tc, changes_name_what_a_reload_changes);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
