@@ -13,6 +13,7 @@ typedef struct cli_opts {
     int limit;             /* --limit N (0 = all) */
     const char *to;        /* --to DEST (retry) */
     const char *from;      /* --from DEST (retry --to: only the dead sends to DEST) */
+    int all;               /* --all (release) */
     int argc;              /* positional arguments after the subcommand */
     char **argv;
 } cli_opts;
@@ -44,6 +45,11 @@ int cli_jobs(cli_opts *o);
 
 /* ldct retry JOB */
 int cli_retry(cli_opts *o);
+
+/* ldct release SERIES_UID... | --all: ends the hold on series kept
+ * receiving for a resend (after a kill, or instances refused for lack of
+ * space), so they go on as soon as they are quiet. */
+int cli_release(cli_opts *o);
 
 /* ldct filter ... (argv[0] is "filter"); own option parsing. */
 int cli_filter(int argc, char **argv);

@@ -268,3 +268,64 @@ int cli_retry(cli_opts *o)
         retry_text(id, &r);
     return 0;
 }
+
+/* Why series_uid was not released: 0 when it is receiving without a hold
+ * (nothing to do), 1 after saying it is not there or not receiving. */
+static int release_refused(db *d, const char *series_uid)
+{
+    char state[16];
+    int marked = 0, rc = db_series_state(d, series_uid, state, sizeof state, &marked);
+    if (rc == LDCT_ENOTFOUND)
+        fprintf(stderr, "ldct release: no series %s (ldct series lists them)\n", series_uid);
+    else if (rc)
+        fprintf(stderr, "ldct release: %s: %s\n", series_uid, ldct_strerror(rc));
+    else if (strcmp(state, "receiving") != 0)
+        fprintf(stderr, "ldct release: series %s is %s, not receiving: nothing to release\n",
+                series_uid, state);
+    else
+        fprintf(stderr,
+                "ldct release: series %s is not held: it becomes stable once quiet for"
+                " its stable_seconds\n",
+                series_uid);
+    return rc || strcmp(state, "receiving") != 0;
+}
+
+/* Releases the series named, or with --all every held one; *released. */
+static int release_series(const cli_opts *o, db *d, int *released)
+{
+    *released = 0;
+    if (o->all)
+        return db_series_release(d, NULL, released) ? 1 : 0;
+    int failed = 0;
+    for (int i = 0; i < o->argc; i++) {
+        int n = 0;
+        if (db_series_release(d, o->argv[i], &n))
+            failed = 1;
+        else if (n == 0)
+            failed |= release_refused(d, o->argv[i]);
+        *released += n;
+    }
+    return failed;
+}
+
+int cli_release(cli_opts *o)
+{
+    if ((o->argc == 0) == !o->all) {
+        fprintf(stderr, "usage: ldct release SERIES_UID... | --all [--json] (the series UIDs"
+                        " from ldct series)\n");
+        return 2;
+    }
+    db *d;
+    if (cli_open_db(o, 0, &d))
+        return 1;
+    int released, failed = release_series(o, d, &released);
+    db_close(d);
+    if (o->json)
+        printf("{\"released\":%d}\n", released);
+    else if (released)
+        printf("released %d held series; each is processed once quiet for its stable_seconds\n",
+               released);
+    else if (o->all)
+        printf("no series is held\n");
+    return failed;
+}

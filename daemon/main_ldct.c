@@ -38,6 +38,8 @@ static void usage(FILE *f)
            "  retry JOB [--to DEST [--from OLD]] [--json]  requeue a failed job and its\n"
            "                         dead sends (one to DEST instead, e.g. after renaming a\n"
            "                         destination; --from: the one to OLD)\n"
+           "  release SERIES_UID... | --all [--json]  end the hold on series kept for a\n"
+           "                         resend (receiving*): they go on once quiet\n"
            "  filter --algo A --in DIR --out DIR [OPTIONS]  process a folder offline\n"
            "                         (ldct filter --help)\n"
            "  phantom --out DIR [OPTIONS]  low-dose CT simulator (ldct phantom --help)\n"
@@ -315,6 +317,8 @@ static int cmd_version(cli_opts *o)
     return 0;
 }
 
+enum { MAX_POSITIONAL = 64, MAX_LIMIT = 1000000 };
+
 /* max_args: the positional arguments a command takes at most (retry and
  * check-config check their own); more is a usage error (exit 2). */
 static const struct {
@@ -326,6 +330,7 @@ static const struct {
     {"series", cmd_series, 0},
     {"jobs", cli_jobs, 0},
     {"retry", cli_retry, 1},
+    {"release", cli_release, MAX_POSITIONAL},
     {"check-config", cmd_check_config, 1},
     {"version", cmd_version, 0},
 };
@@ -337,6 +342,10 @@ static int run_command(size_t i, cli_opts *o)
                 o->to ? "to" : "from");
         return 2;
     }
+    if (o->all && strcmp(COMMANDS[i].name, "release") != 0) {
+        fprintf(stderr, "ldct %s: --all is an option of release\n", COMMANDS[i].name);
+        return 2;
+    }
     if (o->argc > COMMANDS[i].max_args) {
         fprintf(stderr, "ldct %s: unexpected argument '%s'\n", COMMANDS[i].name,
                 o->argv[COMMANDS[i].max_args]);
@@ -345,8 +354,6 @@ static int run_command(size_t i, cli_opts *o)
     }
     return COMMANDS[i].run(o);
 }
-
-enum { MAX_POSITIONAL = 64, MAX_LIMIT = 1000000 };
 
 /* --limit's value into o->limit; 0, or -1 after saying why. */
 static int parse_limit(const char *v, cli_opts *o)
@@ -362,8 +369,6 @@ static int parse_limit(const char *v, cli_opts *o)
     return 0;
 }
 
-/* One option that takes a value (argv[*i], its value next); 1 when a is
- * not one of them, 0 when taken, -1 after saying why. */
 /* 1 when a is a global option that takes a value. */
 static int takes_value(const char *a)
 {
@@ -374,6 +379,8 @@ static int takes_value(const char *a)
     return 0;
 }
 
+/* One option that takes a value (argv[*i], its value next); 1 when a is
+ * not one of them, 0 when taken, -1 after saying why. */
 static int parse_valued(int argc, char **argv, int *i, cli_opts *o)
 {
     const char *a = argv[*i];
@@ -409,6 +416,8 @@ static int parse_global(int argc, char **argv, cli_opts *o, const char **cmd)
                 return -1;
         } else if (!strcmp(a, "--json")) {
             o->json = 1;
+        } else if (!strcmp(a, "--all")) {
+            o->all = 1;
         } else if (!*cmd && !strcmp(a, "--version")) {
             *cmd = "version";
         } else if (!*cmd && a[0] != '-') {

@@ -28,6 +28,8 @@ enum {
     ST_SERIES_INTERRUPT_ALL,
     ST_SERIES_HOLD,
     ST_SERIES_HOLD_AE,
+    ST_SERIES_RELEASE,
+    ST_SERIES_STATE,
     ST_COUNT
 };
 _Static_assert(ST_COUNT <= DB__ST_MAX, "raise DB__ST_MAX");
@@ -93,6 +95,9 @@ static const char *const SQL[ST_COUNT] = {
                        " WHERE series_uid = ?1 AND state = 'receiving' AND interrupted_ms < ?3",
     [ST_SERIES_HOLD_AE] = "UPDATE series SET interrupted_ms = ?2"
                           " WHERE calling_ae = ?1 AND state = 'receiving' AND interrupted_ms < ?3",
+    [ST_SERIES_RELEASE] = "UPDATE series SET interrupted_ms = 0 WHERE state = 'receiving'"
+                          " AND interrupted_ms > 0 AND (?1 IS NULL OR series_uid = ?1)",
+    [ST_SERIES_STATE] = "SELECT state, interrupted_ms > 0 FROM series WHERE series_uid = ?1",
 };
 
 int db_schema_version(void)
@@ -524,6 +529,32 @@ int db_series_hold(db *d, const char *series_uid, const char *calling_ae, int64_
     sqlite3_reset(s);
     *held = rc ? 0 : sqlite3_changes(d->h);
     return rc;
+}
+
+int db_series_release(db *d, const char *series_uid, int *released)
+{
+    sqlite3_stmt *s = stmt(d, ST_SERIES_RELEASE);
+    if (series_uid)
+        db__bind_text(s, 1, series_uid);
+    else
+        sqlite3_bind_null(s, 1);
+    int rc = sqlite3_step(s) == SQLITE_DONE ? 0 : db__fail(d, "series release");
+    sqlite3_reset(s);
+    *released = rc ? 0 : sqlite3_changes(d->h);
+    return rc;
+}
+
+int db_series_state(db *d, const char *series_uid, char *state, size_t len, int *marked)
+{
+    sqlite3_stmt *s = stmt(d, ST_SERIES_STATE);
+    db__bind_text(s, 1, series_uid);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        snprintf(state, len, "%s", db__col_text(s, 0));
+        *marked = sqlite3_column_int(s, 1);
+    }
+    sqlite3_reset(s);
+    return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? LDCT_ENOTFOUND : db__fail(d, "series state");
 }
 
 int db_series_mark_stable(db *d, int64_t now_ms, db_series_cb cb, void *ctx)

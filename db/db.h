@@ -93,6 +93,16 @@ int db_series_hold(db *d, const char *series_uid, const char *calling_ae, int64_
                    int64_t since_ms, int *held);
 void db_series_interrupted_wait(db *d, int seconds);
 
+/* Ends the hold of a receiving series (either mark above, `ldct
+ * release`): it becomes stable once quiet for its stable_seconds, as any
+ * other. series_uid NULL: every held series. *released: series released.
+ * 0 or a db error. */
+int db_series_release(db *d, const char *series_uid, int *released);
+
+/* A series' state ("receiving", ...) into state and whether it carries a
+ * hold mark: 0, LDCT_ENOTFOUND or a db error. */
+int db_series_state(db *d, const char *series_uid, char *state, size_t len, int *marked);
+
 /* A setting of the running ldctd that readers of the database need to
  * show it as the daemon sees it (DB_SETTING_INTERRUPTED_SECONDS: what
  * makes `ldct series` mark a series held). The daemon records each at its

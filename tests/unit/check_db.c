@@ -344,6 +344,40 @@ START_TEST(refusals_hold_the_senders_receiving_series_once)
 }
 END_TEST
 
+/* ldct release: a held series waits only its own quiet again; one
+ * series by UID, or every held one; others and stable ones untouched. */
+START_TEST(a_released_series_waits_only_its_quiet)
+{
+    db *d = open_fresh();
+    char old[256], state[16];
+    db_series_interrupted_wait(d, 600);
+    const char *series[3] = {"1.2.20", "1.2.21", "1.2.22"};
+    for (int i = 0; i < 3; i++) {
+        char sop[32];
+        snprintf(sop, sizeof sop, "%s.1", series[i]);
+        db_instance_rec r = rec(series[i], sop, 100000);
+        ck_assert_int_eq(db_instance_put(d, &r, old, sizeof old), 0);
+        ck_assert_int_eq(db_series_interrupted(d, series[i], 100000, NULL), 0);
+    }
+    int released = -1, marked = -1;
+    ck_assert_int_eq(db_series_release(d, "1.2.20", &released), 0);
+    ck_assert_int_eq(released, 1);
+    ck_assert_int_eq(db_series_state(d, "1.2.20", state, sizeof state, &marked), 0);
+    ck_assert_str_eq(state, "receiving");
+    ck_assert_int_eq(marked, 0);
+    ck_assert_int_eq(db_series_state(d, "1.2.21", state, sizeof state, &marked), 0);
+    ck_assert_int_eq(marked, 1);
+    ck_assert_int_eq(db_series_state(d, "9.9", state, sizeof state, &marked), LDCT_ENOTFOUND);
+    ck_assert_int_eq(db_series_mark_stable(d, 100000 + 30000, NULL, NULL), 1); /* 1.2.20 only */
+    ck_assert_int_eq(db_series_release(d, "1.2.20", &released), 0);
+    ck_assert_int_eq(released, 0); /* stable now */
+    ck_assert_int_eq(db_series_release(d, NULL, &released), 0);
+    ck_assert_int_eq(released, 2);
+    ck_assert_int_eq(db_series_mark_stable(d, 100000 + 30001, NULL, NULL), 2);
+    db_close(d);
+}
+END_TEST
+
 /* What ldctd records for `ldct series` (its interrupted_seconds) is read
  * back through another, read-only handle; nothing recorded is
  * LDCT_ENOTFOUND, so the reader falls back to its configuration. */
@@ -416,6 +450,7 @@ int main(void)
     tcase_add_test(tc, a_repeated_failure_is_logged_once_a_minute);
     tcase_add_test(tc, an_interrupted_series_waits_longer_for_its_resend);
     tcase_add_test(tc, refusals_hold_the_senders_receiving_series_once);
+    tcase_add_test(tc, a_released_series_waits_only_its_quiet);
     tcase_add_test(tc, the_daemons_settings_are_recorded_for_readers);
     tcase_add_test(tc, a_schema_7_database_is_read_without_recorded_settings);
     suite_add_tcase(s, tc);
