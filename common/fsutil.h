@@ -4,7 +4,7 @@
  * The durable-write recipe used by the whole project is: write a temp name,
  * fs_fsync_path(temp), fs_rename_durable(temp, final) (which renames and
  * fsyncs the destination directory). Every function is thread-safe and
- * returns 0 or -errno.
+ * returns 0 or -errno unless it says otherwise.
  */
 #ifndef LDCT_COMMON_FSUTIL_H
 #define LDCT_COMMON_FSUTIL_H
@@ -40,5 +40,9 @@ int fs_space_bytes(const char *path, uint64_t *avail, uint64_t *total);
 
 /* Copies the directory part of `path` into `dir` (size `len`). */
 int fs_dirname(const char *path, char *dir, size_t len);
+
+/* 1 if files a and b both exist and hold the same bytes, else 0 (also
+ * when either cannot be read). */
+int fs_same_content(const char *a, const char *b);
 
 #endif

@@ -210,6 +210,32 @@ static unsigned check_instance(const scp_instance *inst, char *comment, size_t l
     return SCP_STATUS_SUCCESS;
 }
 
+/* Where an instance lives in the spool. */
+static void spool_path(const ingest *in, const scp_instance *inst, char *dir, size_t dir_len,
+                       char *final, size_t len)
+{
+    snprintf(dir, dir_len, "%s/%s/%s", in->spool, inst->study_uid, inst->series_uid);
+    snprintf(final, len, "%s/%s.dcm", dir, inst->sop_instance_uid);
+}
+
+/* An instance sent again, byte for byte, while its series waits for its
+ * job or the job runs (series stable or queued): the job has it already.
+ * Recording it would reopen the series, and a second job would do the
+ * same work for the same result. 1 when that is so (nothing to store). */
+static int unchanged_resend(ingest *in, const scp_instance *inst)
+{
+    char dir[1024], final[2048], state[16];
+    int marked = 0;
+    spool_path(in, inst, dir, sizeof dir, final, sizeof final);
+    if (access(final, F_OK) != 0)
+        return 0;
+    pthread_mutex_lock(&in->lock);
+    int rc = db_series_state(in->db, inst->series_uid, state, sizeof state, &marked);
+    pthread_mutex_unlock(&in->lock);
+    return rc == 0 && (strcmp(state, "stable") == 0 || strcmp(state, "queued") == 0) &&
+           fs_same_content(inst->file_path, final);
+}
+
 /* fsync, rename into the spool, fsync the directory. The series directory
  * usually exists already, so it is created only when the rename says so;
  * retention may remove an empty study folder between the mkdir and the
@@ -217,8 +243,7 @@ static unsigned check_instance(const scp_instance *inst, char *comment, size_t l
 static int place_file(ingest *in, const scp_instance *inst, char *final, size_t len, int *existed)
 {
     char dir[1024];
-    snprintf(dir, sizeof dir, "%s/%s/%s", in->spool, inst->study_uid, inst->series_uid);
-    snprintf(final, len, "%s/%s.dcm", dir, inst->sop_instance_uid);
+    spool_path(in, inst, dir, sizeof dir, final, len);
     *existed = access(final, F_OK) == 0;
     int rc = fs_fsync_path(inst->file_path);
     if (rc)
@@ -402,6 +427,12 @@ unsigned ingest_store_end(ingest *in, const scp_assoc_info *assoc, const scp_ins
         log_warn("refused instance from %s (%s): %s", assoc->calling_ae, assoc->peer_host, comment);
         quarantine(in, assoc, inst, comment);
         return status;
+    }
+    if (unchanged_resend(in, inst)) {
+        unlink(inst->file_path);
+        log_debug("instance %s of series %s sent again unchanged; its job has it already",
+                  inst->sop_instance_uid, inst->series_uid);
+        return SCP_STATUS_SUCCESS;
     }
     char final[2048];
     int existed = 0, placed = 0;
