@@ -640,8 +640,10 @@ static int simulate4d(const phantom_opts *o, const gpu_device *dev)
     snprintf(ini, sizeof ini, "%s/phantom.ini", o->out);
     if (quality_layout_write(&ph.layout, ini) || quality4d_motion_append(m, ini))
         goto done;
-    printf("phantom %s 4D -> %s: truth, low %dx%dx%d x %d time points at %.3g mm; dose %.3g\n",
-           ph.layout.name, o->out, v.nx, v.ny, v.nz, o->times, v.voxel[0], o->scan.dose);
+    printf("phantom %s 4D -> %s: truth, low %dx%dx%d x %d time points, pixels %.3g mm, slices"
+           " %.3g mm apart; dose %.3g\n",
+           ph.layout.name, o->out, v.nx, v.ny, v.nz, o->times, v.voxel[0], v.voxel[2],
+           o->scan.dose);
     rc = 0;
 done:
     for (int i = 0; i < 3; i++)
@@ -689,8 +691,9 @@ static int simulate(const phantom_opts *o, const gpu_device *dev)
     snprintf(ini, sizeof ini, "%s/phantom.ini", o->out);
     if (write_projections(o, &ids, &g, noisy) || quality_layout_write(&ph.layout, ini))
         goto done;
-    printf("phantom %s -> %s: truth, full, low %dx%dx%d at %.3g mm; %d projections; dose %.3g\n",
-           ph.layout.name, o->out, v.nx, v.ny, v.nz, v.voxel[0], g.nproj, o->scan.dose);
+    printf("phantom %s -> %s: truth, full, low %dx%dx%d, pixels %.3g mm, slices %.3g mm apart;"
+           " %d projections; dose %.3g\n",
+           ph.layout.name, o->out, v.nx, v.ny, v.nz, v.voxel[0], v.voxel[2], g.nproj, o->scan.dose);
     rc = 0;
 done:
     for (int i = 0; i < 3; i++)
