@@ -109,7 +109,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (strcmp(url, "/status") == 0)
         return reply_status(h, c, "application/json", 1, status_write_json);
     if (strcmp(url, "/metrics") == 0)
-        return reply_status(h, c, "text/plain; version=0.0.4; charset=utf-8", 0,
+        return reply_status(h, c, "text/plain; version=0.0.4; charset=utf-8", 1,
                             status_write_prometheus);
     if (strcmp(url, "/healthz") == 0) {
         status_snapshot s;

@@ -33,6 +33,7 @@ static void add_running(void *ctx, const db_job_row *j)
 
 int status_read(db *d, int with_running, status_snapshot *s)
 {
+    s->now_ms = ldct_now_ms();
     s->uptime_s = -1;
     s->daemon = LDCTD_UNKNOWN;
     s->daemon_pid = 0;
@@ -263,6 +264,29 @@ static void prometheus_tls(FILE *f, const status_snapshot *s)
     }
 }
 
+/* Seconds since the running job that has gone longest without reporting
+ * progress last did (its start if it never did); 0 when none runs. */
+static double progress_age_s(const status_snapshot *s)
+{
+    int64_t oldest = 0;
+    for (int i = 0; i < s->nrunning; i++) {
+        const status_job *j = &s->running[i];
+        int64_t age = s->now_ms - (j->updated_ms > 0 ? j->updated_ms : j->started_ms);
+        if (age > oldest)
+            oldest = age;
+    }
+    return (double)oldest / 1e3;
+}
+
+static void prometheus_progress(FILE *f, const status_snapshot *s)
+{
+    metric(f, "ldct_job_progress_age_seconds", "gauge",
+           "Seconds since the running job that has gone longest without reporting progress"
+           " last did (since its start if never); 0 when none runs. A job or GPU that hangs"
+           " shows as a value that keeps growing.");
+    fprintf(f, "ldct_job_progress_age_seconds %.1f\n", progress_age_s(s));
+}
+
 void status_write_prometheus(FILE *f, const status_snapshot *s)
 {
     static const char *const job_states[] = {"pending", "running", "done", "failed"};
@@ -285,6 +309,7 @@ void status_write_prometheus(FILE *f, const status_snapshot *s)
     fprintf(f, "ldct_last_received_timestamp_seconds %.3f\n", (double)s->t.last_received_ms / 1e3);
     metric(f, "ldct_jobs", "gauge", "Jobs by state.");
     labelled(f, "ldct_jobs", job_states, jobs, 4);
+    prometheus_progress(f, s);
     metric(f, "ldct_sends", "gauge", "Sends (series to one destination) by state.");
     labelled(f, "ldct_sends", send_states, sends, 4);
     prometheus_destinations(f, s);

@@ -36,6 +36,7 @@ typedef struct status_job {
 } status_job;
 
 typedef struct status_snapshot {
+    int64_t now_ms; /* when it was read */
     db_totals t;
     db_queue_totals q;
     int nrunning; /* entries of running (at most STATUS_MAX_RUNNING) */
@@ -71,8 +72,8 @@ typedef struct status_snapshot {
     int64_t tls_ca_not_after; /* the first CA certificate to expire (0: none) */
 } status_snapshot;
 
-/* Reads the database's totals and, when `with_running` (GET /status and
- * ldct status, not the probes), the running jobs, all in one read
+/* Reads the database's totals and, when `with_running` (GET /status, GET
+ * /metrics and ldct status, not /healthz), the running jobs, all in one read
  * transaction so that they agree; sets the daemon part to -1. Returns 0 or
  * an error. */
 int status_read(db *d, int with_running, status_snapshot *s);

@@ -46,6 +46,7 @@ grep -qx "ldct_instances 3" "$T/metrics.txt" || fail "metrics: $(cat "$T/metrics
 grep -qx 'ldct_jobs{state="failed"} 0' "$T/metrics.txt" || fail "no job states"
 grep -q '^# TYPE ldct_spool_bytes gauge$' "$T/metrics.txt" || fail "no TYPE lines"
 grep -qx "ldct_gpus_down 0" "$T/metrics.txt" || fail "no ldct_gpus_down"
+grep -qx "ldct_job_progress_age_seconds 0.0" "$T/metrics.txt" || fail "no progress age (no job runs)"
 grep -q '^# TYPE ldct_connections_total counter$' "$T/metrics.txt" || fail "no connection counter"
 for o in rejected failed; do
     grep -qx "ldct_connections_total{outcome=\"$o\"} 1" "$T/metrics.txt" || fail "no $o connection"
