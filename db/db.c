@@ -30,6 +30,7 @@ enum {
     ST_SERIES_HOLD_AE,
     ST_SERIES_RELEASE,
     ST_SERIES_STATE,
+    ST_INSTANCE_STORED,
     ST_COUNT
 };
 _Static_assert(ST_COUNT <= DB__ST_MAX, "raise DB__ST_MAX");
@@ -98,6 +99,9 @@ static const char *const SQL[ST_COUNT] = {
     [ST_SERIES_RELEASE] = "UPDATE series SET interrupted_ms = 0 WHERE state = 'receiving'"
                           " AND interrupted_ms > 0 AND (?1 IS NULL OR series_uid = ?1)",
     [ST_SERIES_STATE] = "SELECT state, interrupted_ms > 0 FROM series WHERE series_uid = ?1",
+    [ST_INSTANCE_STORED] = "SELECT i.path, i.received_ms, s.state FROM instances AS i"
+                           " JOIN series AS s ON s.id = i.series_id"
+                           " WHERE i.sop_instance_uid = ?1 AND s.series_uid = ?2",
 };
 
 int db_schema_version(void)
@@ -555,6 +559,23 @@ int db_series_state(db *d, const char *series_uid, char *state, size_t len, int 
     }
     sqlite3_reset(s);
     return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? LDCT_ENOTFOUND : db__fail(d, "series state");
+}
+
+int db_instance_stored(db *d, const char *sop_uid, const char *series_uid, db_stored *out)
+{
+    sqlite3_stmt *s = stmt(d, ST_INSTANCE_STORED);
+    db__bind_text(s, 1, sop_uid);
+    db__bind_text(s, 2, series_uid);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        snprintf(out->path, sizeof out->path, "%s", db__col_text(s, 0));
+        out->received_ms = sqlite3_column_int64(s, 1);
+        snprintf(out->series_state, sizeof out->series_state, "%s", db__col_text(s, 2));
+    }
+    sqlite3_reset(s);
+    return rc == SQLITE_ROW    ? 0
+           : rc == SQLITE_DONE ? LDCT_ENOTFOUND
+                               : db__fail(d, "instance stored");
 }
 
 int db_series_mark_stable(db *d, int64_t now_ms, db_series_cb cb, void *ctx)

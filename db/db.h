@@ -99,6 +99,17 @@ void db_series_interrupted_wait(db *d, int seconds);
  * 0 or a db error. */
 int db_series_release(db *d, const char *series_uid, int *released);
 
+/* The row of instance sop_uid in series series_uid: where its file is,
+ * when it was recorded and its series' state. */
+typedef struct db_stored {
+    char path[1024];
+    int64_t received_ms;
+    char series_state[16];
+} db_stored;
+
+/* 0, LDCT_ENOTFOUND (no such instance in that series) or a db error. */
+int db_instance_stored(db *d, const char *sop_uid, const char *series_uid, db_stored *out);
+
 /* A series' state ("receiving", ...) into state and whether it carries a
  * hold mark: 0, LDCT_ENOTFOUND or a db error. */
 int db_series_state(db *d, const char *series_uid, char *state, size_t len, int *marked);

@@ -221,18 +221,26 @@ static void spool_path(const ingest *in, const scp_instance *inst, char *dir, si
 /* An instance sent again, byte for byte, while its series waits for its
  * job or the job runs (series stable or queued): the job has it already.
  * Recording it would reopen the series, and a second job would do the
- * same work for the same result. 1 when that is so (nothing to store). */
+ * same work for the same result. 1 when that is so (nothing to store):
+ * the instance's row names this series and the spool file, and the file
+ * was put there no later than the row was written. A file without a row
+ * (a kill between the rename and the commit: never acknowledged) or one
+ * replaced after its row (a store whose commit failed) is no proof that
+ * the job has these bytes, and takes the usual way. */
 static int unchanged_resend(ingest *in, const scp_instance *inst)
 {
-    char dir[1024], final[2048], state[16];
-    int marked = 0;
+    char dir[1024], final[2048];
+    db_stored row;
+    struct stat st;
     spool_path(in, inst, dir, sizeof dir, final, sizeof final);
-    if (access(final, F_OK) != 0)
+    if (stat(final, &st) != 0)
         return 0;
     pthread_mutex_lock(&in->lock);
-    int rc = db_series_state(in->db, inst->series_uid, state, sizeof state, &marked);
+    int rc = db_instance_stored(in->db, inst->sop_instance_uid, inst->series_uid, &row);
     pthread_mutex_unlock(&in->lock);
-    return rc == 0 && (strcmp(state, "stable") == 0 || strcmp(state, "queued") == 0) &&
+    const int64_t placed_ms = (int64_t)st.st_ctim.tv_sec * 1000 + st.st_ctim.tv_nsec / 1000000;
+    return rc == 0 && strcmp(row.path, final) == 0 && placed_ms <= row.received_ms &&
+           (strcmp(row.series_state, "stable") == 0 || strcmp(row.series_state, "queued") == 0) &&
            fs_same_content(inst->file_path, final);
 }
 
