@@ -121,7 +121,7 @@ static ssize_t read_full(int fd, char *buf, size_t len)
 /* 1 if the files open on fa and fb hold the same bytes. */
 static int same_bytes(int fa, int fb)
 {
-    static _Thread_local char a[65536], b[65536];
+    char a[16384], b[16384];
     for (;;) {
         ssize_t na = read_full(fa, a, sizeof a), nb = read_full(fb, b, sizeof b);
         if (na < 0 || nb < 0 || na != nb || memcmp(a, b, (size_t)na) != 0)

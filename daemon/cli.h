@@ -4,6 +4,7 @@
 #define LDCT_DAEMON_CLI_H
 
 #include "config/config.h"
+#include "daemon/lockfile.h"
 #include "db/db.h"
 
 typedef struct cli_opts {
@@ -25,6 +26,10 @@ int cli_config(const cli_opts *o, ldct_config **cfg);
 /* The daemon's state directory, from --state-dir or the config (embedded
  * defaults without --config); prints why on failure. */
 int cli_state_dir(const cli_opts *o, char *out, size_t len);
+
+/* Whether an ldctd runs on the state directory of o (lockfile.h), and its
+ * pid when it does; LDCTD_UNKNOWN when the directory cannot be told. */
+ldctd_state cli_daemon_state(const cli_opts *o, long *pid);
 
 /* Opens the daemon's database (read-only or not); never creates one: a
  * missing file is LDCT_ENOTFOUND, said once with the state directory it

@@ -38,6 +38,13 @@ int cli_state_dir(const cli_opts *o, char *out, size_t len)
     return rc;
 }
 
+ldctd_state cli_daemon_state(const cli_opts *o, long *pid)
+{
+    char dir[1024];
+    *pid = 0;
+    return cli_state_dir(o, dir, sizeof dir) == 0 ? lockfile_daemon_state(dir, pid) : LDCTD_UNKNOWN;
+}
+
 int cli_interrupted_seconds(const cli_opts *o)
 {
     ldct_config *cfg;

@@ -178,10 +178,8 @@ int cli_jobs(cli_opts *o)
     if (cli_open_db(o, 1, &d))
         return 1;
     list_ctx c = {.json = o->json, .now = ldct_now_ms()};
-    char dir[1024];
     long pid;
-    c.killed =
-        cli_state_dir(o, dir, sizeof dir) == 0 && lockfile_daemon_state(dir, &pid) == LDCTD_KILLED;
+    c.killed = cli_daemon_state(o, &pid) == LDCTD_KILLED;
     if (c.json)
         printf("[");
     int rc = db_jobs_list(d, o->limit, on_job, on_send, &c);

@@ -75,14 +75,6 @@ static void print_running(const status_snapshot *st)
                (long long)(st->q.jobs_running - st->nrunning));
 }
 
-/* Whether an ldctd runs on this state directory (ldctd.lock). */
-static void read_daemon_state(const cli_opts *o, status_snapshot *st)
-{
-    char dir[1024];
-    if (cli_state_dir(o, dir, sizeof dir) == 0)
-        st->daemon = lockfile_daemon_state(dir, &st->daemon_pid);
-}
-
 static void print_daemon_state(const status_snapshot *st)
 {
     switch (st->daemon) {
@@ -111,7 +103,7 @@ static int cmd_status(cli_opts *o)
     db_close(d);
     if (rc)
         return 1;
-    read_daemon_state(o, &st);
+    st.daemon = cli_daemon_state(o, &st.daemon_pid);
     if (o->json) {
         status_write_json(stdout, &st);
         return 0;

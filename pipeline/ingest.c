@@ -210,12 +210,19 @@ static unsigned check_instance(const scp_instance *inst, char *comment, size_t l
     return SCP_STATUS_SUCCESS;
 }
 
-/* Where an instance lives in the spool. */
-static void spool_path(const ingest *in, const scp_instance *inst, char *dir, size_t dir_len,
-                       char *final, size_t len)
+/* Where an instance lives in the spool, and the file there now (a
+ * resend's earlier copy), looked up once per C-STORE. */
+typedef struct spool_place {
+    char dir[1024], final[2048];
+    int existed;
+    struct stat st; /* when existed */
+} spool_place;
+
+static void spool_locate(const ingest *in, const scp_instance *inst, spool_place *p)
 {
-    snprintf(dir, dir_len, "%s/%s/%s", in->spool, inst->study_uid, inst->series_uid);
-    snprintf(final, len, "%s/%s.dcm", dir, inst->sop_instance_uid);
+    snprintf(p->dir, sizeof p->dir, "%s/%s/%s", in->spool, inst->study_uid, inst->series_uid);
+    snprintf(p->final, sizeof p->final, "%s/%s.dcm", p->dir, inst->sop_instance_uid);
+    p->existed = stat(p->final, &p->st) == 0;
 }
 
 /* An instance sent again, byte for byte, while its series waits for its
@@ -227,39 +234,34 @@ static void spool_path(const ingest *in, const scp_instance *inst, char *dir, si
  * (a kill between the rename and the commit: never acknowledged) or one
  * replaced after its row (a store whose commit failed) is no proof that
  * the job has these bytes, and takes the usual way. */
-static int unchanged_resend(ingest *in, const scp_instance *inst)
+static int unchanged_resend(ingest *in, const scp_instance *inst, const spool_place *p)
 {
-    char dir[1024], final[2048];
-    db_stored row;
-    struct stat st;
-    spool_path(in, inst, dir, sizeof dir, final, sizeof final);
-    if (stat(final, &st) != 0)
+    if (!p->existed)
         return 0;
+    db_stored row;
     pthread_mutex_lock(&in->lock);
     int rc = db_instance_stored(in->db, inst->sop_instance_uid, inst->series_uid, &row);
     pthread_mutex_unlock(&in->lock);
-    const int64_t placed_ms = (int64_t)st.st_ctim.tv_sec * 1000 + st.st_ctim.tv_nsec / 1000000;
-    return rc == 0 && strcmp(row.path, final) == 0 && placed_ms <= row.received_ms &&
+    const int64_t placed_ms =
+        (int64_t)p->st.st_ctim.tv_sec * 1000 + p->st.st_ctim.tv_nsec / 1000000;
+    return rc == 0 && strcmp(row.path, p->final) == 0 && placed_ms <= row.received_ms &&
            (strcmp(row.series_state, "stable") == 0 || strcmp(row.series_state, "queued") == 0) &&
-           fs_same_content(inst->file_path, final);
+           fs_same_content(inst->file_path, p->final);
 }
 
 /* fsync, rename into the spool, fsync the directory. The series directory
  * usually exists already, so it is created only when the rename says so;
  * retention may remove an empty study folder between the mkdir and the
  * rename, hence the retries. */
-static int place_file(ingest *in, const scp_instance *inst, char *final, size_t len, int *existed)
+static int place_file(const scp_instance *inst, const spool_place *p)
 {
-    char dir[1024];
-    spool_path(in, inst, dir, sizeof dir, final, len);
-    *existed = access(final, F_OK) == 0;
     int rc = fs_fsync_path(inst->file_path);
     if (rc)
         return rc;
-    rc = fs_rename_durable(inst->file_path, final);
+    rc = fs_rename_durable(inst->file_path, p->final);
     for (int tries = 0; rc == -ENOENT && tries < 3; tries++)
-        if ((rc = fs_mkdirs(dir)) == 0)
-            rc = fs_rename_durable(inst->file_path, final);
+        if ((rc = fs_mkdirs(p->dir)) == 0)
+            rc = fs_rename_durable(inst->file_path, p->final);
     return rc;
 }
 
@@ -436,18 +438,19 @@ unsigned ingest_store_end(ingest *in, const scp_assoc_info *assoc, const scp_ins
         quarantine(in, assoc, inst, comment);
         return status;
     }
-    if (unchanged_resend(in, inst)) {
+    spool_place p = {.existed = 0};
+    spool_locate(in, inst, &p);
+    if (unchanged_resend(in, inst, &p)) {
         unlink(inst->file_path);
         log_debug("instance %s of series %s sent again unchanged; its job has it already",
                   inst->sop_instance_uid, inst->series_uid);
         return SCP_STATUS_SUCCESS;
     }
-    char final[2048];
-    int existed = 0, placed = 0;
-    int rc = place_file(in, inst, final, sizeof final, &existed);
+    int placed = 0;
+    int rc = place_file(inst, &p);
     if (rc == 0) {
         placed = 1;
-        rc = record(in, assoc, inst, final);
+        rc = record(in, assoc, inst, p.final);
     }
     if (rc) {
         /* The temp file goes, and a placed file that no row names (a full
@@ -455,8 +458,8 @@ unsigned ingest_store_end(ingest *in, const scp_assoc_info *assoc, const scp_ins
          * there before holds an instance acknowledged earlier (a resend)
          * and stays. */
         unlink(inst->file_path);
-        if (placed && !existed)
-            unlink(final);
+        if (placed && !p.existed)
+            unlink(p.final);
         snprintf(comment, comment_len, "could not store the instance: %s", ldct_strerror(rc));
         log_err("instance %s: %s", inst->sop_instance_uid, comment);
         return SCP_STATUS_OUT_OF_RESOURCES;
