@@ -1326,6 +1326,32 @@ int config_destination_used(const ldct_config *cfg, const char *name)
     return 0;
 }
 
+/* names[v] of a NULL-terminated table; "?" past its end. */
+static void print_enum(FILE *f, const char *const *names, int v)
+{
+    int n = 0;
+    while (names[n])
+        n++;
+    fprintf(f, "%s", v >= 0 && v < n ? names[v] : "?");
+}
+
+/* A range as parse_range reads it: "" unset, "X" for X..X, "LO..", "..HI". */
+static void print_range(FILE *f, const cfg_range *r)
+{
+    if (!r->set)
+        return;
+    if (r->lo == r->hi) {
+        fprintf(f, "%.15g", r->lo);
+        return;
+    }
+    if (isfinite(r->lo))
+        fprintf(f, "%.15g", r->lo);
+    fprintf(f, "..");
+    if (isfinite(r->hi))
+        fprintf(f, "%.15g", r->hi);
+}
+
+/* An option's value as its section at base holds it, in the file's terms. */
 static void print_value(FILE *f, const opt_def *o, const void *base)
 {
     const char *field = (const char *)base + o->off;
@@ -1351,14 +1377,32 @@ static void print_value(FILE *f, const opt_def *o, const void *base)
         fprintf(f, "%s", TLS_PROFILES[*(const int *)field]);
         break;
     case T_DOUBLE:
+        fprintf(f, "%.15g", *(const double *)field);
+        break;
     case T_RANGE:
+        print_range(f, (const cfg_range *)field);
+        break;
     case T_ACTION:
+        print_enum(f, ACTIONS, *(const int *)field);
+        break;
     case T_ALGORITHM:
+        print_enum(f, ALGORITHMS, *(const int *)field);
+        break;
     case T_KERNEL:
+        print_enum(f, KERNELS, *(const int *)field);
+        break;
     case T_WEIGHTING:
+        print_enum(f, WEIGHTINGS, *(const int *)field);
+        break;
     case T_A4DREF:
-    case T_NAMELIST:
-        break; /* rule options: not printed by config_node_print */
+        print_enum(f, A4D_REFS, *(const int *)field);
+        break;
+    case T_NAMELIST: {
+        const cfg_rule *r = base;
+        for (int i = 0; i < r->ndest; i++)
+            fprintf(f, "%s%s", i ? ", " : "", r->destinations[i]);
+        break;
+    }
     case T_AELIST:
     case T_HOSTLIST: {
         const cfg_ae_list *a = (const cfg_ae_list *)field;
@@ -1407,16 +1451,21 @@ void config_node_print(const ldct_config *cfg, void *fp)
     }
 }
 
-/* The [node] option o of cfg as config_node_print writes it. */
-static void node_value(const ldct_config *cfg, const opt_def *o, char *out, size_t len)
+/* The option o of the section at base as print_value writes it, of any
+ * length (malloc'd; NULL when out of memory). */
+static char *option_text(const opt_def *o, const void *base)
 {
-    FILE *f = fmemopen(out, len, "w");
-    if (!f) {
-        snprintf(out, len, "?");
-        return;
+    char *s = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&s, &n);
+    if (!f)
+        return NULL;
+    print_value(f, o, base);
+    if (fclose(f) != 0) {
+        free(s);
+        return NULL;
     }
-    print_value(f, o, &cfg->node);
-    fclose(f);
+    return s;
 }
 
 /* Appends "; "-separated text to out (cut when full). */
@@ -1433,34 +1482,25 @@ static void change_add(char *out, size_t len, const char *fmt, ...)
     va_end(ap);
 }
 
-static void node_changes(const ldct_config *old, const ldct_config *cur, char *out, size_t len)
+/* "PREFIXoption old -> new" for each option of section kind whose value
+ * differs between the sections at old and cur. Values are compared as the
+ * file spells them, so bytes past a string's end or a list's count, and
+ * where a section stands in the file, do not count. */
+static void option_changes(sect_kind kind, const char *prefix, const void *old, const void *cur,
+                           char *out, size_t len)
 {
-    char a[1024], b[1024];
     for (size_t i = 0; i < NOPTIONS; i++) {
-        if (OPTIONS[i].sect != S_NODE)
+        if (OPTIONS[i].sect != kind)
             continue;
-        node_value(old, &OPTIONS[i], a, sizeof a);
-        node_value(cur, &OPTIONS[i], b, sizeof b);
-        if (strcmp(a, b) != 0)
-            change_add(out, len, "%s %s -> %s", OPTIONS[i].name, a[0] ? a : "\"\"",
+        char *a = option_text(&OPTIONS[i], old), *b = option_text(&OPTIONS[i], cur);
+        if (!a || !b)
+            change_add(out, len, "%s%s: not compared (out of memory)", prefix, OPTIONS[i].name);
+        else if (strcmp(a, b) != 0)
+            change_add(out, len, "%s%s %s -> %s", prefix, OPTIONS[i].name, a[0] ? a : "\"\"",
                        b[0] ? b : "\"\"");
+        free(a);
+        free(b);
     }
-}
-
-/* Two destinations or rules alike but for where they stand in the file. */
-static int dest_same(cfg_destination a, cfg_destination b)
-{
-    a.line = b.line = 0;
-    return memcmp(&a, &b, sizeof a) == 0;
-}
-
-static int rule_same(const cfg_rule *x, const cfg_rule *y)
-{
-    cfg_rule a = *x, b = *y;
-    a.line = b.line = a.dest_line = b.dest_line = a.order = b.order = 0;
-    memset(a.dest_lines, 0, sizeof a.dest_lines);
-    memset(b.dest_lines, 0, sizeof b.dest_lines);
-    return memcmp(&a, &b, sizeof a) == 0;
 }
 
 static const cfg_rule *rule_find(const ldct_config *cfg, const char *name)
@@ -1475,10 +1515,12 @@ static void dest_changes(const ldct_config *old, const ldct_config *cur, char *o
 {
     for (int i = 0; i < cur->ndest; i++) {
         const cfg_destination *o = config_destination_find(old, cur->dest[i].name);
+        char prefix[CFG_NAME_MAX + 24];
+        snprintf(prefix, sizeof prefix, "[destination %s] ", cur->dest[i].name);
         if (!o)
-            change_add(out, len, "[destination %s] added", cur->dest[i].name);
-        else if (!dest_same(*o, cur->dest[i]))
-            change_add(out, len, "[destination %s] changed", cur->dest[i].name);
+            change_add(out, len, "%sadded", prefix);
+        else
+            option_changes(S_DEST, prefix, o, &cur->dest[i], out, len);
     }
     for (int i = 0; i < old->ndest; i++)
         if (!config_destination_find(cur, old->dest[i].name))
@@ -1489,20 +1531,50 @@ static void rule_changes(const ldct_config *old, const ldct_config *cur, char *o
 {
     for (int i = 0; i < cur->nrule; i++) {
         const cfg_rule *o = rule_find(old, cur->rule[i].name);
+        char prefix[CFG_NAME_MAX + 16];
+        snprintf(prefix, sizeof prefix, "[rule %s] ", cur->rule[i].name);
         if (!o)
-            change_add(out, len, "[rule %s] added", cur->rule[i].name);
-        else if (!rule_same(o, &cur->rule[i]))
-            change_add(out, len, "[rule %s] changed", cur->rule[i].name);
+            change_add(out, len, "%sadded", prefix);
+        else
+            option_changes(S_RULE, prefix, o, &cur->rule[i], out, len);
     }
     for (int i = 0; i < old->nrule; i++)
         if (!rule_find(cur, old->rule[i].name))
             change_add(out, len, "[rule %s] removed", old->rule[i].name);
 }
 
+/* The names of cfg's rules in match order, those of other only, as
+ * "a, b, c" (the order among rules both files have). */
+static void rule_order_text(const ldct_config *cfg, const ldct_config *other, char *out, size_t len)
+{
+    const cfg_rule *ordered[CFG_RULE_MAX] = {0};
+    const int n = config_rules_ordered(cfg, ordered, CFG_RULE_MAX);
+    size_t used = 0;
+    out[0] = '\0';
+    for (int i = 0; i < n && used < len; i++)
+        if (rule_find(other, ordered[i]->name))
+            used += (size_t)snprintf(out + used, len - used, "%s%s", used ? ", " : "",
+                                     ordered[i]->name);
+}
+
+/* Rules that both files have but that now match in another order: equal
+ * priorities match in file order, so moving a section changes which rule
+ * a series meets first. */
+static void rule_order_changes(const ldct_config *old, const ldct_config *cur, char *out,
+                               size_t len)
+{
+    char a[CFG_RULE_MAX * (CFG_NAME_MAX + 2) + 1], b[sizeof a];
+    rule_order_text(old, cur, a, sizeof a);
+    rule_order_text(cur, old, b, sizeof b);
+    if (strcmp(a, b) != 0)
+        change_add(out, len, "rule order %s -> %s", a, b);
+}
+
 void config_changes(const ldct_config *old, const ldct_config *cur, char *out, size_t len)
 {
     out[0] = '\0';
-    node_changes(old, cur, out, len);
+    option_changes(S_NODE, "", &old->node, &cur->node, out, len);
     dest_changes(old, cur, out, len);
     rule_changes(old, cur, out, len);
+    rule_order_changes(old, cur, out, len);
 }

@@ -1218,12 +1218,89 @@ START_TEST(changes_name_what_a_reload_changes)
     ck_assert_int_eq(rc, 0);
     config_changes(old, cur, out, sizeof out);
     ck_assert_str_eq(out, "stable_seconds 30 -> 10; log_level info -> debug; [destination "
-                          "archive] added; [rule a] changed; [rule b] removed");
+                          "archive] added; [rule a] search_radius 0 -> 7; [rule b] removed");
     char small[24];
     config_changes(old, cur, small, sizeof small); /* cut, still a string */
     ck_assert_uint_lt(strlen(small), sizeof small);
     config_free(old);
     config_free(same);
+    config_free(cur);
+}
+END_TEST
+
+/* What the reload compares is the value the file gives, not the bytes a
+ * longer earlier value left behind it. */
+START_TEST(changes_ignore_what_an_earlier_value_left)
+{
+    int rc;
+    ldct_config *old = load_text("[rule a]\nmatch.manufacturer = Siemens*\n", &rc);
+    ldct_config *cur = load_text("[rule a]\nmatch.manufacturer = Philips Healthcare*\n"
+                                 "match.manufacturer = Siemens*\n",
+                                 &rc);
+    ck_assert_int_eq(rc, 0);
+    char out[512];
+    config_changes(old, cur, out, sizeof out);
+    ck_assert_str_eq(out, "");
+    config_free(old);
+    config_free(cur);
+}
+END_TEST
+
+/* Rules of equal priority match in file order: swapping two sections
+ * changes which one a series meets first, and the reload says so. */
+START_TEST(changes_name_a_new_rule_order)
+{
+    int rc;
+    ldct_config *old = load_text("[rule a]\naction = discard\n[rule b]\naction = discard\n"
+                                 "[rule c]\naction = discard\npriority = 5\n",
+                                 &rc);
+    ldct_config *cur = load_text("[rule b]\naction = discard\n[rule a]\naction = discard\n"
+                                 "[rule c]\naction = discard\npriority = 5\n",
+                                 &rc);
+    ck_assert_int_eq(rc, 0);
+    char out[512];
+    config_changes(old, cur, out, sizeof out);
+    ck_assert_str_eq(out, "rule order c, a, b -> c, b, a");
+    config_free(old);
+    config_free(cur);
+}
+END_TEST
+
+/* Options of every kind, with values of any length, say old -> new. */
+START_TEST(changes_show_each_kind_of_value)
+{
+    int rc;
+    /* 60 addresses, 10 to a line (a line has at most 199 bytes): a value
+     * of about 800 characters */
+    char hosts[2200] = "", more[2300];
+    for (int i = 1; i <= 60; i++)
+        snprintf(hosts + strlen(hosts), sizeof hosts - strlen(hosts), "%s10.0.%d.%d",
+                 i == 1        ? ""
+                 : i % 10 == 1 ? "\nallowed_hosts = "
+                               : ", ",
+                 i, 100 + i);
+    char a[2600], b[2600];
+    snprintf(more, sizeof more, "%s\nallowed_hosts = 10.9.9.9", hosts);
+    snprintf(a, sizeof a,
+             "[node]\nallowed_hosts = %s\n[destination p]\nhost = 10.0.0.1\nport = 104\n"
+             "ae_title = P\n[rule r]\naction = process\nalgorithm = nlm3d\nmatch.kvp = 80..100\n"
+             "strength = 1\ndestinations = p\n",
+             hosts);
+    snprintf(b, sizeof b,
+             "[node]\nallowed_hosts = %s\n[destination p]\nhost = 10.0.0.1\nport = 105\n"
+             "ae_title = P\n[rule r]\naction = both\nalgorithm = nlm2d\nmatch.kvp = 120..\n"
+             "strength = 1.25\ndestinations = p\n",
+             more);
+    ldct_config *old = load_text(a, &rc), *cur = load_text(b, &rc);
+    ck_assert_int_eq(rc, 0);
+    char out[8192];
+    config_changes(old, cur, out, sizeof out);
+    ck_assert_ptr_nonnull(strstr(out, "10.0.60.160 -> 10.0.1.101")); /* old list's end */
+    ck_assert_ptr_nonnull(strstr(out, "10.0.60.160, 10.9.9.9; [destination p] port 104 -> 105; "
+                                      "[rule r] match.kvp 80..100 -> 120..; [rule r] action "
+                                      "process -> both; [rule r] algorithm nlm3d -> nlm2d; "
+                                      "[rule r] strength 1 -> 1.25"));
+    config_free(old);
     config_free(cur);
 }
 END_TEST
@@ -1276,6 +1353,9 @@ int main(void)
     tcase_add_test(tc, adaptive4d_mapping_keys_parse_with_defaults_and_bounds);
     tcase_add_test(tc, rule_option_set_checks_like_a_file);
     tcase_add_test(tc, changes_name_what_a_reload_changes);
+    tcase_add_test(tc, changes_ignore_what_an_earlier_value_left);
+    tcase_add_test(tc, changes_name_a_new_rule_order);
+    tcase_add_test(tc, changes_show_each_kind_of_value);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
