@@ -72,6 +72,12 @@ static void job_json(list_ctx *c, const db_job_row *j)
     c->sends_open = 0;
 }
 
+/* Shown as sending, but no ldctd sends it: the last one was killed. */
+static int send_cut_off(const list_ctx *c, const db_send_row *s)
+{
+    return c->killed && strcmp(s->state, "sending") == 0;
+}
+
 static void send_json(list_ctx *c, const db_send_row *s)
 {
     printf("%s{\"id\":%lld", c->sends_open ? "," : "", (long long)s->id);
@@ -79,9 +85,10 @@ static void send_json(list_ctx *c, const db_send_row *s)
     json_field("destination", s->destination, 1);
     json_field("state", s->state, 1);
     json_field("last_error", s->last_error, 1);
-    printf(",\"attempts\":%d,\"next_attempt_ms\":%lld,\"created_ms\":%lld,\"finished_ms\":%lld}",
+    printf(",\"attempts\":%d,\"next_attempt_ms\":%lld,\"created_ms\":%lld,\"finished_ms\":%lld,"
+           "\"cut_off\":%s}",
            s->attempts, (long long)s->next_attempt_ms, (long long)s->created_ms,
-           (long long)s->finished_ms);
+           (long long)s->finished_ms, send_cut_off(c, s) ? "true" : "false");
     c->sends_open = 1;
 }
 
@@ -151,6 +158,9 @@ static void send_text(list_ctx *c, const db_send_row *s)
                                              : 0.0);
     printf("    send %lld %-8s %s to %s, attempts %d%s%s%s\n", (long long)s->id, s->what, s->state,
            s->destination, s->attempts, next, sep, s->last_error);
+    if (send_cut_off(c, s))
+        printf("      cut off: ldctd was killed or crashed during this send; it sends again at"
+               " the next start\n");
 }
 
 static void on_job(void *ctx, const db_job_row *j)

@@ -123,21 +123,38 @@ static int cmd_status(cli_opts *o)
     printf("jobs:        %lld pending, %lld running, %lld done, %lld failed\n",
            (long long)q.jobs_pending, (long long)q.jobs_running, (long long)q.jobs_done,
            (long long)q.jobs_failed);
-    printf("sends:       %lld pending, %lld sending, %lld done, %lld dead\n",
-           (long long)q.sends_pending, (long long)q.sends_sending, (long long)q.sends_done,
-           (long long)q.sends_dead);
+    /* After a kill nothing sends: what it was sending waits for the next start. */
+    const char *sending = st.daemon == LDCTD_KILLED ? "cut off" : "sending";
+    printf("sends:       %lld pending, %lld %s, %lld done, %lld dead\n", (long long)q.sends_pending,
+           (long long)q.sends_sending, sending, (long long)q.sends_done, (long long)q.sends_dead);
     for (int i = 0; i < st.ndest; i++)
-        printf("  to %s: %lld queued, %lld retrying, %lld sending, %lld dead\n",
-               st.dest[i].destination, (long long)st.dest[i].queued, (long long)st.dest[i].retrying,
-               (long long)st.dest[i].sending, (long long)st.dest[i].dead);
+        printf("  to %s: %lld queued, %lld retrying, %lld %s, %lld dead\n", st.dest[i].destination,
+               (long long)st.dest[i].queued, (long long)st.dest[i].retrying,
+               (long long)st.dest[i].sending, sending, (long long)st.dest[i].dead);
     print_running(&st);
     return 0;
 }
 
+/* print_series_text's context: what its footnotes need. */
+typedef struct series_list_ctx {
+    int first;  /* JSON: nothing listed yet */
+    int held;   /* a held series was listed */
+    int killed; /* no ldctd runs and the last one was killed */
+} series_list_ctx;
+
+/* db_series_delivery's text; "cut off D/N" for "sending D/N" after a kill. */
+static void series_delivery_text(const db_series_row *r, int killed, char *out, size_t len)
+{
+    if (killed && r->sends_sending > 0 && r->sends_dead == 0)
+        snprintf(out, len, "cut off %d/%d", r->sends_done, r->sends);
+    else
+        db_series_delivery(r, out, len);
+}
+
 static void print_series_json(void *ctx, const db_series_row *r)
 {
-    int *first = ctx;
-    printf("%s{\"id\":%lld,\"study_uid\":", *first ? "" : ",\n", (long long)r->id);
+    series_list_ctx *c = ctx;
+    printf("%s{\"id\":%lld,\"study_uid\":", c->first ? "" : ",\n", (long long)r->id);
     json_write_string(stdout, r->study_uid);
     printf(",\"series_uid\":");
     json_write_string(stdout, r->series_uid);
@@ -146,26 +163,27 @@ static void print_series_json(void *ctx, const db_series_row *r)
     printf(",\"calling_ae\":");
     json_write_string(stdout, r->calling_ae);
     char delivery[32];
-    db_series_delivery(r, delivery, sizeof delivery);
+    series_delivery_text(r, c->killed, delivery, sizeof delivery);
     printf(",\"state\":\"%s\",\"held_for_resend\":%s,\"instances\":%d,"
            "\"first_received_ms\":%lld,\"last_received_ms\":%lld,\"stable_ms\":%lld,"
            "\"delivery\":\"%s\",\"sends\":{\"total\":%d,\"done\":%d,\"dead\":%d,\"sending\":%d}}",
            r->state, r->held ? "true" : "false", r->instances, (long long)r->first_received_ms,
            (long long)r->last_received_ms, (long long)r->stable_ms, delivery, r->sends,
            r->sends_done, r->sends_dead, r->sends_sending);
-    *first = 0;
+    c->first = 0;
 }
 
 /* ctx: int, set when a held series was listed (the footnote). */
 static void print_series_text(void *ctx, const db_series_row *r)
 {
+    series_list_ctx *c = ctx;
     char first[32], last[32], delivery[32], state[24];
     ldct_time_format(r->first_received_ms, first, sizeof first);
     ldct_time_format(r->last_received_ms, last, sizeof last);
-    db_series_delivery(r, delivery, sizeof delivery);
+    series_delivery_text(r, c->killed, delivery, sizeof delivery);
     snprintf(state, sizeof state, "%s%s", r->state, r->held ? "*" : "");
     if (r->held)
-        *(int *)ctx = 1;
+        c->held = 1;
     printf("%-64s %-4s %-16s %-10s %-12s %6d  %s  %s\n", r->series_uid, r->modality, r->calling_ae,
            state, delivery, r->instances, first, last);
 }
@@ -185,18 +203,19 @@ static int cmd_series(cli_opts *o)
     db *d;
     if (cli_open_db(o, 1, &d))
         return 1;
-    int rc, first = 1;
+    int rc;
+    long pid;
+    series_list_ctx c = {1, 0, cli_daemon_state(o, &pid) == LDCTD_KILLED};
     db_series_interrupted_wait(d, held_after(o, d)); /* what "held" means */
     if (o->json) {
         printf("[");
-        rc = db_series_list(d, o->limit, print_series_json, &first);
+        rc = db_series_list(d, o->limit, print_series_json, &c);
         printf("]\n");
     } else {
         printf("%-64s %-4s %-16s %-10s %-12s %6s  %-19s  %s\n", "SERIES UID", "MOD", "FROM AE",
                "STATE", "DELIVERY", "COUNT", "FIRST RECEIVED", "LAST RECEIVED");
-        int held = 0;
-        rc = db_series_list(d, o->limit, print_series_text, &held);
-        if (held)
+        rc = db_series_list(d, o->limit, print_series_text, &c);
+        if (c.held)
             printf("* held for the sender's resend: its association was cut off or had instances"
                    " refused for lack of resources; it counts as complete after"
                    " interrupted_seconds of quiet\n");

@@ -74,6 +74,15 @@ wait_until 60 "send of job 2 in flight" sending
     fail "ldct series, send in flight: $("$LDCT" --config "$T/ldctd.conf" series)"
 kill9
 kill "$hung"
+# No ldctd runs now: the send still marked 'sending' is shown as cut off.
+cli() { "$LDCT" --config "$T/ldctd.conf" "$@"; }
+cli series | grep -q "^$(tail -n 1 "$T/originals") .* cut off 0/1 " ||
+    fail "ldct series after the kill: $(cli series)"
+cli status | grep -q "^sends: .* 1 cut off," || fail "ldct status after the kill: $(cli status)"
+cli jobs | grep -A1 "send .* sending to" | grep -q "cut off: ldctd was killed or crashed during" ||
+    fail "ldct jobs after the kill: $(cli jobs)"
+cli jobs --json | grep -q '"state":"sending",.*"cut_off":true' ||
+    fail "ldct jobs --json after the kill: $(cli jobs --json)"
 uid2=$(sql "SELECT derived_series_uid FROM jobs WHERE id = 2")
 config_to "$ORTHANC_DICOM_PORT" 10
 start_daemon
