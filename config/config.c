@@ -1376,9 +1376,12 @@ static void print_value(FILE *f, const opt_def *o, const void *base)
     case T_TLSPROFILE:
         fprintf(f, "%s", TLS_PROFILES[*(const int *)field]);
         break;
-    case T_DOUBLE:
-        fprintf(f, "%.15g", *(const double *)field);
+    case T_DOUBLE: {
+        double d;
+        memcpy(&d, field, sizeof d);
+        fprintf(f, "%.15g", d);
         break;
+    }
     case T_RANGE:
         print_range(f, (const cfg_range *)field);
         break;
