@@ -19,12 +19,15 @@
 #include "pipeline/worker.h"
 #include "scp/scp.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <stdio.h>
@@ -924,6 +927,57 @@ static void make_database_private(const char *db_path)
     }
 }
 
+/* 0 when a TCP listener could bind the numeric address addr, port port
+ * now, else -errno (EADDRINUSE: another program listens there; EACCES: a
+ * port under 1024 without the right). The socket is closed at once. */
+static int port_probe(const char *addr, int port)
+{
+    struct sockaddr_in v4 = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    struct sockaddr_in6 v6 = {.sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port)};
+    const int is_v4 = inet_pton(AF_INET, addr, &v4.sin_addr) == 1;
+    if (!is_v4 && inet_pton(AF_INET6, addr, &v6.sin6_addr) != 1)
+        return -EINVAL;
+    int fd = socket(is_v4 ? AF_INET : AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    const int one = 1; /* as the listeners: a port in TIME_WAIT is free */
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    int rc = is_v4 ? bind(fd, (const struct sockaddr *)&v4, sizeof v4)
+                   : bind(fd, (const struct sockaddr *)&v6, sizeof v6);
+    rc = rc == 0 && listen(fd, 1) == 0 ? 0 : -errno;
+    close(fd);
+    return rc;
+}
+
+/* The ports ldctd listens on, tried before the state is touched: a start
+ * that cannot listen then creates no state directory, recovers nothing and
+ * starts no job only to stop it. A port taken after the probe still stops
+ * the start when its listener binds. */
+static int probe_ports(const server *s)
+{
+    const cfg_node *n = &s->cfg->node;
+    const struct {
+        const char *option, *addr;
+        int port;
+    } ports[] = {{"port", "0.0.0.0", n->port},
+                 {"tls_port", "0.0.0.0", n->tls_port},
+                 {"http_port", n->http_bind, n->http_port}};
+    for (size_t i = 0; i < sizeof ports / sizeof ports[0]; i++) {
+        int rc = ports[i].port > 0 ? port_probe(ports[i].addr, ports[i].port) : 0;
+        if (!rc)
+            continue;
+        long pid;
+        if (lockfile_daemon_state(n->state_dir, &pid) == LDCTD_RUNNING)
+            log_err("another ldctd (pid %ld) uses %s; refusing to start", pid, n->state_dir);
+        else
+            log_err("cannot listen on %s %d: %s; free the port or choose another%s",
+                    ports[i].option, ports[i].port, ldct_strerror(rc),
+                    i == 2 ? ", or set http_port = 0" : "");
+        return rc;
+    }
+    return 0;
+}
+
 static int open_state(server *s)
 {
     int lrc = lock_state(s, s->cfg->node.state_dir);
@@ -1026,6 +1080,8 @@ int server_run(const char *config_path)
     int rc = load_config(&s);
     if (!rc && (rc = scp_global_init()))
         log_err("DICOM initialisation failed: %s", ldct_strerror(rc));
+    if (!rc)
+        rc = probe_ports(&s);
     if (!rc && (rc = open_state(&s)))
         log_err("cannot open the state in %s: %s", s.cfg->node.state_dir, ldct_strerror(rc));
     if (!rc)

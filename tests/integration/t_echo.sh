@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # C-ECHO works; an association to another called AE title is refused with
 # reason "called AE title not recognized" and a log line; a second ldctd on
-# the same state directory refuses to start and leaves the first alone.
+# the same state directory refuses to start and leaves the first alone,
+# also on the same port; one on a taken port with a new state directory
+# refuses before it creates anything.
 . "$(dirname "$0")/lib.sh"
 start_daemon
 echoscu -aec LDCTNODE 127.0.0.1 "$PORT" || fail "C-ECHO failed"
@@ -12,4 +14,15 @@ sed "s/^port = .*/port = $(free_port)/" "$T/ldctd.conf" > "$T/second.conf"
 "$LDCTD" --config "$T/second.conf" > "$T/second.log" 2>&1 && fail "second ldctd started"
 grep -q "another ldctd (pid $DAEMON_PID) uses" "$T/second.log" || fail "no reason: $(cat "$T/second.log")"
 echoscu -aec LDCTNODE 127.0.0.1 "$PORT" || fail "first daemon disturbed"
+"$LDCTD" --config "$T/ldctd.conf" > "$T/same-port.log" 2>&1 && fail "second ldctd on the same port started"
+grep -q "another ldctd (pid $DAEMON_PID) uses" "$T/same-port.log" ||
+    fail "same port, no reason: $(cat "$T/same-port.log")"
+printf '[node]\nport = %s\nstate_dir = %s\n' "$PORT" "$T/fresh" > "$T/taken.conf"
+"$LDCTD" --config "$T/taken.conf" > "$T/taken.log" 2>&1
+rc=$?
+[ $rc = 1 ] || fail "ldctd on a taken port exited $rc: $(cat "$T/taken.log")"
+grep -q "cannot listen on port $PORT: .*; free the port or choose another" "$T/taken.log" ||
+    fail "taken port, no reason: $(cat "$T/taken.log")"
+[ -e "$T/fresh" ] && fail "ldctd refused for a taken port created its state directory"
+echoscu -aec LDCTNODE 127.0.0.1 "$PORT" || fail "first daemon disturbed by the second and third"
 stop_daemon || fail "exit code $? after SIGTERM"

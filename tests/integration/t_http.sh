@@ -92,9 +92,10 @@ printf '[node]\nport = %s\nstate_dir = %s\nmin_free_mb = 0\nhttp_port = %s\n' "$
 timeout 20 "$LDCTD" --config "$T/second.conf" > "$T/second.log" 2>&1
 rc=$?
 [ $rc = 1 ] || fail "second node with a taken http_port exited $rc, not 1: $(cat "$T/second.log")"
-grep -q "cannot start the status listener (http_port = $HTTP)" "$T/second.log" ||
+grep -q "cannot listen on http_port $HTTP: .*, or set http_port = 0" "$T/second.log" ||
     fail "no reason: $(cat "$T/second.log")"
 grep -q "ldctd ready" "$T/second.log" && fail "the second node said it was ready"
+[ -e "$T/state2" ] && fail "the node refused for its http_port created its state directory"
 [ "$(curl -s "$url/healthz")" = ok ] || fail "the first node's monitoring was disturbed"
 # While a stop waits for a running association, monitoring hears
 # "stopping" (503) instead of a refused connection.
