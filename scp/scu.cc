@@ -75,6 +75,32 @@ bool uncompressed(const std::string &ts)
            ts == UID_BigEndianExplicitTransferSyntax;
 }
 
+/* What a failed network step means to an administrator: a wait that ran
+ * out names the destination's timeout; a peer that answered with what is
+ * not DICOM, aborted or hung up says so. DCMTK's text, on one line,
+ * otherwise. */
+std::string peer_failure_text(const scu *s, const OFCondition &c, const char *awaited)
+{
+    char b[200];
+    if (c == DUL_READTIMEOUT || c == DIMSE_NODATAAVAILABLE) {
+        snprintf(b, sizeof b, "no %s within the destination's timeout of %d s", awaited,
+                 s->dimse_s);
+        return b;
+    }
+    if (c.module() == OFM_dcmnet && c.code() == DULC_UNRECOGNIZEDPDUTYPE)
+        return std::string("the peer's answer is not DICOM (") + c.text() +
+               "): is this port a DICOM node's?";
+    if (c == DUL_PEERABORTEDASSOCIATION)
+        return "the peer aborted the association (A-ABORT)";
+    if (c == DUL_NETWORKCLOSED || c == DIMSE_READPDVFAILED)
+        return std::string("the peer closed the connection (") + c.text() + ")";
+    std::string t(c.text());
+    for (char &ch : t)
+        if (ch == '\n' || ch == '\r')
+            ch = ' ';
+    return t;
+}
+
 void note_failure(scu *s, const std::string &what)
 {
     s->failed++;
@@ -266,12 +292,12 @@ int associate(scu *s)
         return LDCT_EPEER;
     }
     if (c.bad()) {
-        std::string t(c.text());
-        for (char &ch : t)
-            if (ch == '\n' || ch == '\r')
-                ch = ' ';
         scp__set_err(s->err, s->err_len, "cannot associate with %s at %s: %s", o->called_ae,
-                     peer.c_str(), t.c_str());
+                     peer.c_str(),
+                     peer_failure_text(s, c,
+                                       "answer to the association request (the TCP connection"
+                                       " was accepted)")
+                         .c_str());
         rc = scp__cond_code(c); /* the text is in s->err, which the sender logs */
         return rc == LDCT_EDICOM ? LDCT_ENET : rc;
     }
@@ -385,8 +411,8 @@ int send_one(scu *s, size_t i, unsigned *status)
     delete detail;
     if (c.bad()) {
         std::string what = "C-STORE of " + f.sop_inst;
-        scp__set_err(s->err, s->err_len, "%s to %s failed: %s", f.sop_inst.c_str(), s->o->called_ae,
-                     c.text());
+        scp__set_err(s->err, s->err_len, "C-STORE of %s to %s failed: %s", f.sop_inst.c_str(),
+                     s->o->called_ae, peer_failure_text(s, c, "C-STORE response").c_str());
         int rc = scp__cond_err(c, what.c_str());
         return rc == LDCT_EDICOM ? LDCT_ENET : rc;
     }
