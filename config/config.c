@@ -121,6 +121,9 @@ static const opt_def OPTIONS[] = {
          " after delivery; 0 = at once"),
     NODE("job_max_attempts", T_INT, 1, 100, "3", job_max_attempts,
          "tries of a job that fails for a passing reason"),
+    NODE("job_stall_seconds", T_INT, 0, 86400, "1800", job_stall_seconds,
+         "a running job that reports no progress this long is stalled (a job or GPU that"
+         " hangs): an error, and under systemd's watchdog a restart; 0 = never"),
     NODE("gpu_check_seconds", T_INT, 5, 86400, "60", gpu_check_seconds,
          "how often a worker whose GPU is down checks it again"),
     NODE("gpu_down_wait_seconds", T_INT, 0, 86400, "300", gpu_down_wait_seconds,

@@ -70,6 +70,7 @@ typedef struct cfg_node {
     int quarantine_days;              /* refused instances kept are deleted after this */
     int job_max_attempts;             /* a job failing for a passing reason is retried this often */
     int gpu_check_seconds;            /* a down GPU is checked again this often */
+    int job_stall_seconds;            /* a running job silent this long is stalled; 0 = never */
     int gpu_down_wait_seconds;        /* jobs wait this long for a busy working worker, then a down
                                        * GPU's worker runs them on the CPU */
     int http_port;                    /* status / metrics HTTP listener; 0 = off */

@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "daemon/http.h"
 #include "daemon/lockfile.h"
+#include "daemon/stall.h"
 #include "daemon/tls.h"
 #include "config/config.h"
 #include "db/db.h"
@@ -79,6 +80,7 @@ typedef struct server {
     quarantine_scan qscan;
     int64_t quarantine_instances, quarantine_bytes; /* what it held then (-1: not yet) */
     int64_t clock_pending;                          /* steps not yet applied to the database */
+    int64_t stalled_job; /* the job found stalled (job_stall_seconds), 0: none */
     int lock_fd;         /* ldctd.lock: "PID receiving" while receiving, emptied once stopped */
     int unclean_start;   /* the last run did not empty it: killed, crashed, power lost */
     int suspects_marked; /* its receiving series are marked (db_series_interrupt_receiving) */
@@ -216,10 +218,44 @@ static void follow_clock_steps(server *s)
     s->clock_pending = 0;
 }
 
+/* Whether systemd's watchdog watches this ldctd (the unit's WatchdogSec). */
+static int watchdog_on(void)
+{
+    uint64_t usec = 0;
+    return sd_watchdog_enabled(0, &usec) > 0 && usec >= 2000;
+}
+
+/* A job stalled for job_stall_seconds: one error naming it; then, under
+ * systemd's watchdog, no more pings, so that systemd restarts ldctd (the
+ * job runs again, or fails once its attempts are used). A job that reports
+ * again, or ends, lifts it. */
+static void check_stall(server *s)
+{
+    const int limit_s = s->cfg->node.job_stall_seconds;
+    stall_job j;
+    int found = limit_s > 0 ? stall_stalest(s->db, ldct_now_ms(), &j) : 0;
+    if (found < 0)
+        return; /* the database is busy or failing: other checks say so */
+    const int stalled = found && j.silent_ms >= (int64_t)limit_s * 1000;
+    if (stalled && s->stalled_job != j.id) {
+        char what[200];
+        stall_text(&j, what, sizeof what);
+        log_err("%s (job_stall_seconds = %d): the job or its GPU hangs; %s", what, limit_s,
+                watchdog_on() ? "ldctd stops answering systemd's watchdog so that systemd"
+                                " restarts it; the job then runs again (each run is an attempt)"
+                              : "restart ldctd (nothing queued is lost by it); without"
+                                " systemd's watchdog it does not restart by itself");
+    } else if (!stalled && s->stalled_job)
+        log_notice("job %lld reports progress again or ended: no job is stalled",
+                   (long long)s->stalled_job);
+    s->stalled_job = stalled ? j.id : 0;
+}
+
 static void on_stable_timer(uv_timer_t *t)
 {
     server *s = t->data;
     follow_clock_steps(s);
+    check_stall(s);
     int rc = db_series_mark_stable(s->db, ldct_now_ms(), on_series_stable, s);
     int failed = 0;
     if (rc < 0 && fail_run_first(&s->stable_fails))
@@ -361,8 +397,9 @@ static int destination_get(void *ctx, const char *name, cfg_destination *out)
 
 static void on_watchdog(uv_timer_t *t)
 {
-    (void)t;
-    sd_notify(0, "WATCHDOG=1");
+    server *s = t->data;
+    if (!s->stalled_job)
+        sd_notify(0, "WATCHDOG=1");
 }
 
 static ingest_policy policy_of(const ldct_config *cfg)
@@ -743,6 +780,7 @@ static void start_loop_handles(server *s)
     s->expire_timer.data = s;
     uv_timer_start(&s->expire_timer, on_expire_timer, 0, EXPIRE_CHECK_MS);
     uv_timer_init(&s->loop, &s->watchdog_timer);
+    s->watchdog_timer.data = s;
     uint64_t usec = 0;
     if (sd_watchdog_enabled(0, &usec) > 0 && usec >= 2000) {
         log_info("systemd watchdog every %llu ms", (unsigned long long)usec / 2000);
