@@ -226,6 +226,36 @@ static int retry_destination_check(const cli_opts *o)
     return found ? 0 : 2;
 }
 
+/* Without --to, each dead send goes back to its own destination: with
+ * --config, one the file no longer has would only die again at once, so
+ * the retry is refused (exit status 2) and the message names --to. 0 when
+ * every one is there, or without --config (the daemon's file is unknown). */
+static int retry_own_destinations_check(const cli_opts *o, db *d, long long id)
+{
+    if (o->to || !o->config)
+        return 0;
+    ldct_config *cfg;
+    if (cli_config(o, &cfg))
+        return 1;
+    db_strings names = {0, NULL};
+    int rc = db_job_dead_destinations(d, id, &names), missing = 0;
+    for (int i = 0; !rc && i < names.n; i++) {
+        if (config_destination_find(cfg, names.v[i]))
+            continue;
+        fprintf(stderr,
+                "ldct retry: job %lld's dead send(s) to '%s' would fail again: %s has no"
+                " [destination %s] (renamed or removed?); ldct retry %lld --to DEST [--from %s]"
+                " sends them to another\n",
+                id, names.v[i], o->config, names.v[i], id, names.v[i]);
+        missing = 1;
+    }
+    db_strings_free(&names);
+    config_free(cfg);
+    if (rc)
+        fprintf(stderr, "ldct: retry failed: %s\n", ldct_strerror(rc));
+    return rc ? 1 : missing ? 2 : 0;
+}
+
 /* "job 13: 2 item(s) queued again, 1 send moved to pacs4; 1 dead send kept
  * its destination (...)". */
 static void retry_text(long long id, const db_retry *r)
@@ -256,6 +286,10 @@ int cli_retry(cli_opts *o)
     db *d;
     if (cli_open_db(o, 0, &d))
         return 1;
+    if ((bad = retry_own_destinations_check(o, d, id))) {
+        db_close(d);
+        return bad;
+    }
     db_retry r = {.to = o->to, .from = o->from};
     int rc = db_job_retry_with(d, id, &r);
     db_close(d);

@@ -90,6 +90,7 @@ enum {
     Q_RAN_PUT,
     Q_RAN_HAS,
     Q_RAN_GET,
+    Q_DEAD_DESTINATIONS,
     Q_COUNT
 };
 _Static_assert(Q_COUNT <= DB__QST_MAX, "raise DB__QST_MAX");
@@ -204,6 +205,17 @@ int db_series_paths(db *d, int64_t series_id, db_strings *paths)
         return LDCT_EDB;
     sqlite3_bind_int64(s, 1, series_id);
     return collect_strings(d, s, paths, "series paths");
+}
+
+int db_job_dead_destinations(db *d, int64_t job_id, db_strings *names)
+{
+    sqlite3_stmt *s = db__stmt(d, Q_DEAD_DESTINATIONS,
+                               "SELECT DISTINCT destination FROM sends WHERE job_id = ?1"
+                               " AND state = 'dead' ORDER BY destination");
+    if (!s)
+        return LDCT_EDB;
+    sqlite3_bind_int64(s, 1, job_id);
+    return collect_strings(d, s, names, "dead destinations");
 }
 
 int db_series_stable_uids(db *d, db_strings *uids)

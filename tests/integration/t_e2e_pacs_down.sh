@@ -77,6 +77,17 @@ uid=$(sql "SELECT derived_series_uid FROM jobs WHERE id = 1")
 [ "$(orthanc_instance_count "$uid")" = 8 ] || fail "PACS has $(orthanc_instance_count "$uid")"
 "$LDCT" --config "$T/ldctd.conf" retry 1 --to elsewhere 2> "$T/err" && fail "retry --to elsewhere"
 grep -q "has no \[destination elsewhere\]" "$T/err" || fail "retry --to elsewhere: $(cat "$T/err")"
+# A plain retry, given a file without [destination nowhere] (renamed or
+# removed), is refused: the send would only die again. Nothing changes.
+sed -e '/^\[destination nowhere\]/,/^\[/{/^\[rule/!d}' \
+    -e 's/destinations = pacs, up, nowhere/destinations = pacs, up/' "$T/ldctd.conf" > "$T/renamed.conf"
+"$LDCT" check-config "$T/renamed.conf" > /dev/null || fail "renamed.conf: $("$LDCT" check-config "$T/renamed.conf")"
+"$LDCT" --config "$T/renamed.conf" retry 1 2> "$T/err"
+rc=$?
+[ $rc = 2 ] || fail "retry to a destination the file lacks exited $rc"
+grep -q "job 1's dead send(s) to 'nowhere' would fail again: $T/renamed.conf has no \[destination nowhere\] .*ldct retry 1 --to DEST \[--from nowhere\]" "$T/err" ||
+    fail "retry to a missing destination: $(cat "$T/err")"
+[ "$(sql "SELECT state FROM sends WHERE destination = 'nowhere'")" = dead ] || fail "the refused retry changed the send"
 # up has the series: the dead send stays nowhere's, retried there.
 "$LDCT" --config "$T/ldctd.conf" retry 1 --to up > "$T/out" || fail "ldct retry --to up"
 grep -q "1 item(s) queued again, 0 send(s) moved to up; 1 dead send(s) retried to their own destination instead" \
