@@ -17,6 +17,7 @@
 typedef struct list_ctx {
     int json, jobs, sends_open; /* JSON: jobs printed, inside a sends array */
     int killed;                 /* no ldctd runs and the last one was killed */
+    int stopped;                /* no ldctd runs (killed or stopped) */
     int64_t now;
 } list_ctx;
 
@@ -127,7 +128,13 @@ static void job_text(list_ctx *c, const db_job_row *j)
 {
     char created[32], run[32], algo[48];
     ldct_time_format(j->created_ms, created, sizeof created);
-    seconds_text(j->started_ms, j->finished_ms ? j->finished_ms : c->now, run, sizeof run);
+    /* A job cut off ran until its last report at most, not until now. */
+    const int64_t cut = j->progress_updated_ms > 0 ? j->progress_updated_ms : j->started_ms;
+    seconds_text(j->started_ms,
+                 j->finished_ms      ? j->finished_ms
+                 : job_cut_off(c, j) ? cut
+                                     : c->now,
+                 run, sizeof run);
     printf("job %lld  %-8s %-7s %-6s rule %s, %d instance(s), attempts %d, created %s, ran %s\n",
            (long long)j->id, j->state, j->action, algorithm_text(j, algo, sizeof algo), j->rule,
            j->instances, j->attempts, created, run);
@@ -152,7 +159,9 @@ static void send_text(list_ctx *c, const db_send_row *s)
     const char *sep = !s->last_error[0]                  ? ""
                       : strcmp(s->state, "sending") == 0 ? ", previous attempt: "
                                                          : ": ";
-    if (!s->state[0] || s->state[0] == 'p')
+    if ((!s->state[0] || s->state[0] == 'p') && c->stopped)
+        snprintf(next, sizeof next, ", next try once ldctd runs");
+    else if (!s->state[0] || s->state[0] == 'p')
         snprintf(next, sizeof next, ", next try in %.0f s",
                  s->next_attempt_ms > c->now ? (double)(s->next_attempt_ms - c->now) / 1000.0
                                              : 0.0);
@@ -189,7 +198,9 @@ int cli_jobs(cli_opts *o)
         return 1;
     list_ctx c = {.json = o->json, .now = ldct_now_ms()};
     long pid;
-    c.killed = cli_daemon_state(o, &pid) == LDCTD_KILLED;
+    const ldctd_state daemon = cli_daemon_state(o, &pid);
+    c.killed = daemon == LDCTD_KILLED;
+    c.stopped = daemon == LDCTD_KILLED || daemon == LDCTD_STOPPED;
     if (c.json)
         printf("[");
     int rc = db_jobs_list(d, o->limit, on_job, on_send, &c);

@@ -67,8 +67,12 @@ static void print_running(const status_snapshot *st)
         ldct_duration_format(now > j->started_ms ? now - j->started_ms : 0, run, sizeof run);
         status_progress_text(j->stage, j->fraction, j->remaining_ms, j->updated_ms, now, progress,
                              sizeof progress);
-        printf("%s job %lld %s on %s for %s%s%s\n", label, (long long)j->id, j->algorithm,
-               j->worker, run, progress[0] ? ", " : "", progress);
+        if (st->daemon == LDCTD_KILLED) /* no "for": it does not run on */
+            printf("%s job %lld %s on %s%s%s\n", label, (long long)j->id, j->algorithm, j->worker,
+                   progress[0] ? ", " : "", progress);
+        else
+            printf("%s job %lld %s on %s for %s%s%s\n", label, (long long)j->id, j->algorithm,
+                   j->worker, run, progress[0] ? ", " : "", progress);
     }
     if (st->nrunning == STATUS_MAX_RUNNING && st->q.jobs_running > st->nrunning)
         printf("%s %lld more (ldct jobs lists them)\n", label,

@@ -39,6 +39,11 @@ out=$("$LDCT" --config "$T/ldctd.conf" status)
 echo "$out" | grep -q "^ldctd: *not running: its last run was killed or crashed" ||
     fail "ldct status after kill -9: $out"
 echo "$out" | grep -q "^cut off: *job 1 " || fail "the job is not shown as cut off: $out"
+echo "$out" | grep "^cut off: *job 1 " | grep -q " for " && fail "a cut-off job's time runs on: $out"
+ran() { "$LDCT" --config "$T/ldctd.conf" jobs | sed -nE 's/^job 1 .*, ran ([0-9.]+ s)$/\1/p'; }
+ran1=$(ran)
+sleep 1.2
+[ -n "$ran1" ] && [ "$(ran)" = "$ran1" ] || fail "job 1's run time goes on after the kill: $ran1, then $(ran)"
 "$LDCT" --config "$T/ldctd.conf" status --json | grep -q '"ldctd":{"state":"killed","pid":null}' ||
     fail "ldct status --json after kill -9: $("$LDCT" --config "$T/ldctd.conf" status --json)"
 "$LDCT" --config "$T/ldctd.conf" jobs | grep -q "cut off: ldctd was killed or crashed" ||

@@ -49,6 +49,9 @@ grep -q "0 job(s) and 1 send(s) still queued; they go on at the next start" "$T/
     fail "no word on what is left: $(tail -n 5 "$T/ldctd.log")"
 [ "$(sql "SELECT attempts || ' ' || state FROM sends")" = "0 pending" ] ||
     fail "after the stop: $(sql "SELECT attempts || ' ' || state FROM sends") (want 0 pending)"
+# No ldctd runs: the send waits for the next start, not for a time.
+"$LDCT" --config "$T/ldctd.conf" jobs | grep -Eq "send 1 derived +pending to .*, next try once ldctd runs$" ||
+    fail "ldct jobs while stopped: $("$LDCT" --config "$T/ldctd.conf" jobs)"
 start_daemon
 delivered() { [ "$(sends_in done)" = 1 ]; }
 wait_until 40 "the send finished after the restart" delivered
