@@ -232,7 +232,7 @@ static int watchdog_on(void)
 static void check_stall(server *s)
 {
     const int limit_s = s->cfg->node.job_stall_seconds;
-    stall_job j;
+    stall_job j = {0};
     int found = limit_s > 0 ? stall_stalest(s->db, ldct_now_ms(), &j) : 0;
     if (found < 0)
         return; /* the database is busy or failing: other checks say so */
