@@ -1445,15 +1445,40 @@ void config_rules_print(const ldct_config *cfg, void *fp)
     }
 }
 
+int config_associations_per_host(const cfg_node *n)
+{
+    if (n->max_associations_per_host > 0)
+        return n->max_associations_per_host;
+    const int all = n->max_associations, kept = all / 4 > 1 ? all / 4 : 1;
+    return all > kept ? all - kept : 1;
+}
+
+/* What the daemon makes of a value that stands for another: "" when the
+ * value is used as it is. */
+static void node_effect(const ldct_config *cfg, const opt_def *o, char *out, size_t len)
+{
+    out[0] = '\0';
+    if (!strcmp(o->name, "max_associations_per_host") && cfg->node.max_associations_per_host == 0)
+        snprintf(out, len, "  (%d: max_associations but a quarter kept for other hosts)",
+                 config_associations_per_host(&cfg->node));
+    else if (!strcmp(o->name, "results_dir") && !cfg->node.results_dir[0]) {
+        char dir[CFG_PATH_MAX + 16];
+        config_results_dir(cfg, dir, sizeof dir);
+        snprintf(out, len, "  (%s)", dir);
+    }
+}
+
 void config_node_print(const ldct_config *cfg, void *fp)
 {
     FILE *f = fp;
     for (size_t i = 0; i < NOPTIONS; i++) {
         if (OPTIONS[i].sect != S_NODE)
             continue;
+        char effect[CFG_PATH_MAX + 32];
+        node_effect(cfg, &OPTIONS[i], effect, sizeof effect);
         fprintf(f, "%-24s = ", OPTIONS[i].name);
         print_value(f, &OPTIONS[i], &cfg->node);
-        fprintf(f, "\n");
+        fprintf(f, "%s\n", effect);
     }
 }
 

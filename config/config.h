@@ -226,6 +226,12 @@ int config_glob_match(const char *pattern, const char *text);
 /* The results folder: node.results_dir, or <state_dir>/results. */
 void config_results_dir(const ldct_config *cfg, char *out, size_t len);
 
+/* The associations one host may hold: max_associations_per_host, or for 0
+ * all of max_associations but a quarter (at least one) kept for the other
+ * peers, so that one sender cannot shut them out while a lone one still
+ * has most of the node. */
+int config_associations_per_host(const cfg_node *n);
+
 /* A rule with every option at its default, as a [rule] section without
  * keys gets it (for rules built in code; a zeroed cfg_rule is not one:
  * adaptive4d's "not set" is -1). */

@@ -416,17 +416,6 @@ static void log_config_errors(const ldct_config *cfg)
         log_err("... and %d more error(s)", cfg->nerr - CFG_ERR_MAX);
 }
 
-/* max_associations_per_host as it applies: 0 keeps a quarter of
- * max_associations (at least one) for the other peers, so that one sender
- * cannot shut them out while a lone one still has most of the node. */
-static int associations_per_host(const cfg_node *n)
-{
-    if (n->max_associations_per_host > 0)
-        return n->max_associations_per_host;
-    const int all = n->max_associations, kept = all / 4 > 1 ? all / 4 : 1;
-    return all > kept ? all - kept : 1;
-}
-
 /* Settings that only a restart applies: the reloaded configuration keeps
  * the running values (so everything that reads it tells the truth), and
  * each option the file changes is named with both values. */
@@ -482,7 +471,7 @@ static void keep_associations_per_host(const cfg_node *run, cfg_node *next)
         return;
     char in_force[32] = "";
     if (run->max_associations_per_host == 0)
-        snprintf(in_force, sizeof in_force, ", i.e. %d", associations_per_host(run));
+        snprintf(in_force, sizeof in_force, ", i.e. %d", config_associations_per_host(run));
     log_warn("reload: max_associations_per_host = %d takes effect after a restart (running with "
              "%d%s)",
              next->max_associations_per_host, run->max_associations_per_host, in_force);
@@ -649,7 +638,7 @@ static int start_dicom(server *s)
         .ae_title = n->ae_title,
         .port = n->port,
         .max_associations = n->max_associations,
-        .max_associations_per_host = associations_per_host(n),
+        .max_associations_per_host = config_associations_per_host(n),
         .acse_timeout_s = n->acse_timeout,
         .dimse_timeout_s = n->dimse_timeout,
         .max_pdu = (uint32_t)n->max_pdu,

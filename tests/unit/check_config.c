@@ -1305,6 +1305,28 @@ START_TEST(changes_show_each_kind_of_value)
 }
 END_TEST
 
+/* check-config prints what a value that stands for another becomes. */
+START_TEST(node_print_shows_effective_values)
+{
+    ldct_config *cfg;
+    ck_assert_int_eq(config_new_defaults(&cfg), 0);
+    char *text = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&text, &n);
+    ck_assert_ptr_nonnull(f);
+    config_node_print(cfg, f);
+    fclose(f);
+    ck_assert_msg(strstr(text, "max_associations_per_host = 0  (12: max_associations but a "
+                               "quarter kept for other hosts)\n"),
+                  "%s", text);
+    ck_assert_msg(strstr(text, "\nresults_dir              =   (./var/ldct/results)\n"), "%s",
+                  text);
+    ck_assert_msg(strstr(text, "\nmax_associations         = 16\n"), "%s", text);
+    free(text);
+    config_free(cfg);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("config");
@@ -1356,6 +1378,7 @@ int main(void)
     tcase_add_test(tc, changes_ignore_what_an_earlier_value_left);
     tcase_add_test(tc, changes_name_a_new_rule_order);
     tcase_add_test(tc, changes_show_each_kind_of_value);
+    tcase_add_test(tc, node_print_shows_effective_values);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
