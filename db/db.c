@@ -207,6 +207,7 @@ static int migrate(db *d)
         log_err("database schema version %d is not valid (a damaged file?)", v);
         return LDCT_EDB;
     }
+    const int from = v;
     for (; v < DB_NMIGRATIONS; v++) {
         char bump[64];
         snprintf(bump, sizeof bump, "PRAGMA user_version = %d", v + 1);
@@ -215,8 +216,13 @@ static int migrate(db *d)
             db__rollback(d);
             return rc;
         }
-        log_info("database migrated to schema version %d", v + 1);
+        if (from > 0) /* a new database is built by the same steps: one line */
+            log_info("database migrated to schema version %d", v + 1);
     }
+    if (from == 0 && v > 0)
+        log_info("database created (schema version %d)", v);
+    else if (from < v)
+        log_notice("database upgraded from schema version %d to %d", from, v);
     return repair_schema_5(d);
 }
 

@@ -6,6 +6,10 @@
 # refuses before it creates anything.
 . "$(dirname "$0")/lib.sh"
 start_daemon
+# A new database is one line, not one per schema step.
+grep -Eq "$LOG_HEAD info: database created \(schema version [0-9]+\)$" "$T/ldctd.log" ||
+    fail "no line for the new database: $(grep database "$T/ldctd.log")"
+grep -q "migrated to schema" "$T/ldctd.log" && fail "a new database logged as migrated"
 echoscu -aec LDCTNODE 127.0.0.1 "$PORT" || fail "C-ECHO failed"
 out=$(echoscu -aec SOMEONEELSE 127.0.0.1 "$PORT" 2>&1) && fail "wrong called AE accepted"
 echo "$out" | grep -q "Called AE Title Not Recognized" || fail "wrong reject reason: $out"
