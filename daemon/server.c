@@ -80,6 +80,7 @@ typedef struct server {
     quarantine_scan qscan;
     int64_t quarantine_instances, quarantine_bytes; /* what it held then (-1: not yet) */
     int64_t clock_pending;                          /* steps not yet applied to the database */
+    stall_tracker stall; /* the running jobs' progress as the loop saw it */
     int64_t stalled_job; /* the job found stalled (job_stall_seconds), 0: none */
     int lock_fd;         /* ldctd.lock: "PID receiving" while receiving, emptied once stopped */
     int unclean_start;   /* the last run did not empty it: killed, crashed, power lost */
@@ -232,14 +233,20 @@ static int watchdog_on(void)
 static void check_stall(server *s)
 {
     const int limit_s = s->cfg->node.job_stall_seconds;
-    stall_job j = {0};
-    int found = limit_s > 0 ? stall_stalest(s->db, ldct_now_ms(), &j) : 0;
-    if (found < 0)
+    if (limit_s <= 0) { /* off (a reload may turn it on: it starts afresh) */
+        s->stall.n = 0;
+        s->stalled_job = 0;
+        return;
+    }
+    int64_t silent = 0;
+    int rc = 0;
+    const stall_job *j = stall_check(&s->stall, s->db, ldct_mono_ms(), &silent, &rc);
+    if (rc)
         return; /* the database is busy or failing: other checks say so */
-    const int stalled = found && j.silent_ms >= (int64_t)limit_s * 1000;
-    if (stalled && s->stalled_job != j.id) {
+    const int stalled = j && silent >= (int64_t)limit_s * 1000;
+    if (stalled && s->stalled_job != j->id) {
         char what[200];
-        stall_text(&j, what, sizeof what);
+        stall_text(j, silent, what, sizeof what);
         log_err("%s (job_stall_seconds = %d): the job or its GPU hangs; %s", what, limit_s,
                 watchdog_on() ? "ldctd stops answering systemd's watchdog so that systemd"
                                 " restarts it; the job then runs again (each run is an attempt)"
@@ -248,7 +255,7 @@ static void check_stall(server *s)
     } else if (!stalled && s->stalled_job)
         log_notice("job %lld reports progress again or ended: no job is stalled",
                    (long long)s->stalled_job);
-    s->stalled_job = stalled ? j.id : 0;
+    s->stalled_job = stalled ? j->id : 0;
 }
 
 static void on_stable_timer(uv_timer_t *t)
