@@ -1499,18 +1499,28 @@ static char *option_text(const opt_def *o, const void *base)
     return s;
 }
 
-/* Appends "; "-separated text to out (cut when full). */
+/* What ends a change list that did not fit. */
+#define CHANGES_CUT "... (more changes; the file shows them)"
+
+/* Appends "; "-separated items to out. An item that does not fit whole
+ * ends the list with CHANGES_CUT (when that fits), so a cut list never
+ * looks complete. */
 static void change_add(char *out, size_t len, const char *fmt, ...)
 {
-    size_t used = strlen(out);
-    if (used + 3 >= len)
-        return;
-    if (used)
-        used += (size_t)snprintf(out + used, len - used, "; ");
+    const size_t used = strlen(out), cut = strlen(CHANGES_CUT);
+    if (used >= cut && strcmp(out + used - cut, CHANGES_CUT) == 0)
+        return; /* cut already */
+    char *item = NULL;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(out + used, len - used, fmt, ap);
+    int n = vasprintf(&item, fmt, ap);
     va_end(ap);
+    const char *sep = used ? "; " : "";
+    if (n >= 0 && used + strlen(sep) + (size_t)n + 2 + cut < len)
+        snprintf(out + used, len - used, "%s%s", sep, item);
+    else if (used + strlen(sep) + cut < len)
+        snprintf(out + used, len - used, "%s%s", sep, CHANGES_CUT);
+    free(item);
 }
 
 /* "PREFIXoption old -> new" for each option of section kind whose value

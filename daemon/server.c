@@ -568,7 +568,7 @@ static void reload(server *s)
         return;
     }
     keep_restart_only(&s->cfg->node, &cfg->node);
-    char changes[1500];
+    char changes[8192]; /* cut with a mark when a reload changes more */
     config_changes(s->cfg, cfg, changes, sizeof changes);
     if (reload_tls(s, cfg)) {
         log_err("reload failed; keeping the running configuration");
