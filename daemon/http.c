@@ -140,7 +140,9 @@ static int make_addr(const http_opts *o, struct sockaddr_storage *ss, unsigned *
     if (inet_pton(AF_INET6, o->bind, &a6->sin6_addr) == 1) {
         a6->sin6_family = AF_INET6;
         a6->sin6_port = htons((uint16_t)o->port);
-        *flags |= MHD_USE_IPv6;
+        /* "::" is every interface, IPv4 ones too (as 0.0.0.0 is for
+         * IPv4); another IPv6 address is that address alone. */
+        *flags |= IN6_IS_ADDR_UNSPECIFIED(&a6->sin6_addr) ? MHD_USE_DUAL_STACK : MHD_USE_IPv6;
         return 0;
     }
     log_err("http_bind = %s: not a numeric IPv4 or IPv6 address", o->bind);
