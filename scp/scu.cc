@@ -87,17 +87,17 @@ std::string peer_failure_text(const scu *s, const OFCondition &c, const char *aw
                  s->dimse_s);
         return b;
     }
-    if (c.module() == OFM_dcmnet && c.code() == DULC_UNRECOGNIZEDPDUTYPE)
-        return std::string("the peer's answer is not DICOM (") + c.text() +
-               "): is this port a DICOM node's?";
-    if (c == DUL_PEERABORTEDASSOCIATION)
-        return "the peer aborted the association (A-ABORT)";
-    if (c == DUL_NETWORKCLOSED || c == DIMSE_READPDVFAILED)
-        return std::string("the peer closed the connection (") + c.text() + ")";
-    std::string t(c.text());
+    std::string t(c.text()); /* a nested condition's text has line breaks */
     for (char &ch : t)
         if (ch == '\n' || ch == '\r')
             ch = ' ';
+    if (c.module() == OFM_dcmnet && c.code() == DULC_UNRECOGNIZEDPDUTYPE)
+        return "the peer's answer is not DICOM (" + t + "): is this port a DICOM node's?";
+    /* DCMTK reports a connection closed without A-ABORT as an abort too. */
+    if (c == DUL_PEERABORTEDASSOCIATION)
+        return "the peer aborted the association or closed the connection";
+    if (c == DUL_NETWORKCLOSED || c == DIMSE_READPDVFAILED)
+        return "the peer closed the connection (" + t + ")";
     return t;
 }
 
