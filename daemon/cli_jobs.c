@@ -237,8 +237,9 @@ static int retry_destination_check(const cli_opts *o)
     return found ? 0 : 2;
 }
 
-/* Without --to, each dead send goes back to its own destination: with
- * --config, one the file no longer has would only die again at once, so
+/* Without --to, each dead send goes back to its own destination, and a
+ * failed job sends to those it names once it ran: with --config, one the
+ * file no longer has would only die again at once, so
  * the retry is refused (exit status 2) and the message names --to. 0 when
  * every one is there, or without --config (the daemon's file is unknown). */
 static int retry_own_destinations_check(const cli_opts *o, db *d, long long id)
@@ -249,14 +250,14 @@ static int retry_own_destinations_check(const cli_opts *o, db *d, long long id)
     if (cli_config(o, &cfg))
         return 1;
     db_strings names = {0, NULL};
-    int rc = db_job_dead_destinations(d, id, &names), missing = 0;
+    int rc = db_job_retry_destinations(d, id, &names), missing = 0;
     for (int i = 0; !rc && i < names.n; i++) {
         if (config_destination_find(cfg, names.v[i]))
             continue;
         fprintf(stderr,
-                "ldct retry: job %lld's dead send(s) to '%s' would fail again: %s has no"
+                "ldct retry: job %lld would send to '%s' and fail again: %s has no"
                 " [destination %s] (renamed or removed?); ldct retry %lld --to DEST [--from %s]"
-                " sends them to another\n",
+                " sends there instead\n",
                 id, names.v[i], o->config, names.v[i], id, names.v[i]);
         missing = 1;
     }

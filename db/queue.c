@@ -207,15 +207,22 @@ int db_series_paths(db *d, int64_t series_id, db_strings *paths)
     return collect_strings(d, s, paths, "series paths");
 }
 
-int db_job_dead_destinations(db *d, int64_t job_id, db_strings *names)
+int db_job_retry_destinations(db *d, int64_t job_id, db_strings *names)
 {
+    /* A failed job's list is "a,b" (sends_for_list): split it in SQL. */
     sqlite3_stmt *s = db__stmt(d, Q_DEAD_DESTINATIONS,
-                               "SELECT DISTINCT destination FROM sends WHERE job_id = ?1"
-                               " AND state = 'dead' ORDER BY destination");
+                               "WITH RECURSIVE split(name, rest) AS ("
+                               " SELECT '', destinations || ',' FROM jobs"
+                               "  WHERE id = ?1 AND state = 'failed'"
+                               " UNION ALL SELECT substr(rest, 1, instr(rest, ',') - 1),"
+                               "  substr(rest, instr(rest, ',') + 1) FROM split WHERE rest != '')"
+                               " SELECT name FROM split WHERE name != ''"
+                               " UNION SELECT destination FROM sends WHERE job_id = ?1"
+                               " AND state = 'dead' ORDER BY 1");
     if (!s)
         return LDCT_EDB;
     sqlite3_bind_int64(s, 1, job_id);
-    return collect_strings(d, s, names, "dead destinations");
+    return collect_strings(d, s, names, "retry destinations");
 }
 
 int db_series_stable_uids(db *d, db_strings *uids)

@@ -186,8 +186,10 @@ typedef struct db_retry {
 int db_job_retry_with(db *d, int64_t job_id, db_retry *r);
 /* The same without `from`; *changed = rows requeued. */
 int db_job_retry(db *d, int64_t job_id, const char *to, int *changed);
-/* The destinations of job_id's dead sends, each once, sorted. */
-int db_job_dead_destinations(db *d, int64_t job_id, db_strings *names);
+/* Where a retry of job_id without --to sends: its dead sends'
+ * destinations and, when the job failed, those it names (the sends its
+ * next run makes); each once, sorted. */
+int db_job_retry_destinations(db *d, int64_t job_id, db_strings *names);
 
 /* At start-up: running jobs and sending sends go back to pending; a job
  * that was running `max_attempts` times already fails instead (it keeps

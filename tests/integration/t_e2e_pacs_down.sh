@@ -85,7 +85,7 @@ sed -e '/^\[destination nowhere\]/,/^\[/{/^\[rule/!d}' \
 "$LDCT" --config "$T/renamed.conf" retry 1 2> "$T/err"
 rc=$?
 [ $rc = 2 ] || fail "retry to a destination the file lacks exited $rc"
-grep -q "job 1's dead send(s) to 'nowhere' would fail again: $T/renamed.conf has no \[destination nowhere\] .*ldct retry 1 --to DEST \[--from nowhere\]" "$T/err" ||
+grep -q "job 1 would send to 'nowhere' and fail again: $T/renamed.conf has no \[destination nowhere\] .*ldct retry 1 --to DEST \[--from nowhere\]" "$T/err" ||
     fail "retry to a missing destination: $(cat "$T/err")"
 [ "$(sql "SELECT state FROM sends WHERE destination = 'nowhere'")" = dead ] || fail "the refused retry changed the send"
 # up has the series: the dead send stays nowhere's, retried there.

@@ -938,6 +938,31 @@ START_TEST(failed_job_counts_the_instances_it_ran_on)
 }
 END_TEST
 
+/* Where a retry would send: a failed job's own list (split), nothing for a
+ * job that did not fail and has no dead sends. */
+START_TEST(retry_destinations_of_a_failed_job)
+{
+    char p[128];
+    db *d = open_fresh(p, sizeof p);
+    int64_t a = job(d, stable_series(d, "1.1", 1), 0, "pacs,archive", 0);
+    int64_t b = job(d, stable_series(d, "1.2", 1), 0, "pacs", 0);
+    db_job j;
+    ck_assert_int_eq(db_job_claim(d, "w", 3000, &j), 0);
+    ck_assert_int_eq(j.id, a);
+    ck_assert_int_eq(db_job_failed(d, a, 3500, "gap between slices", 0), 0);
+    db_strings names = {0, NULL};
+    ck_assert_int_eq(db_job_retry_destinations(d, a, &names), 0);
+    ck_assert_int_eq(names.n, 2);
+    ck_assert_str_eq(names.v[0], "archive");
+    ck_assert_str_eq(names.v[1], "pacs");
+    db_strings_free(&names);
+    ck_assert_int_eq(db_job_retry_destinations(d, b, &names), 0);
+    ck_assert_int_eq(names.n, 0);
+    db_strings_free(&names);
+    db_close(d);
+}
+END_TEST
+
 START_TEST(late_instance_during_a_job_is_processed_again_under_new_uids)
 {
     char p[128];
@@ -1560,6 +1585,7 @@ int main(void)
     tcase_add_test(tc, defer_sends_a_stable_series_back_to_receiving);
     tcase_add_test(tc, late_instance_during_a_job_is_processed_again_under_new_uids);
     tcase_add_test(tc, failed_job_counts_the_instances_it_ran_on);
+    tcase_add_test(tc, retry_destinations_of_a_failed_job);
     tcase_add_test(tc, retry_can_send_dead_sends_to_another_destination);
     tcase_add_test(tc, a_rerun_reuses_uids_only_for_the_same_result);
     tcase_add_test(tc, a_retried_job_on_other_sources_drops_borrowed_uids);
