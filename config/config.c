@@ -1034,6 +1034,22 @@ static int node_line(const int *node_key_line, const char *name, const char *ins
     return line || !instead ? line : node_line(node_key_line, instead, NULL);
 }
 
+/* The status listener shares no port with a DICOM one: the second bind
+ * would stop the start. */
+static void validate_http_port(ldct_config *cfg, const int *key_line)
+{
+    const cfg_node *n = &cfg->node;
+    if (n->http_port <= 0)
+        return;
+    const char *other = n->http_port == n->port       ? "port"
+                        : n->http_port == n->tls_port ? "tls_port"
+                                                      : NULL;
+    if (other)
+        add_error(cfg, node_line(key_line, "http_port", NULL),
+                  "http_port %d is also %s: give the status listener its own port", n->http_port,
+                  other);
+}
+
 /* The TLS listener's keys belong together; the files themselves are read
  * (and checked) by ldctd at start and by ldct check-config. Each error is
  * reported at the line of the key it is about. */
@@ -1128,6 +1144,7 @@ static void validate(ldct_config *cfg, const key_lines *keys)
     for (int i = 0; i < cfg->ndest; i++)
         validate_destination(cfg, &cfg->dest[i], keys->dest[i]);
     validate_tls(cfg, keys->node);
+    validate_http_port(cfg, keys->node);
     validate_crl(cfg, keys->node);
     for (int i = 0; i < cfg->nrule; i++)
         validate_rule(cfg, &cfg->rule[i]);
@@ -1453,18 +1470,19 @@ int config_associations_per_host(const cfg_node *n)
     return all > kept ? all - kept : 1;
 }
 
-/* What the daemon makes of a value that stands for another: "" when the
- * value is used as it is. */
+/* What the daemon makes of a value that stands for another, as a comment
+ * after it (" ; ...": a `key = value` reader stops at the ';'); "" when
+ * the value is used as it is. */
 static void node_effect(const ldct_config *cfg, const opt_def *o, char *out, size_t len)
 {
     out[0] = '\0';
     if (!strcmp(o->name, "max_associations_per_host") && cfg->node.max_associations_per_host == 0)
-        snprintf(out, len, "  (%d: max_associations but a quarter kept for other hosts)",
+        snprintf(out, len, "  ; %d: max_associations but a quarter kept for other hosts",
                  config_associations_per_host(&cfg->node));
     else if (!strcmp(o->name, "results_dir") && !cfg->node.results_dir[0]) {
         char dir[CFG_PATH_MAX + 16];
         config_results_dir(cfg, dir, sizeof dir);
-        snprintf(out, len, "  (%s)", dir);
+        snprintf(out, len, " ; %s", dir);
     }
 }
 

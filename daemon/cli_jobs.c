@@ -152,19 +152,33 @@ static void job_text(list_ctx *c, const db_job_row *j)
         printf("    error   %s\n", j->last_error);
 }
 
+/* A pending send's ", next try in 12 s"; while no ldctd runs, ", next try
+ * once ldctd runs" (and the backoff's end, if still ahead). "" otherwise. */
+static void next_try_text(const list_ctx *c, const db_send_row *s, char *out, size_t len)
+{
+    char at[32];
+    out[0] = '\0';
+    if (s->state[0] && s->state[0] != 'p')
+        return;
+    if (c->stopped && s->next_attempt_ms > c->now) {
+        ldct_time_format(s->next_attempt_ms, at, sizeof at);
+        snprintf(out, len, ", next try once ldctd runs, not before %s", at);
+    } else if (c->stopped)
+        snprintf(out, len, ", next try once ldctd runs");
+    else
+        snprintf(out, len, ", next try in %.0f s",
+                 s->next_attempt_ms > c->now ? (double)(s->next_attempt_ms - c->now) / 1000.0
+                                             : 0.0);
+}
+
 static void send_text(list_ctx *c, const db_send_row *s)
 {
-    char next[32] = "";
+    char next[64];
     /* A send in progress still holds the error of the attempt before it. */
     const char *sep = !s->last_error[0]                  ? ""
                       : strcmp(s->state, "sending") == 0 ? ", previous attempt: "
                                                          : ": ";
-    if ((!s->state[0] || s->state[0] == 'p') && c->stopped)
-        snprintf(next, sizeof next, ", next try once ldctd runs");
-    else if (!s->state[0] || s->state[0] == 'p')
-        snprintf(next, sizeof next, ", next try in %.0f s",
-                 s->next_attempt_ms > c->now ? (double)(s->next_attempt_ms - c->now) / 1000.0
-                                             : 0.0);
+    next_try_text(c, s, next, sizeof next);
     printf("    send %lld %-8s %s to %s, attempts %d%s%s%s\n", (long long)s->id, s->what, s->state,
            s->destination, s->attempts, next, sep, s->last_error);
     if (send_cut_off(c, s))

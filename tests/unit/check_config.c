@@ -912,6 +912,11 @@ START_TEST(tls_keys_belong_together)
     ck_assert(has_error(cfg, 4, "tls_profile = tls13: use bcp195-nd or bcp195"));
     ck_assert(has_error(cfg, 8, "destination 'p': tls needs the node's tls_ca_certificates"));
     config_free(cfg);
+    /* The status listener may share neither DICOM port. */
+    cfg = load_text("[node]\nport = 104\nhttp_port = 104\n", &rc);
+    ck_assert_int_eq(rc, LDCT_EINVAL_CONFIG);
+    ck_assert(has_error(cfg, 3, "http_port 104 is also port: give the status listener its own"));
+    config_free(cfg);
     /* A refused repeat leaves the value in effect, and its line. */
     cfg = load_text("[node]\ntls_port = 2762\ntls_port = 99999999\n[destination p]\nhost = h\n"
                     "ae_title = P\ntls = yes\ntls = maybe\n",
@@ -1317,11 +1322,10 @@ START_TEST(node_print_shows_effective_values)
     ck_assert_ptr_nonnull(f);
     config_node_print(cfg, f);
     fclose(f);
-    ck_assert_msg(strstr(text, "max_associations_per_host = 0  (12: max_associations but a "
-                               "quarter kept for other hosts)\n"),
+    ck_assert_msg(strstr(text, "max_associations_per_host = 0  ; 12: max_associations but a "
+                               "quarter kept for other hosts\n"),
                   "%s", text);
-    ck_assert_msg(strstr(text, "\nresults_dir              =   (./var/ldct/results)\n"), "%s",
-                  text);
+    ck_assert_msg(strstr(text, "\nresults_dir              =  ; ./var/ldct/results\n"), "%s", text);
     ck_assert_msg(strstr(text, "\nmax_associations         = 16\n"), "%s", text);
     free(text);
     config_free(cfg);
