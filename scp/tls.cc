@@ -383,6 +383,9 @@ int scp__tls_peer_name(X509_VERIFY_PARAM *p, const char *name)
 {
     unsigned char ip[16];
     const bool is_ip = inet_pton(AF_INET, name, ip) == 1 || inet_pton(AF_INET6, name, ip) == 1;
+    /* No wildcards, as for bound callers: a *.hospital.org certificate from
+     * the DICOM CA would otherwise pass as the PACS. */
+    X509_VERIFY_PARAM_set_hostflags(p, X509_CHECK_FLAG_NO_WILDCARDS);
     return is_ip ? X509_VERIFY_PARAM_set1_ip_asc(p, name) : X509_VERIFY_PARAM_set1_host(p, name, 0);
 }
 

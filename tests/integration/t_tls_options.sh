@@ -14,7 +14,8 @@
 # - tls_peer_name: a destination whose certificate carries the name (DNS or
 #   IP address in subjectAltName) gets the derived series; one that names
 #   another host is refused at the handshake ("hostname mismatch") and its
-#   send ends dead, though its certificate chains to the CA.
+#   send ends dead, though its certificate chains to the CA and carries a
+#   wildcard (*.hospital.test) that would cover the name.
 . "$(dirname "$0")/lib.sh"
 command -v openssl > /dev/null || skip "no openssl"
 
@@ -29,7 +30,8 @@ pki() {
     tls_cert "$d" scanner ca
     tls_cert "$d" weak ca 1024
     tls_cert "$d" intruder rogue
-    tls_cert "$d" pacs ca 2048 -addext "subjectAltName=DNS:pacs.hospital.test,IP:127.0.0.1"
+    tls_cert "$d" pacs ca 2048 \
+        -addext "subjectAltName=DNS:pacs.hospital.test,DNS:*.hospital.test,IP:127.0.0.1"
 }
 pki
 P=$T/pki
