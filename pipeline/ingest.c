@@ -43,16 +43,7 @@ void ingest_db_path(const char *state_dir, char *out, size_t len)
 
 int ingest_uid_valid(const char *uid)
 {
-    size_t n = strlen(uid);
-    if (n == 0 || n > 64 || uid[0] == '.' || uid[n - 1] == '.')
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        if (uid[i] == '.' && uid[i + 1] == '.')
-            return 0;
-        if (uid[i] != '.' && (uid[i] < '0' || uid[i] > '9'))
-            return 0;
-    }
-    return 1;
+    return scp_uid_valid(uid);
 }
 
 static void remove_stale_temps(const char *tmpdir)

@@ -300,6 +300,11 @@ int scp_silence_was_idle(long long waited_ms, int dimse_timeout_s);
 /* Writes a fresh UID "<root>.<unique suffix>" (at most 64 chars) into out. */
 int scp_uid_new(const char *root, char *out, size_t len);
 
+/* 1 when uid has a UID's syntax (1 to 64 digits and dots, no empty
+ * component at either end or between two dots), else 0. Only such text
+ * is logged from a request: anything else may be patient data. */
+int scp_uid_valid(const char *uid);
+
 /* Parameters of one synthetic CT Image Storage instance. Strings may be
  * NULL for "absent". Pixels are rows*cols stored values (signed 16-bit). */
 typedef struct scp_ct_params {

@@ -569,6 +569,13 @@ OFCondition receive_into(scp_server *srv, T_ASC_Association *assoc, T_ASC_Presen
     return c;
 }
 
+/* A request's SOP Instance UID for the log: the UID, or a placeholder for
+ * text that is none (a sender may put anything there, a patient ID too). */
+const char *loggable_uid(const char *uid)
+{
+    return scp_uid_valid(uid) ? uid : "(not a valid UID, not logged)";
+}
+
 /* Answers a received dataset: store_end decides, the C-STORE-RSP tells. */
 OFCondition answer_store(T_ASC_Association *assoc, T_ASC_PresentationContextID pid,
                          T_DIMSE_C_StoreRQ *req, store_ctx *sc, bool write_failed)
@@ -581,7 +588,7 @@ OFCondition answer_store(T_ASC_Association *assoc, T_ASC_PresentationContextID p
         scp__strlcpy(sc->comment, "internal error", sizeof sc->comment);
     }
     if (rsp.DimseStatus != STATUS_Success)
-        log_notice("scp: instance %s from %s refused: 0x%04X", sc->req_inst.c_str(),
+        log_notice("scp: instance %s from %s refused: 0x%04X", loggable_uid(sc->req_inst.c_str()),
                    sc->a->calling.c_str(), rsp.DimseStatus);
     note_refusal(sc->srv, sc->a, rsp.DimseStatus);
     DcmDataset *detail = nullptr;
@@ -600,7 +607,7 @@ OFCondition refuse_store(scp_server *srv, T_ASC_Association *assoc, T_ASC_Presen
     if (c.bad())
         return c;
     log_notice("scp: instance %s from %s refused before reception: 0x%04X",
-               req->AffectedSOPInstanceUID, sc->a->calling.c_str(), status);
+               loggable_uid(req->AffectedSOPInstanceUID), sc->a->calling.c_str(), status);
     T_DIMSE_C_StoreRSP rsp{};
     rsp.DimseStatus = (Uint16)status;
     DcmDataset *detail = nullptr;

@@ -64,6 +64,18 @@ unsigned long process_tag(void)
 
 } // namespace
 
+extern "C" int scp_uid_valid(const char *uid)
+{
+    const size_t n = strlen(uid);
+    if (n == 0 || n > 64 || uid[0] == '.' || uid[n - 1] == '.')
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if ((uid[i] == '.' && uid[i + 1] == '.') ||
+            (uid[i] != '.' && (uid[i] < '0' || uid[i] > '9')))
+            return 0;
+    return 1;
+}
+
 extern "C" int scp_uid_new(const char *root, char *out, size_t len)
 {
     try {
