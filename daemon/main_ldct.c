@@ -292,7 +292,14 @@ static int cmd_check_config(cli_opts *o)
         return 1;
     }
     char tls[600] = "";
-    const int tls_bad = cfg->nerr == 0 && node_tls_check(cfg, tls, sizeof tls) != 0;
+    int tls_bad = cfg->nerr == 0 && node_tls_check(cfg, tls, sizeof tls) != 0;
+    scp_tls_dates dates;
+    /* Files that load but are past their date refuse every peer: an error
+     * here, so that `check-config && systemctl reload` stops. */
+    if (cfg->nerr == 0 && !tls_bad && node_tls_dates(&cfg->node, &dates, tls, sizeof tls) == 0)
+        tls_bad = node_tls_past(&cfg->node, &dates, ldct_now_ms() / 1000, tls, sizeof tls);
+    else if (!tls_bad)
+        tls[0] = '\0';
     if (o->json) {
         check_config_json(o->argv[0], cfg, NULL, tls_bad ? tls : "");
         config_free(cfg);
@@ -313,7 +320,7 @@ static int cmd_check_config(cli_opts *o)
                 fprintf(stderr, "%s\n", tls);
         scp_tls_dates d;
         if (node_tls_dates(&cfg->node, &d, tls, sizeof tls) == 0)
-            node_tls_warn(&cfg->node, &d, ldct_now_ms() / 1000); /* near or past: logged */
+            node_tls_warn(&cfg->node, &d, ldct_now_ms() / 1000); /* near: logged */
         node_tls_warn_crl_gaps(&cfg->node);
         node_tls_warn_key_mode(&cfg->node);
     } else {

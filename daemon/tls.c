@@ -85,27 +85,51 @@ static int warn_one(const tls_deadline *d, int64_t now_s)
     return 1;
 }
 
+/* The node's certificate, revocation lists and CA, with what their dates
+ * mean, into out[3]. */
+static void deadlines(const cfg_node *n, const scp_tls_dates *d, tls_deadline out[3])
+{
+    out[0] = (tls_deadline){"tls_certificate",  n->tls_certificate, d->certificate_not_after,
+                            TLS_CERT_WARN_DAYS, "expires on",       "expired on",
+                            "peers refuse it"};
+    out[1] = (tls_deadline){"tls_crl",
+                            n->tls_crl,
+                            d->crl_next_update,
+                            TLS_CRL_WARN_DAYS,
+                            "is due for its next update on",
+                            "was due for its next update on",
+                            "every peer is refused (CRL has expired)"};
+    out[2] = (tls_deadline){"CA certificate",
+                            d->ca_name,
+                            d->ca_not_after,
+                            TLS_CERT_WARN_DAYS,
+                            "expires on",
+                            "expired on",
+                            "peers whose certificates chain to it are refused, and so is the"
+                            " node's own if it does"};
+}
+
 int node_tls_warn(const cfg_node *n, const scp_tls_dates *d, int64_t now_s)
 {
-    const tls_deadline cert = {"tls_certificate",  n->tls_certificate, d->certificate_not_after,
-                               TLS_CERT_WARN_DAYS, "expires on",       "expired on",
-                               "peers refuse it"};
-    const tls_deadline crl = {"tls_crl",
-                              n->tls_crl,
-                              d->crl_next_update,
-                              TLS_CRL_WARN_DAYS,
-                              "is due for its next update on",
-                              "was due for its next update on",
-                              "every peer is refused (CRL has expired)"};
-    const tls_deadline ca = {"CA certificate",
-                             d->ca_name,
-                             d->ca_not_after,
-                             TLS_CERT_WARN_DAYS,
-                             "expires on",
-                             "expired on",
-                             "peers whose certificates chain to it are refused, and so is the"
-                             " node's own if it does"};
-    return warn_one(&cert, now_s) + warn_one(&crl, now_s) + warn_one(&ca, now_s);
+    tls_deadline t[3];
+    deadlines(n, d, t);
+    return warn_one(&t[0], now_s) + warn_one(&t[1], now_s) + warn_one(&t[2], now_s);
+}
+
+int node_tls_past(const cfg_node *n, const scp_tls_dates *d, int64_t now_s, char *out, size_t len)
+{
+    tls_deadline t[3];
+    deadlines(n, d, t);
+    for (int i = 0; i < 3; i++) {
+        if (t[i].t <= 0 || t[i].t > now_s)
+            continue;
+        char when[48];
+        utc_text(t[i].t, when, sizeof when);
+        snprintf(out, len, "TLS: %s %s %s %s: %s; install a new one", t[i].key, t[i].path,
+                 t[i].past, when, t[i].then);
+        return 1;
+    }
+    return 0;
 }
 
 static void warn_gap(void *ctx, const char *text)

@@ -37,6 +37,11 @@ int node_tls_dates(const cfg_node *n, scp_tls_dates *d, char *err, size_t len);
  * do), as of now_s (Unix seconds). Returns how many lines it logged. */
 int node_tls_warn(const cfg_node *n, const scp_tls_dates *d, int64_t now_s);
 
+/* 1 when a file of d is past its date at now_s (a certificate expired, a
+ * revocation list overdue: peers are then refused), with the first such
+ * as text in out; else 0. */
+int node_tls_past(const cfg_node *n, const scp_tls_dates *d, int64_t now_s, char *out, size_t len);
+
 /* Logs a warning for each CA of tls_ca_certificates without a list in
  * tls_crl, and for each list there whose CA is not (scp_tls_crl_gaps).
  * Returns how many lines it logged. */

@@ -28,8 +28,9 @@
 #   (the certificate's notAfter, the lists' earliest nextUpdate), a reload
 #   updates them, and the log warns when they are near (the test's
 #   certificates last 2 days, under the 30 days' warning; the lists' next
-#   update is in 2 days, under 3). ldct check-config names a certificate
-#   that has expired and a list past its next update.
+#   update is in 2 days, under 3). ldct check-config fails on a
+#   certificate that has expired and on a list past its next update,
+#   naming it.
 . "$(dirname "$0")/lib.sh"
 command -v openssl > /dev/null || skip "no openssl"
 
@@ -310,11 +311,18 @@ openssl x509 -req -in "$P/node.csr" -CA "$P/ca.crt" -CAkey "$P/ca.key" -CAcreate
 openssl ca -config "$P/ca.cnf" -keyfile "$P/ca.key" -cert "$P/ca.crt" -gencrl -crlsec 1 \
     -out "$P/late.crl" > /dev/null 2>&1 || fail "openssl ca -gencrl -crlsec 1"
 sleep 2
-write_config "tls_port = $TLS_PORT" "tls_certificate = $P/old.crt" \
-    "tls_private_key = $P/node.key" "tls_ca_certificates = $P/ca.crt" "tls_crl = $P/late.crl"
-"$LDCT" check-config "$T/ldctd.conf" > "$T/check.out" 2>&1 || fail "check-config: $(cat "$T/check.out")"
+# Each refuses every peer: an error (exit 1, no "OK"), so that
+# `check-config && systemctl reload` stops there.
+past() { # CERT CRL: check-config fails, check.out says why
+    write_config "tls_port = $TLS_PORT" "tls_certificate = $1" \
+        "tls_private_key = $P/node.key" "tls_ca_certificates = $P/ca.crt" "tls_crl = $2"
+    "$LDCT" check-config "$T/ldctd.conf" > "$T/check.out" 2>&1 && fail "check-config passed $1, $2"
+    grep -q ": OK (" "$T/check.out" && fail "check-config said OK: $(cat "$T/check.out")"
+}
+past "$P/old.crt" "$P/ca.crl"
 grep -q "TLS: tls_certificate $P/old.crt expired on .*: peers refuse it" "$T/check.out" ||
     fail "check-config on an expired certificate: $(cat "$T/check.out")"
+past "$P/node.crt" "$P/late.crl"
 grep -q "TLS: tls_crl $P/late.crl was due for its next update on .*: every peer is refused" \
     "$T/check.out" || fail "check-config on a list past its update: $(cat "$T/check.out")"
 exit 0
