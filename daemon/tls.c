@@ -28,7 +28,8 @@ int node_tls_sender(const ldct_config *cfg, scp_tls_ctx **out, char *err, size_t
             char why[512] = "";
             int rc = scp_tls_ctx_new(&tls, out, why, sizeof why);
             if (rc)
-                snprintf(err, len, "[destination %s] tls: %s", cfg->dest[i].name, why);
+                snprintf(err, len, "the node's TLS files (for [destination %s], tls = yes): %s",
+                         cfg->dest[i].name, why);
             return rc; /* the same files for every destination */
         }
     return 0;
@@ -167,7 +168,8 @@ int node_tls_check(const ldct_config *cfg, char *err, size_t len)
     for (int i = 0; !rc && i < cfg->ndest; i++)
         if (cfg->dest[i].tls) {
             if ((rc = scp_tls_check(&tls, 0, why, sizeof why)))
-                snprintf(err, len, "[destination %s] tls: %s", cfg->dest[i].name, why);
+                snprintf(err, len, "the node's TLS files (for [destination %s], tls = yes): %s",
+                         cfg->dest[i].name, why);
             break; /* the same files for every destination */
         }
     return rc;

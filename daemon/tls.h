@@ -15,7 +15,8 @@ scp_tls node_tls(const cfg_node *n);
 
 /* Loads the files the configuration uses: the listener's when tls_port is
  * set, a sender's when a destination has tls = yes. 0, or an error with
- * "tls_port: ..." or "[destination NAME] tls: ..." in err. */
+ * "tls_port: ..." or "the node's TLS files (for [destination NAME], tls =
+ * yes): ..." in err (a destination uses the node's files). */
 int node_tls_check(const ldct_config *cfg, char *err, size_t len);
 
 /* The senders' TLS setup for cfg (its files read now): *out NULL when no

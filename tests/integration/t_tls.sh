@@ -142,6 +142,6 @@ write_config "tls_ca_certificates = $T/missing-ca.crt" \
 kill -HUP "$DAEMON_PID"
 refused() { grep -q "reload failed; keeping the running configuration" "$T/ldctd.log"; }
 wait_until 10 "the reload refused" refused
-grep -q "reload: \[destination late\] tls: cannot read the TLS CA certificates $T/missing-ca.crt" \
+grep -q "reload: the node's TLS files (for \[destination late\], tls = yes): cannot read the TLS CA certificates $T/missing-ca.crt" \
     "$T/ldctd.log" || fail "the reload's reason: $(grep reload "$T/ldctd.log")"
 stop_daemon || fail "exit code $? after SIGTERM"
