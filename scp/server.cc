@@ -872,8 +872,11 @@ std::string verdict_detail(const scp_server *srv, scp_assoc_verdict v, const ass
         return std::string();
     if (!a.info.tls)
         return "it called without TLS";
-    return a.tls_peer ? "its certificate is " + scp__tls_subject(a.tls_peer.get())
-                      : "it sent no certificate";
+    if (!a.tls_peer)
+        return "it sent no certificate";
+    const std::string alt = scp__tls_alt_names(a.tls_peer.get());
+    return "its certificate is " + scp__tls_subject(a.tls_peer.get()) +
+           (alt.empty() ? "" : ", subjectAltName " + alt);
 }
 
 /* Runs one received association request to its end: the busy check, the

@@ -364,6 +364,41 @@ std::string scp__tls_subject(const X509 *x)
     return x ? name_text(X509_get_subject_name(x)) : std::string("?");
 }
 
+/* "DNS:a, IP:10.0.0.2" from one subjectAltName entry list. */
+static std::string alt_names_text(const GENERAL_NAMES *names)
+{
+    std::string out;
+    for (int i = 0; i < sk_GENERAL_NAME_num(names); i++) {
+        const GENERAL_NAME *g = sk_GENERAL_NAME_value(names, i);
+        std::string one;
+        if (g->type == GEN_DNS)
+            one = "DNS:" + std::string((const char *)ASN1_STRING_get0_data(g->d.dNSName),
+                                       (size_t)ASN1_STRING_length(g->d.dNSName));
+        else if (g->type == GEN_IPADD) {
+            char ip[INET6_ADDRSTRLEN] = "?";
+            const int len = ASN1_STRING_length(g->d.iPAddress);
+            if (len == 4 || len == 16)
+                inet_ntop(len == 4 ? AF_INET : AF_INET6, ASN1_STRING_get0_data(g->d.iPAddress), ip,
+                          sizeof ip);
+            one = std::string("IP:") + ip;
+        }
+        if (!one.empty())
+            out += (out.empty() ? "" : ", ") + one;
+    }
+    return out;
+}
+
+std::string scp__tls_alt_names(const X509 *x)
+{
+    if (!x)
+        return std::string();
+    auto *names = (GENERAL_NAMES *)X509_get_ext_d2i(x, NID_subject_alt_name, nullptr, nullptr);
+    std::string out = names ? alt_names_text(names) : std::string();
+    GENERAL_NAMES_free(names);
+    ERR_clear_error();
+    return out;
+}
+
 extern "C" int scp_assoc_tls_peer_is(const scp_assoc_info *a, const char *name)
 {
     X509 *x = static_cast<X509 *>(const_cast<void *>(a->tls_peer));

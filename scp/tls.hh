@@ -85,6 +85,11 @@ X509 *scp__tls_peer_certificate(T_ASC_Association *assoc);
 /* "CN=scanner,O=Hospital" (RFC 2253), or "?". */
 std::string scp__tls_subject(const X509 *x);
 
+/* The DNS names and IP addresses in x's subjectAltName, "DNS:a, IP:b";
+ * "" when it has none. A DNS name there is what a name is matched
+ * against, not the CN. */
+std::string scp__tls_alt_names(const X509 *x);
+
 /* A sender's TLS setup (scp.h): the configured layer, shared by handles. */
 struct scp_tls_ctx {
     std::shared_ptr<DcmTLSTransportLayer> layer;

@@ -74,14 +74,14 @@ expect served OTHER -
 expect served OTHER plain
 expect refused CT1 scanner2 "its certificate is CN=scanner2"
 expect refused CT2 scanner "its certificate is CN=scanner"
-expect refused CT1 other "its certificate is CN=other"
+expect refused CT1 other "its certificate is CN=other, subjectAltName DNS:ct2.hospital.test"
 expect refused CT1 - "it sent no certificate"
 expect refused CT1 plain "it called without TLS"
 expect refused CT3 plain "it called without TLS"
 expect refused ct1 plain "it called without TLS"
 expect refused Ct1 scanner2 "its certificate is CN=scanner2"
 expect served ct1 scanner
-expect refused CT2 wild "its certificate is CN=wild"
+expect refused CT2 wild "its certificate is CN=wild, subjectAltName DNS:*.hospital.test"
 metric() { curl -s "http://127.0.0.1:$HTTP_PORT/metrics" | sed -n "s/^$1 //p"; }
 rejected=$(metric 'ldct_connections_total{outcome="rejected"}')
 [ "$rejected" -ge 6 ] || fail "rejected associations $rejected, not 6"
