@@ -219,11 +219,12 @@ static void follow_clock_steps(server *s)
     s->clock_pending = 0;
 }
 
-/* Whether systemd's watchdog watches this ldctd (the unit's WatchdogSec). */
-static int watchdog_on(void)
+/* systemd's watchdog interval for this ldctd (the unit's WatchdogSec) in
+ * microseconds; 0 when none watches it (or one too short to answer). */
+static uint64_t watchdog_usec(void)
 {
     uint64_t usec = 0;
-    return sd_watchdog_enabled(0, &usec) > 0 && usec >= 2000;
+    return sd_watchdog_enabled(0, &usec) > 0 && usec >= 2000 ? usec : 0;
 }
 
 /* A job stalled for job_stall_seconds: one error naming it; then, under
@@ -248,10 +249,10 @@ static void check_stall(server *s)
         char what[200];
         stall_text(j, silent, what, sizeof what);
         log_err("%s (job_stall_seconds = %d): the job or its GPU hangs; %s", what, limit_s,
-                watchdog_on() ? "ldctd stops answering systemd's watchdog so that systemd"
-                                " restarts it; the job then runs again (each run is an attempt)"
-                              : "restart ldctd (nothing queued is lost by it); without"
-                                " systemd's watchdog it does not restart by itself");
+                watchdog_usec() ? "ldctd stops answering systemd's watchdog so that systemd"
+                                  " restarts it; the job then runs again (each run is an attempt)"
+                                : "restart ldctd (nothing queued is lost by it); without"
+                                  " systemd's watchdog it does not restart by itself");
     } else if (!stalled && s->stalled_job)
         log_notice("job %lld reports progress again or ended: no job is stalled",
                    (long long)s->stalled_job);
@@ -777,8 +778,8 @@ static void start_loop_handles(server *s)
     uv_timer_start(&s->expire_timer, on_expire_timer, 0, EXPIRE_CHECK_MS);
     uv_timer_init(&s->loop, &s->watchdog_timer);
     s->watchdog_timer.data = s;
-    uint64_t usec = 0;
-    if (sd_watchdog_enabled(0, &usec) > 0 && usec >= 2000) {
+    const uint64_t usec = watchdog_usec();
+    if (usec) {
         log_info("systemd watchdog every %llu ms", (unsigned long long)usec / 2000);
         uv_timer_start(&s->watchdog_timer, on_watchdog, usec / 2000, usec / 2000);
     }
